@@ -1,0 +1,23 @@
+/** Mean time per call in milliseconds, after a short warm-up. */
+export async function measure(iterations: number, fn: () => unknown): Promise<number> {
+  for (let i = 0; i < Math.min(20, iterations); i++) await fn();
+  const start = performance.now();
+  for (let i = 0; i < iterations; i++) await fn();
+  return (performance.now() - start) / iterations;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export type Row = [label: string, value: number, unit: string, note?: string];
+
+export function report(name: string, context: string, rows: Row[]): void {
+  console.log(`\n## ${name} (${context})`);
+  const width = Math.max(...rows.map((r) => r[0].length));
+  for (const [label, value, unit, note] of rows) {
+    const shown = value >= 100 ? value.toFixed(0) : value >= 1 ? value.toFixed(2) : value.toFixed(4);
+    console.log(`  ${label.padEnd(width)}  ${shown.padStart(10)} ${unit}${note ? `   (${note})` : ''}`);
+  }
+}

@@ -1,0 +1,5 @@
+export * from './base64.ts';
+export * from './canonical-json.ts';
+export * from './ed25519.ts';
+export * from './sha256.ts';
+export * from './signing.ts';

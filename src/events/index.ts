@@ -1,0 +1,3 @@
+export * from './room-versions.ts';
+export * from './redaction.ts';
+export * from './pdu.ts';

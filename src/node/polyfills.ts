@@ -1,0 +1,19 @@
+// Node 20 lacks Promise.withResolvers (added in Node 22), which libp2p 3 calls.
+// Without it a dial fails with a misleading ECONNRESET. Every Node entry point
+// and the test setup import this module first.
+if (typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function') {
+  Object.defineProperty(Promise, 'withResolvers', {
+    configurable: true,
+    writable: true,
+    value: function withResolvers<T>() {
+      let resolve!: (value: T | PromiseLike<T>) => void;
+      let reject!: (reason?: unknown) => void;
+      const promise = new Promise<T>((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      return { promise, resolve, reject };
+    },
+  });
+}
+export {};

@@ -3,7 +3,7 @@
  * browser and under Node). Writes are serialised: one write transaction at a time,
  * and its promise resolves only once the transaction is durable.
  */
-export type SqlValue = string | number | bigint | Uint8Array | null;
+export type SqlValue = string | number | Uint8Array | null;
 export type SqlParams = readonly SqlValue[] | Readonly<Record<string, SqlValue>>;
 export type Row = Record<string, SqlValue>;
 

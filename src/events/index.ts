@@ -1,3 +1,4 @@
 export * from './room-versions.ts';
+export * from './event.ts';
 export * from './redaction.ts';
 export * from './pdu.ts';

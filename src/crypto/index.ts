@@ -3,3 +3,4 @@ export * from './canonical-json.ts';
 export * from './ed25519.ts';
 export * from './sha256.ts';
 export * from './signing.ts';
+export * from './random.ts';

@@ -1,0 +1,96 @@
+import type { ComponentSchema } from '../storage/database.ts';
+
+export const roomsSchema: ComponentSchema = {
+  component: 'rooms',
+  migrations: [
+    {
+      version: 1,
+      description: 'rooms, events, state snapshots built from shared blocks, current state, memberships, aliases',
+      up: (tx) => {
+        tx.run(`CREATE TABLE rooms (
+          room_id TEXT PRIMARY KEY,
+          room_version TEXT NOT NULL,
+          current_snapshot INTEGER,
+          published INTEGER NOT NULL DEFAULT 0,
+          created_ts INTEGER NOT NULL
+        )`);
+        // Every event we hold, accepted or not. stream_ordering is its place in the
+        // global stream (NULL for outliers, rejected and soft-failed events, which
+        // never reach clients). state_snapshot is the room state before the event.
+        tx.run(`CREATE TABLE events (
+          event_nid INTEGER PRIMARY KEY,
+          event_id TEXT NOT NULL UNIQUE,
+          room_id TEXT NOT NULL,
+          type TEXT NOT NULL,
+          state_key TEXT,
+          sender TEXT NOT NULL,
+          depth INTEGER NOT NULL,
+          origin_server_ts INTEGER NOT NULL,
+          json TEXT NOT NULL,
+          stream_ordering INTEGER UNIQUE,
+          state_snapshot INTEGER,
+          replaces_state INTEGER,
+          outlier INTEGER NOT NULL DEFAULT 0,
+          rejected TEXT,
+          soft_failed INTEGER NOT NULL DEFAULT 0,
+          redacted_by TEXT
+        )`);
+        tx.run('CREATE INDEX events_by_room_stream ON events (room_id, stream_ordering)');
+        tx.run(`CREATE TABLE transaction_ids (
+          user_id TEXT NOT NULL,
+          device_id TEXT NOT NULL,
+          txn_id TEXT NOT NULL,
+          event_id TEXT NOT NULL,
+          PRIMARY KEY (user_id, device_id, txn_id)
+        )`);
+        tx.run(`CREATE TABLE forward_extremities (
+          room_id TEXT NOT NULL,
+          event_id TEXT NOT NULL,
+          PRIMARY KEY (room_id, event_id)
+        )`);
+        // A snapshot is an ordered list of immutable blocks (later blocks override
+        // earlier ones). Snapshots share blocks; small new blocks are merged as they
+        // accumulate, so each entry is copied O(log n) times and no event gets a full copy.
+        tx.run('CREATE TABLE state_blocks (block_nid INTEGER PRIMARY KEY, size INTEGER NOT NULL)');
+        tx.run(`CREATE TABLE state_block_entries (
+          block_nid INTEGER NOT NULL,
+          type TEXT NOT NULL,
+          state_key TEXT NOT NULL,
+          event_nid INTEGER NOT NULL,
+          PRIMARY KEY (block_nid, type, state_key)
+        ) WITHOUT ROWID`);
+        tx.run(`CREATE TABLE state_snapshots (
+          snapshot_nid INTEGER PRIMARY KEY,
+          room_id TEXT NOT NULL,
+          blocks TEXT NOT NULL
+        )`);
+        tx.run(`CREATE TABLE current_state (
+          room_id TEXT NOT NULL,
+          type TEXT NOT NULL,
+          state_key TEXT NOT NULL,
+          event_nid INTEGER NOT NULL,
+          membership TEXT,
+          PRIMARY KEY (room_id, type, state_key)
+        ) WITHOUT ROWID`);
+        tx.run('CREATE INDEX current_state_by_member ON current_state (state_key, type, membership)');
+        // Each local user's latest membership per room, with the stream position it
+        // changed at: what /sync needs to list joined, invited and left rooms.
+        tx.run(`CREATE TABLE local_memberships (
+          user_id TEXT NOT NULL,
+          room_id TEXT NOT NULL,
+          membership TEXT NOT NULL,
+          event_id TEXT NOT NULL,
+          stream_ordering INTEGER NOT NULL,
+          forgotten INTEGER NOT NULL DEFAULT 0,
+          PRIMARY KEY (user_id, room_id)
+        )`);
+        tx.run('CREATE INDEX local_memberships_by_stream ON local_memberships (user_id, stream_ordering)');
+        tx.run(`CREATE TABLE room_aliases (
+          alias TEXT PRIMARY KEY,
+          room_id TEXT NOT NULL,
+          creator TEXT NOT NULL
+        )`);
+      },
+    },
+  ],
+};

@@ -1,0 +1,39 @@
+import type { Migration, WriteTransaction } from './database.ts';
+
+/**
+ * One global, persistent stream position shared by everything /sync reports
+ * (timeline events, receipts, account data, to-device messages, device list
+ * changes, profile changes…). A single counter makes a sync token one number that
+ * stays valid across restarts, and ordering across kinds of data free.
+ */
+export const streamMigration: Migration = {
+  version: 1,
+  description: 'global stream position',
+  up: (tx) => {
+    tx.run('CREATE TABLE stream_position (id INTEGER NOT NULL)');
+    tx.run('INSERT INTO stream_position (id) VALUES (0)');
+  },
+};
+
+export const streamSchema = { component: 'stream', migrations: [streamMigration] };
+
+/** Allocates the next stream position inside a write transaction. */
+export function nextStreamId(tx: WriteTransaction): number {
+  tx.run('UPDATE stream_position SET id = id + 1');
+  return tx.get<{ id: number }>('SELECT id FROM stream_position')!.id;
+}
+
+export function currentStreamId(tx: Pick<WriteTransaction, 'get'>): number {
+  return tx.get<{ id: number }>('SELECT id FROM stream_position')!.id;
+}
+
+/** What changed at a stream position, so the sync notifier can wake the right long-polls. */
+export interface StreamChange {
+  position: number;
+  /** Rooms whose members should wake. */
+  roomIds?: readonly string[];
+  /** Users who should wake (account data, to-device, invites, device lists…). */
+  userIds?: readonly string[];
+}
+
+export type StreamNotify = (change: StreamChange) => void;

@@ -1,0 +1,57 @@
+import type { ComponentSchema } from '../storage/database.ts';
+
+export const usersSchema: ComponentSchema = {
+  component: 'users',
+  migrations: [
+    {
+      version: 1,
+      description: 'accounts, devices, access tokens, profiles, account data, filters',
+      up: (tx) => {
+        tx.run(`CREATE TABLE users (
+          user_id TEXT PRIMARY KEY,
+          password_hash TEXT,
+          created_ts INTEGER NOT NULL,
+          deactivated INTEGER NOT NULL DEFAULT 0
+        )`);
+        tx.run(`CREATE TABLE devices (
+          user_id TEXT NOT NULL,
+          device_id TEXT NOT NULL,
+          display_name TEXT,
+          created_ts INTEGER NOT NULL,
+          last_seen_ts INTEGER,
+          last_seen_ip TEXT,
+          PRIMARY KEY (user_id, device_id)
+        )`);
+        // Only a hash of each token is stored: a copied database does not hand out sessions.
+        tx.run(`CREATE TABLE access_tokens (
+          token_hash TEXT PRIMARY KEY,
+          user_id TEXT NOT NULL,
+          device_id TEXT NOT NULL,
+          created_ts INTEGER NOT NULL
+        )`);
+        tx.run('CREATE INDEX access_tokens_by_device ON access_tokens (user_id, device_id)');
+        tx.run(`CREATE TABLE profiles (
+          user_id TEXT PRIMARY KEY,
+          displayname TEXT,
+          avatar_url TEXT
+        )`);
+        // room_id '' holds global account data.
+        tx.run(`CREATE TABLE account_data (
+          user_id TEXT NOT NULL,
+          room_id TEXT NOT NULL,
+          type TEXT NOT NULL,
+          content TEXT NOT NULL,
+          stream_id INTEGER NOT NULL,
+          PRIMARY KEY (user_id, room_id, type)
+        )`);
+        tx.run('CREATE INDEX account_data_by_stream ON account_data (user_id, stream_id)');
+        tx.run(`CREATE TABLE filters (
+          user_id TEXT NOT NULL,
+          filter_id INTEGER NOT NULL,
+          filter TEXT NOT NULL,
+          PRIMARY KEY (user_id, filter_id)
+        )`);
+      },
+    },
+  ],
+};

@@ -1,0 +1,273 @@
+import { encodeBase64Url } from '../crypto/base64.ts';
+import { utf8 } from '../crypto/canonical-json.ts';
+import { randomString, randomToken, type RandomBytes } from '../crypto/random.ts';
+import { sha256 } from '../crypto/sha256.ts';
+import type { Database, WriteTransaction } from '../storage/database.ts';
+import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
+import { hashPassword, verifyPassword } from './password.ts';
+import { defaultPushRules } from './push-rules.ts';
+
+export interface Session {
+  userId: string;
+  deviceId: string;
+}
+
+export interface Device {
+  device_id: string;
+  display_name: string | null;
+  last_seen_ts: number | null;
+  last_seen_ip: string | null;
+}
+
+export interface Profile {
+  displayname?: string;
+  avatar_url?: string;
+}
+
+/** Lets the keys component record device list changes in the same transaction as the device change. */
+export interface DeviceListener {
+  devicesAdded(tx: WriteTransaction, userId: string, deviceIds: string[]): void;
+  devicesRemoved(tx: WriteTransaction, userId: string, deviceIds: string[]): void;
+}
+
+export interface UsersOptions {
+  db: Database;
+  serverName: string;
+  now: () => number;
+  random: RandomBytes;
+  notify: StreamNotify;
+  passwordIterations?: number;
+}
+
+const DEVICE_ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
+const hashToken = (token: string) => encodeBase64Url(sha256(utf8(token)));
+
+/** Accounts, devices, access tokens, profiles, account data and filters. */
+export class Users {
+  private readonly sessions = new Map<string, Session>();
+  private readonly deviceListeners: DeviceListener[] = [];
+
+  constructor(private readonly options: UsersOptions) {}
+
+  addDeviceListener(listener: DeviceListener): void {
+    this.deviceListeners.push(listener);
+  }
+
+  get serverName(): string {
+    return this.options.serverName;
+  }
+
+  userId(localpart: string): string {
+    return `@${localpart}:${this.options.serverName}`;
+  }
+
+  isLocal(userId: string): boolean {
+    return userId.endsWith(':' + this.options.serverName);
+  }
+
+  async exists(userId: string): Promise<boolean> {
+    return !!(await this.options.db.get('SELECT 1 FROM users WHERE user_id = ?', [userId]));
+  }
+
+  async isDeactivated(userId: string): Promise<boolean> {
+    const row = await this.options.db.get<{ deactivated: number }>('SELECT deactivated FROM users WHERE user_id = ?', [userId]);
+    return row?.deactivated === 1;
+  }
+
+  /** Creates an account; returns false when the user ID is taken. */
+  async createAccount(userId: string, password: string | undefined): Promise<boolean> {
+    const passwordHash = password === undefined ? null : await hashPassword(password, this.options.passwordIterations);
+    const now = this.options.now();
+    return this.options.db.transaction((tx) => {
+      if (tx.get('SELECT 1 FROM users WHERE user_id = ?', [userId])) return false;
+      tx.run('INSERT INTO users (user_id, password_hash, created_ts) VALUES (?, ?, ?)', [userId, passwordHash, now]);
+      tx.run('INSERT INTO profiles (user_id, displayname) VALUES (?, ?)', [userId, userId.slice(1, userId.indexOf(':'))]);
+      this.putAccountDataTx(tx, userId, '', 'm.push_rules', { global: defaultPushRules(userId) });
+      return true;
+    });
+  }
+
+  async checkPassword(userId: string, password: string): Promise<boolean> {
+    const row = await this.options.db.get<{ password_hash: string | null; deactivated: number }>(
+      'SELECT password_hash, deactivated FROM users WHERE user_id = ?', [userId],
+    );
+    if (!row || row.deactivated || !row.password_hash) return false;
+    return verifyPassword(password, row.password_hash);
+  }
+
+  async setPassword(userId: string, password: string): Promise<void> {
+    const passwordHash = await hashPassword(password, this.options.passwordIterations);
+    await this.options.db.transaction((tx) => tx.run('UPDATE users SET password_hash = ? WHERE user_id = ?', [passwordHash, userId]));
+  }
+
+  /** Creates (or reuses) a device and issues an access token for it. */
+  async createSession(userId: string, deviceId: string | undefined, displayName: string | undefined): Promise<Session & { accessToken: string }> {
+    const id = deviceId ?? randomString(this.options.random, 10, DEVICE_ID_ALPHABET);
+    const token = randomToken(this.options.random);
+    const now = this.options.now();
+    await this.options.db.transaction((tx) => {
+      const existing = tx.get('SELECT 1 FROM devices WHERE user_id = ? AND device_id = ?', [userId, id]);
+      if (!existing) {
+        tx.run('INSERT INTO devices (user_id, device_id, display_name, created_ts, last_seen_ts) VALUES (?, ?, ?, ?, ?)', [
+          userId, id, displayName ?? null, now, now,
+        ]);
+        for (const listener of this.deviceListeners) listener.devicesAdded(tx, userId, [id]);
+      }
+      tx.run('INSERT INTO access_tokens (token_hash, user_id, device_id, created_ts) VALUES (?, ?, ?, ?)', [hashToken(token), userId, id, now]);
+    });
+    return { userId, deviceId: id, accessToken: token };
+  }
+
+  async authenticate(token: string): Promise<Session | undefined> {
+    const hash = hashToken(token);
+    const cached = this.sessions.get(hash);
+    if (cached) return cached;
+    const row = await this.options.db.get<{ user_id: string; device_id: string }>(
+      'SELECT user_id, device_id FROM access_tokens WHERE token_hash = ?', [hash],
+    );
+    if (!row) return undefined;
+    const session = { userId: row.user_id, deviceId: row.device_id };
+    if (this.sessions.size > 10_000) this.sessions.clear();
+    this.sessions.set(hash, session);
+    return session;
+  }
+
+  async logout(token: string): Promise<void> {
+    const session = await this.authenticate(token);
+    if (!session) return;
+    await this.deleteDevices(session.userId, [session.deviceId]);
+  }
+
+  async logoutAll(userId: string): Promise<void> {
+    const devices = await this.listDevices(userId);
+    await this.deleteDevices(userId, devices.map((d) => d.device_id));
+  }
+
+  /** Deletes devices with their access tokens (logging them out). */
+  async deleteDevices(userId: string, deviceIds: string[], ): Promise<void> {
+    if (deviceIds.length === 0) return;
+    await this.options.db.transaction((tx) => {
+      const removed: string[] = [];
+      for (const deviceId of deviceIds) {
+        tx.run('DELETE FROM access_tokens WHERE user_id = ? AND device_id = ?', [userId, deviceId]);
+        if (tx.run('DELETE FROM devices WHERE user_id = ? AND device_id = ?', [userId, deviceId]).changes > 0) removed.push(deviceId);
+      }
+      if (removed.length > 0) for (const listener of this.deviceListeners) listener.devicesRemoved(tx, userId, removed);
+    });
+    this.forgetSessions((s) => s.userId === userId && deviceIds.includes(s.deviceId));
+  }
+
+  /** Invalidates every access token of a user except those of one device. */
+  async revokeTokensExcept(userId: string, keepDeviceId: string | undefined): Promise<void> {
+    const devices = (await this.listDevices(userId)).map((d) => d.device_id).filter((d) => d !== keepDeviceId);
+    await this.deleteDevices(userId, devices);
+  }
+
+  private forgetSessions(predicate: (session: Session) => boolean): void {
+    for (const [hash, session] of this.sessions) if (predicate(session)) this.sessions.delete(hash);
+  }
+
+  listDevices(userId: string): Promise<Device[]> {
+    return this.options.db.all<Device & Record<string, string | number | null>>(
+      'SELECT device_id, display_name, last_seen_ts, last_seen_ip FROM devices WHERE user_id = ? ORDER BY created_ts, device_id', [userId],
+    );
+  }
+
+  getDevice(userId: string, deviceId: string): Promise<Device | undefined> {
+    return this.options.db.get<Device & Record<string, string | number | null>>(
+      'SELECT device_id, display_name, last_seen_ts, last_seen_ip FROM devices WHERE user_id = ? AND device_id = ?', [userId, deviceId],
+    );
+  }
+
+  /** Updates a device's display name; false when there is no such device. */
+  async renameDevice(userId: string, deviceId: string, displayName: string | null): Promise<boolean> {
+    return this.options.db.transaction(
+      (tx) => tx.run('UPDATE devices SET display_name = ? WHERE user_id = ? AND device_id = ?', [displayName, userId, deviceId]).changes > 0,
+    );
+  }
+
+  async deactivate(userId: string): Promise<void> {
+    await this.logoutAll(userId);
+    await this.options.db.transaction((tx) => tx.run('UPDATE users SET deactivated = 1, password_hash = NULL WHERE user_id = ?', [userId]));
+  }
+
+  // Profiles
+
+  async getProfile(userId: string): Promise<Profile | undefined> {
+    const row = await this.options.db.get<{ displayname: string | null; avatar_url: string | null }>(
+      'SELECT displayname, avatar_url FROM profiles WHERE user_id = ?', [userId],
+    );
+    if (!row) return undefined;
+    const profile: Profile = {};
+    if (row.displayname !== null) profile.displayname = row.displayname;
+    if (row.avatar_url !== null) profile.avatar_url = row.avatar_url;
+    return profile;
+  }
+
+  async setProfileField(userId: string, field: 'displayname' | 'avatar_url', value: string | null): Promise<void> {
+    await this.options.db.transaction((tx) => tx.run(`UPDATE profiles SET ${field} = ? WHERE user_id = ?`, [value, userId]));
+  }
+
+  // Account data
+
+  private putAccountDataTx(tx: WriteTransaction, userId: string, roomId: string, type: string, content: object): number {
+    const streamId = nextStreamId(tx);
+    tx.run(
+      `INSERT INTO account_data (user_id, room_id, type, content, stream_id) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (user_id, room_id, type) DO UPDATE SET content = excluded.content, stream_id = excluded.stream_id`,
+      [userId, roomId, type, JSON.stringify(content), streamId],
+    );
+    return streamId;
+  }
+
+  /** Sets global (roomId '') or per-room account data. */
+  async putAccountData(userId: string, roomId: string, type: string, content: object): Promise<void> {
+    const position = await this.options.db.transaction((tx) => this.putAccountDataTx(tx, userId, roomId, type, content));
+    this.options.notify({ position, userIds: [userId] });
+  }
+
+  /** Read-modify-write of one account data item, atomically. */
+  async updateAccountData<T extends object>(userId: string, roomId: string, type: string, update: (current: T | undefined) => T): Promise<T> {
+    let result!: T;
+    const position = await this.options.db.transaction((tx) => {
+      const row = tx.get<{ content: string }>('SELECT content FROM account_data WHERE user_id = ? AND room_id = ? AND type = ?', [userId, roomId, type]);
+      result = update(row ? (JSON.parse(row.content) as T) : undefined);
+      return this.putAccountDataTx(tx, userId, roomId, type, result);
+    });
+    this.options.notify({ position, userIds: [userId] });
+    return result;
+  }
+
+  async getAccountData(userId: string, roomId: string, type: string): Promise<Record<string, unknown> | undefined> {
+    const row = await this.options.db.get<{ content: string }>(
+      'SELECT content FROM account_data WHERE user_id = ? AND room_id = ? AND type = ?', [userId, roomId, type],
+    );
+    return row ? (JSON.parse(row.content) as Record<string, unknown>) : undefined;
+  }
+
+  /** Account data changed after `since` (all of it when since is 0), for /sync. */
+  async accountDataSince(userId: string, since: number, upTo: number): Promise<{ roomId: string; type: string; content: Record<string, unknown> }[]> {
+    const rows = await this.options.db.all<{ room_id: string; type: string; content: string }>(
+      'SELECT room_id, type, content FROM account_data WHERE user_id = ? AND stream_id > ? AND stream_id <= ? ORDER BY stream_id',
+      [userId, since, upTo],
+    );
+    return rows.map((r) => ({ roomId: r.room_id, type: r.type, content: JSON.parse(r.content) as Record<string, unknown> }));
+  }
+
+  // Filters
+
+  async createFilter(userId: string, filter: object): Promise<string> {
+    return this.options.db.transaction((tx) => {
+      const row = tx.get<{ next: number }>('SELECT COALESCE(MAX(filter_id), -1) + 1 AS next FROM filters WHERE user_id = ?', [userId]);
+      const id = row!.next;
+      tx.run('INSERT INTO filters (user_id, filter_id, filter) VALUES (?, ?, ?)', [userId, id, JSON.stringify(filter)]);
+      return String(id);
+    });
+  }
+
+  async getFilter(userId: string, filterId: string): Promise<Record<string, unknown> | undefined> {
+    if (!/^\d+$/.test(filterId)) return undefined;
+    const row = await this.options.db.get<{ filter: string }>('SELECT filter FROM filters WHERE user_id = ? AND filter_id = ?', [userId, Number(filterId)]);
+    return row ? (JSON.parse(row.filter) as Record<string, unknown>) : undefined;
+  }
+}

@@ -3,3 +3,5 @@ export * from './identifiers.ts';
 export * from './event.ts';
 export * from './redaction.ts';
 export * from './pdu.ts';
+export * from './power-levels.ts';
+export * from './auth.ts';

@@ -31,6 +31,8 @@ export interface RoomVersion {
   readonly creatorInContent: boolean;
   /** v11: m.room.redaction carries `redacts` in content (and keeps it top-level for compatibility). */
   readonly redactsInContent: boolean;
+  /** v1–v2: m.room.redaction has its own auth rule (redact level or same event ID domain); v3+ checks on apply. */
+  readonly specialCaseRedactionAuth: boolean;
 }
 
 const v1: RoomVersion = {
@@ -49,9 +51,16 @@ const v1: RoomVersion = {
   integerPowerLevels: false,
   creatorInContent: true,
   redactsInContent: false,
+  specialCaseRedactionAuth: true,
 };
 const v2: RoomVersion = { ...v1, id: '2', stateResolution: 'v2' };
-const v3: RoomVersion = { ...v2, id: '3', eventIdFormat: 'base64', eventReferences: 'ids' };
+const v3: RoomVersion = {
+  ...v2,
+  id: '3',
+  eventIdFormat: 'base64',
+  eventReferences: 'ids',
+  specialCaseRedactionAuth: false,
+};
 const v4: RoomVersion = { ...v3, id: '4', eventIdFormat: 'urlsafe' };
 const v5: RoomVersion = { ...v4, id: '5', enforceKeyValidity: true };
 const v6: RoomVersion = {

@@ -1,0 +1,156 @@
+// Builds real room events for tests and benchmarks: content hashes, Ed25519
+// signatures from each server's key, v1–v2 reference pairs and v3+ event IDs.
+import { encodeBase64 } from '../../../src/crypto/base64.ts';
+import type { JsonObject } from '../../../src/crypto/canonical-json.ts';
+import { defaultEd25519Backend, type Ed25519Backend, type SigningKey } from '../../../src/crypto/ed25519.ts';
+import { sha256 } from '../../../src/crypto/sha256.ts';
+import { utf8 } from '../../../src/crypto/canonical-json.ts';
+import { signJson } from '../../../src/crypto/signing.ts';
+import {
+  authEventSelection,
+  checkEventAuth,
+  computeEventId,
+  computeReferenceHash,
+  hashAndSignEvent,
+  requireRoomVersion,
+  stateKey,
+  type EventReference,
+  type PDU,
+  type RoomEvent,
+  type RoomVersion,
+  type StateMap,
+} from '../../../src/events/index.ts';
+import { domainOf } from '../../../src/events/power-levels.ts';
+
+export const KEY_ID = 'ed25519:test';
+const keys = new Map<string, Promise<SigningKey>>();
+
+/** A deterministic signing key per server name (or identity server), seeded from its name. */
+export async function keyFor(name: string): Promise<SigningKey> {
+  let key = keys.get(name);
+  if (!key) {
+    key = defaultEd25519Backend().then((backend) => backend.keyFromSeed(sha256(utf8(`hearth test key ${name}`))));
+    keys.set(name, key);
+  }
+  return key;
+}
+
+export async function signAs<T extends object>(object: T, signer: string): Promise<T & { signatures: Record<string, Record<string, string>> }> {
+  return signJson(object, signer, KEY_ID, await keyFor(signer));
+}
+
+export interface EventFields {
+  type: string;
+  sender: string;
+  state_key?: string;
+  content?: JsonObject;
+  redacts?: string;
+  /** Event IDs; default: the room's current forward extremity. */
+  prev_events?: string[];
+  /** Event IDs; default: chosen from the current state by the auth events selection. */
+  auth_events?: string[];
+  /** Servers that sign besides the sender's. */
+  alsoSignedBy?: string[];
+  /** Any other top-level field to set or override (room_id, origin_server_ts, depth…). */
+  extra?: Partial<PDU> & Record<string, unknown>;
+}
+
+/** A room under construction: tracks its state and builds events that fit it. */
+export class TestRoom {
+  readonly version: RoomVersion;
+  readonly roomId: string;
+  readonly events = new Map<string, RoomEvent>();
+  state: StateMap = new Map();
+  private extremity: string[] = [];
+  private counter = 0;
+  private ts = 1_700_000_000_000;
+
+  constructor(versionId: string, readonly server = 'example.org') {
+    this.version = requireRoomVersion(versionId);
+    this.roomId = `!room:${server}`;
+  }
+
+  private ref(id: string): EventReference {
+    if (this.version.eventReferences === 'ids') return id;
+    const event = this.events.get(id);
+    return [id, { sha256: event ? encodeBase64(computeReferenceHash(event, this.version)) : '' }];
+  }
+
+  /** Builds (hashes and signs) an event without adding it to the room. */
+  async build(fields: EventFields): Promise<RoomEvent> {
+    const prevs = fields.prev_events ?? this.extremity;
+    const auths =
+      fields.auth_events ??
+      authEventSelection(this.version, { type: fields.type, sender: fields.sender, state_key: fields.state_key, content: fields.content ?? {} })
+        .map(([type, key]) => this.state.get(stateKey(type, key)))
+        .filter((id): id is string => id !== undefined);
+    const depth = Math.max(0, ...prevs.map((id) => this.events.get(id)?.depth ?? 0)) + 1;
+    const draft: Record<string, unknown> = {
+      room_id: this.roomId,
+      sender: fields.sender,
+      origin: domainOf(fields.sender),
+      origin_server_ts: this.ts++,
+      type: fields.type,
+      content: fields.content ?? {},
+      prev_events: prevs.map((id) => this.ref(id)),
+      auth_events: auths.map((id) => this.ref(id)),
+      depth,
+    };
+    if (fields.state_key !== undefined) draft['state_key'] = fields.state_key;
+    if (fields.redacts !== undefined) draft['redacts'] = fields.redacts;
+    if (this.version.eventIdFormat === 'local') draft['event_id'] = `$${++this.counter}:${domainOf(fields.sender)}`;
+    Object.assign(draft, fields.extra ?? {});
+    let signed: Record<string, unknown> = draft;
+    for (const server of [domainOf(fields.sender), ...(fields.alsoSignedBy ?? [])]) {
+      signed = await hashAndSignEvent(signed, this.version, server, KEY_ID, await keyFor(server));
+    }
+    const pdu = signed as unknown as PDU;
+    return { ...pdu, event_id: computeEventId(pdu, this.version) };
+  }
+
+  /** Adds an event to the room (no auth check): it becomes the extremity and, if state, part of the state. */
+  add(event: RoomEvent): RoomEvent {
+    this.events.set(event.event_id, event);
+    this.extremity = [event.event_id];
+    if (typeof event.state_key === 'string') this.state.set(stateKey(event.type, event.state_key), event.event_id);
+    return event;
+  }
+
+  async send(fields: EventFields): Promise<RoomEvent> {
+    return this.add(await this.build(fields));
+  }
+
+  lookup = (type: string, key: string): RoomEvent | undefined => {
+    const id = this.state.get(stateKey(type, key));
+    return id === undefined ? undefined : this.events.get(id);
+  };
+
+  /** Checks an event against the room's current state. */
+  async check(event: RoomEvent, verifier?: Ed25519Backend): Promise<void> {
+    await checkEventAuth(event, this.lookup, this.version, verifier ?? (await defaultEd25519Backend()));
+  }
+
+  // Shorthands for the usual events.
+  create(creator: string, content: JsonObject = {}): Promise<RoomEvent> {
+    const base: JsonObject = this.version.creatorInContent ? { creator } : {};
+    return this.send({ type: 'm.room.create', sender: creator, state_key: '', content: { ...base, room_version: this.version.id, ...content } });
+  }
+  member(sender: string, membership: string, target = sender, content: JsonObject = {}): Promise<RoomEvent> {
+    return this.send({ type: 'm.room.member', sender, state_key: target, content: { membership, ...content } });
+  }
+  powerLevels(sender: string, content: JsonObject): Promise<RoomEvent> {
+    return this.send({ type: 'm.room.power_levels', sender, state_key: '', content });
+  }
+  joinRules(sender: string, joinRule: string, content: JsonObject = {}): Promise<RoomEvent> {
+    return this.send({ type: 'm.room.join_rules', sender, state_key: '', content: { join_rule: joinRule, ...content } });
+  }
+
+  /** create, creator join, power levels (creator 100 plus `users`), join rules. */
+  async bootstrap(creator: string, joinRule = 'public', users: JsonObject = {}): Promise<this> {
+    await this.create(creator);
+    await this.member(creator, 'join');
+    await this.powerLevels(creator, { users: { [creator]: 100, ...users } });
+    await this.joinRules(creator, joinRule);
+    return this;
+  }
+}

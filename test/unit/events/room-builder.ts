@@ -21,6 +21,7 @@ import {
   type StateMap,
 } from '../../../src/events/index.ts';
 import { domainOf } from '../../../src/events/power-levels.ts';
+import type { EventSource } from '../../../src/events/event-cache.ts';
 
 export const KEY_ID = 'ed25519:test';
 const keys = new Map<string, Promise<SigningKey>>();
@@ -59,15 +60,25 @@ export interface EventFields {
 export class TestRoom {
   readonly version: RoomVersion;
   readonly roomId: string;
-  readonly events = new Map<string, RoomEvent>();
+  /** Every event built in this room and its branches. */
+  readonly events: Map<string, RoomEvent>;
   state: StateMap = new Map();
-  private extremity: string[] = [];
-  private counter = 0;
-  private ts = 1_700_000_000_000;
+  extremity: string[] = [];
+  private readonly clock: { counter: number; ts: number };
 
-  constructor(versionId: string, readonly server = 'example.org') {
+  constructor(versionId: string, readonly server = 'example.org', shared?: TestRoom) {
     this.version = requireRoomVersion(versionId);
     this.roomId = `!room:${server}`;
+    this.events = shared?.events ?? new Map();
+    this.clock = shared?.clock ?? { counter: 0, ts: 1_700_000_000_000 };
+  }
+
+  /** A fork from the current point: shares the events, has its own state and extremity. */
+  branch(): TestRoom {
+    const fork = new TestRoom(this.version.id, this.server, this);
+    fork.state = new Map(this.state);
+    fork.extremity = [...this.extremity];
+    return fork;
   }
 
   private ref(id: string): EventReference {
@@ -89,7 +100,7 @@ export class TestRoom {
       room_id: this.roomId,
       sender: fields.sender,
       origin: domainOf(fields.sender),
-      origin_server_ts: this.ts++,
+      origin_server_ts: this.clock.ts++,
       type: fields.type,
       content: fields.content ?? {},
       prev_events: prevs.map((id) => this.ref(id)),
@@ -98,7 +109,7 @@ export class TestRoom {
     };
     if (fields.state_key !== undefined) draft['state_key'] = fields.state_key;
     if (fields.redacts !== undefined) draft['redacts'] = fields.redacts;
-    if (this.version.eventIdFormat === 'local') draft['event_id'] = `$${++this.counter}:${domainOf(fields.sender)}`;
+    if (this.version.eventIdFormat === 'local') draft['event_id'] = `$${++this.clock.counter}:${domainOf(fields.sender)}`;
     Object.assign(draft, fields.extra ?? {});
     let signed: Record<string, unknown> = draft;
     for (const server of [domainOf(fields.sender), ...(fields.alsoSignedBy ?? [])]) {
@@ -128,6 +139,10 @@ export class TestRoom {
   /** Checks an event against the room's current state. */
   async check(event: RoomEvent, verifier?: Ed25519Backend): Promise<void> {
     await checkEventAuth(event, this.lookup, this.version, verifier ?? (await defaultEd25519Backend()));
+  }
+
+  source(): EventSource {
+    return { getEvent: async (id) => this.events.get(id) };
   }
 
   // Shorthands for the usual events.

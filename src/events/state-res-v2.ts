@@ -1,0 +1,319 @@
+import { compareCodePoints } from '../crypto/canonical-json.ts';
+import type { Ed25519Backend } from '../crypto/ed25519.ts';
+import { AuthError, authEventSelection, checkEventAuth, membershipOf } from './auth.ts';
+import { stateKey, type RoomEvent, type StateKey, type StateMap } from './event.ts';
+import type { EventCache } from './event-cache.ts';
+import { referenceIds } from './pdu.ts';
+import { RoomPowerLevels, roomCreator } from './power-levels.ts';
+import type { RoomVersion } from './room-versions.ts';
+
+// State resolution v2 (rooms/fragments/v2-state-res), for room versions 2–11.
+
+const POWER_LEVELS_KEY = stateKey('m.room.power_levels', '');
+
+/**
+ * Power events might take away someone's ability to act: power levels, join rules,
+ * and kicks and bans (leave or ban of someone else). The create event counts too,
+ * as in Synapse and Ruma, so that a conflicted create is ordered before the rest.
+ */
+export function isPowerEvent(event: RoomEvent): boolean {
+  if (event.state_key === '' && ['m.room.power_levels', 'm.room.join_rules', 'm.room.create'].includes(event.type)) {
+    return true;
+  }
+  if (event.type === 'm.room.member' && typeof event.state_key === 'string') {
+    const membership = membershipOf(event);
+    return (membership === 'leave' || membership === 'ban') && event.sender !== event.state_key;
+  }
+  return false;
+}
+
+/** Splits state sets: a key is unconflicted when every set has it with the same event. */
+export function separateStateSets(stateSets: readonly StateMap[]): { unconflicted: StateMap; conflicted: Map<StateKey, Set<string>> } {
+  const unconflicted: StateMap = new Map();
+  const conflicted = new Map<StateKey, Set<string>>();
+  const keys = new Set<StateKey>();
+  for (const set of stateSets) for (const key of set.keys()) keys.add(key);
+  for (const key of keys) {
+    const ids = new Set<string>();
+    let missing = false;
+    for (const set of stateSets) {
+      const id = set.get(key);
+      if (id === undefined) missing = true;
+      else ids.add(id);
+    }
+    if (!missing && ids.size === 1) unconflicted.set(key, ids.values().next().value!);
+    else conflicted.set(key, ids);
+  }
+  return { unconflicted, conflicted };
+}
+
+/**
+ * The auth difference: the union minus the intersection of each state set's full
+ * auth chain (the union of the auth chains of the set's events; per the spec an
+ * event's auth chain excludes the event itself).
+ */
+export async function authDifference(stateSets: readonly StateMap[], cache: EventCache): Promise<Set<string>> {
+  const reached = new Map<string, number>();
+  for (const set of stateSets) {
+    const chain = new Set<string>();
+    for (const id of set.values()) for (const a of await cache.authChain(id)) chain.add(a);
+    for (const id of chain) reached.set(id, (reached.get(id) ?? 0) + 1);
+  }
+  const difference = new Set<string>();
+  for (const [id, count] of reached) if (count < stateSets.length) difference.add(id);
+  return difference;
+}
+
+/** Ties are broken by origin_server_ts, then by event ID (compared by code point). */
+function compareTsThenId(a: RoomEvent, b: RoomEvent): number {
+  return a.origin_server_ts - b.origin_server_ts || compareCodePoints(a.event_id, b.event_id);
+}
+
+/** The sender's power level according to the event's own auth events (used by the power ordering). */
+async function senderPowerLevel(event: RoomEvent, cache: EventCache, version: RoomVersion): Promise<number> {
+  let powerLevels: RoomEvent | undefined;
+  let create: RoomEvent | undefined;
+  for (const id of referenceIds(event.auth_events)) {
+    const auth = await cache.get(id);
+    if (auth?.state_key !== '') continue;
+    if (auth.type === 'm.room.power_levels') powerLevels = auth;
+    else if (auth.type === 'm.room.create') create = auth;
+  }
+  try {
+    return new RoomPowerLevels(version, powerLevels?.content, roomCreator(version, create)).user(event.sender);
+  } catch (e) {
+    if (e instanceof AuthError) return 0; // a malformed level counts as none
+    throw e;
+  }
+}
+
+/** A binary min-heap. */
+class Heap<T> {
+  private readonly items: T[] = [];
+  constructor(private readonly less: (a: T, b: T) => boolean) {}
+  get size(): number {
+    return this.items.length;
+  }
+  push(item: T): void {
+    const items = this.items;
+    items.push(item);
+    let i = items.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!this.less(items[i]!, items[parent]!)) break;
+      [items[i], items[parent]] = [items[parent]!, items[i]!];
+      i = parent;
+    }
+  }
+  pop(): T | undefined {
+    const items = this.items;
+    const top = items[0];
+    const last = items.pop();
+    if (items.length > 0 && last !== undefined) {
+      items[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let smallest = i;
+        if (l < items.length && this.less(items[l]!, items[smallest]!)) smallest = l;
+        if (r < items.length && this.less(items[r]!, items[smallest]!)) smallest = r;
+        if (smallest === i) break;
+        [items[i], items[smallest]] = [items[smallest]!, items[i]!];
+        i = smallest;
+      }
+    }
+    return top;
+  }
+}
+
+/**
+ * Step 1: the power events of the full conflicted set, enlarged by the events of
+ * their auth chains that are in the full conflicted set, in reverse topological
+ * power order: Kahn's algorithm over the auth DAG, taking at each step the event
+ * whose sender has the highest power level, then the earliest origin_server_ts,
+ * then the smallest event ID. The auth chain is walked through events of the full
+ * conflicted set only, as Synapse and Ruma do.
+ */
+export async function reverseTopologicalPowerOrder(
+  powerEvents: readonly string[],
+  fullConflicted: ReadonlySet<string>,
+  cache: EventCache,
+  version: RoomVersion,
+): Promise<string[]> {
+  // graph: event → its auth events inside the full conflicted set
+  const graph = new Map<string, Set<string>>();
+  const stack = [...powerEvents];
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    if (graph.has(id)) continue;
+    const edges = new Set<string>();
+    graph.set(id, edges);
+    const event = await cache.get(id);
+    for (const a of event ? referenceIds(event.auth_events) : []) {
+      if (!fullConflicted.has(a)) continue;
+      edges.add(a);
+      if (!graph.has(a)) stack.push(a);
+    }
+  }
+
+  type Entry = { id: string; event: RoomEvent; power: number };
+  const entries = new Map<string, Entry>();
+  for (const id of graph.keys()) {
+    const event = cache.peek(id)!;
+    entries.set(id, { id, event, power: await senderPowerLevel(event, cache, version) });
+  }
+  const less = (a: Entry, b: Entry): boolean => {
+    if (a.power !== b.power) return a.power > b.power;
+    return compareTsThenId(a.event, b.event) < 0;
+  };
+
+  const dependants = new Map<string, string[]>(); // auth event → events citing it
+  const outstanding = new Map<string, number>(); // event → auth events not yet emitted
+  const ready = new Heap<Entry>(less);
+  for (const [id, edges] of graph) {
+    outstanding.set(id, edges.size);
+    for (const a of edges) {
+      let list = dependants.get(a);
+      if (!list) dependants.set(a, (list = []));
+      list.push(id);
+    }
+    if (edges.size === 0) ready.push(entries.get(id)!);
+  }
+  const order: string[] = [];
+  while (ready.size > 0) {
+    const { id } = ready.pop()!;
+    order.push(id);
+    for (const child of dependants.get(id) ?? []) {
+      const left = outstanding.get(child)! - 1;
+      outstanding.set(child, left);
+      if (left === 0) ready.push(entries.get(child)!);
+    }
+  }
+  return order;
+}
+
+/**
+ * The iterative auth checks: applies each event, in order, to the state when the
+ * auth rules allow it against that state. A (type, state_key) the rules need and
+ * the state lacks is taken from the event's own auth events, unless that auth event
+ * was rejected.
+ */
+export async function iterativeAuthChecks(
+  version: RoomVersion,
+  eventIds: readonly string[],
+  base: StateMap,
+  cache: EventCache,
+  verifier: Ed25519Backend,
+): Promise<StateMap> {
+  const state: StateMap = new Map(base);
+  for (const id of eventIds) {
+    const event = await cache.get(id);
+    if (!event || typeof event.state_key !== 'string') continue;
+    const authState = new Map<StateKey, RoomEvent>();
+    for (const authId of referenceIds(event.auth_events)) {
+      const auth = await cache.get(authId);
+      if (!auth || typeof auth.state_key !== 'string' || (await cache.isRejected(authId))) continue;
+      authState.set(stateKey(auth.type, auth.state_key), auth);
+    }
+    for (const [type, key] of authEventSelection(version, event)) {
+      const current = state.get(stateKey(type, key));
+      const currentEvent = current === undefined ? undefined : await cache.get(current);
+      if (currentEvent) authState.set(stateKey(type, key), currentEvent);
+    }
+    try {
+      await checkEventAuth(event, (type, key) => authState.get(stateKey(type, key)), version, verifier);
+      state.set(stateKey(event.type, event.state_key), id);
+    } catch (e) {
+      if (!(e instanceof AuthError)) throw e;
+    }
+  }
+  return state;
+}
+
+/** The power levels event among an event's auth events, if any. */
+async function powerLevelsAuthEvent(event: RoomEvent, cache: EventCache): Promise<RoomEvent | undefined> {
+  for (const id of referenceIds(event.auth_events)) {
+    const auth = await cache.get(id);
+    if (auth && auth.type === 'm.room.power_levels' && auth.state_key === '') return auth;
+  }
+  return undefined;
+}
+
+/**
+ * Step 3: orders events by the mainline of the resolved power levels event P:
+ * events whose power levels ancestry meets P's mainline earlier (further from P)
+ * come first; events that never meet it come before all; ties by
+ * origin_server_ts, then event ID.
+ */
+export async function mainlineOrder(
+  eventIds: readonly string[],
+  resolvedPowerLevels: string | undefined,
+  cache: EventCache,
+): Promise<string[]> {
+  if (eventIds.length === 0) return [];
+  const mainline: string[] = [];
+  for (let id = resolvedPowerLevels; id !== undefined; ) {
+    mainline.push(id);
+    const event = await cache.get(id);
+    id = event ? (await powerLevelsAuthEvent(event, cache))?.event_id : undefined;
+    if (id !== undefined && mainline.includes(id)) break; // a forged cycle
+  }
+  // Depth along the mainline: its oldest event is 1, P is mainline.length; 0 = not on it.
+  const depth = new Map<string, number>();
+  mainline.forEach((id, i) => depth.set(id, mainline.length - i));
+
+  const depthOf = async (event: RoomEvent): Promise<number> => {
+    const walked: string[] = [];
+    let found = 0;
+    for (let current: RoomEvent | undefined = event; current; ) {
+      const known = depth.get(current.event_id);
+      if (known !== undefined) {
+        found = known;
+        break;
+      }
+      walked.push(current.event_id);
+      current = await powerLevelsAuthEvent(current, cache);
+      if (current && walked.includes(current.event_id)) break;
+    }
+    for (const id of walked) depth.set(id, found); // memoise the power levels events passed on the way
+    return found;
+  };
+
+  const keyed: { event: RoomEvent; depth: number }[] = [];
+  for (const id of eventIds) {
+    const event = await cache.get(id);
+    if (event) keyed.push({ event, depth: await depthOf(event) });
+  }
+  keyed.sort((a, b) => a.depth - b.depth || compareTsThenId(a.event, b.event));
+  return keyed.map((k) => k.event.event_id);
+}
+
+/** State resolution v2: the resolution of a set of room states. */
+export async function resolveStateV2(
+  version: RoomVersion,
+  stateSets: readonly StateMap[],
+  cache: EventCache,
+  verifier: Ed25519Backend,
+): Promise<StateMap> {
+  const { unconflicted, conflicted } = separateStateSets(stateSets);
+  if (conflicted.size === 0) return unconflicted;
+
+  const full = new Set<string>();
+  for (const ids of conflicted.values()) for (const id of ids) full.add(id);
+  for (const id of await authDifference(stateSets, cache)) full.add(id);
+  await cache.load(full);
+  for (const id of full) if (!cache.peek(id)) full.delete(id); // unknown events take no part
+
+  const powerEvents = [...full].filter((id) => isPowerEvent(cache.peek(id)!));
+  const sortedPower = await reverseTopologicalPowerOrder(powerEvents, full, cache, version);
+  const partial = await iterativeAuthChecks(version, sortedPower, unconflicted, cache, verifier);
+
+  const picked = new Set(sortedPower);
+  const rest = [...full].filter((id) => !picked.has(id));
+  const sortedRest = await mainlineOrder(rest, partial.get(POWER_LEVELS_KEY), cache);
+  const resolved = await iterativeAuthChecks(version, sortedRest, partial, cache, verifier);
+
+  for (const [key, id] of unconflicted) resolved.set(key, id);
+  return resolved;
+}

@@ -188,7 +188,25 @@ export async function checkEventAuth(
 /**
  * Checks one event against the auth events it names: rule 2 on the list, then the
  * other rules against the state those auth events form. This is the first of the
- * checks performed on receipt of a PDU.
+ * checks performed on receipt of a PDU (server-server §Checks performed on receipt
+ * of a PDU); the same rules against the state before the event, and against the
+ * current state (soft failure), are `checkEventAuth` with those states.
+ *
+ * @param event - the event to check
+ * @param authEvents - the events its auth_events name (more are ignored)
+ * @param version - the room's version
+ * @param verifier - checks third-party invite signatures (`defaultEd25519Backend()`)
+ * @param options - `isRejected` marks auth events that were themselves rejected
+ * @throws AuthError with a human-readable `reason` when the event is not allowed
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await checkEventAgainstAuthEvents(event, authEvents, requireRoomVersion('10'), await defaultEd25519Backend());
+ * } catch (e) {
+ *   if (e instanceof AuthError) console.log('rejected:', e.reason);
+ * }
+ * ```
  */
 export async function checkEventAgainstAuthEvents(
   event: RoomEvent,

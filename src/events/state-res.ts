@@ -14,8 +14,22 @@ export interface ResolveOptions {
 
 /**
  * Resolves the state of a room from the states of its forks: the v1 algorithm for
- * room version 1, v2 for every later version. The answer does not depend on the
- * order of the state sets.
+ * room version 1, v2 for every later version (rooms/v1 and rooms/fragments/v2-state-res).
+ * The answer does not depend on the order of the state sets.
+ *
+ * @param version - the room's version, e.g. `requireRoomVersion('10')`
+ * @param stateSets - the states to resolve, e.g. the states after each prev event of a new event
+ * @param source - looks up events by ID; optionally supplies cached auth chains and rejection
+ * @param options - the Ed25519 verifier for third-party invite signatures, a cache to reuse
+ * @returns the resolved state: (type, state_key) → event ID (keys made with `stateKey`)
+ *
+ * @example
+ * ```ts
+ * const state = await resolveState(requireRoomVersion('10'), [stateA, stateB], {
+ *   getEvent: async (id) => store.get(id),
+ * });
+ * state.get(stateKey('m.room.power_levels', '')); // the power levels event ID
+ * ```
  */
 export async function resolveState(
   version: RoomVersion,

@@ -70,6 +70,11 @@ export class EventCache {
     return rejected;
   }
 
+  /** An auth chain already computed, without waiting. */
+  knownChain(id: string): ReadonlySet<string> | undefined {
+    return this.chains.get(id);
+  }
+
   /**
    * The auth chain of an event (excluding the event), memoised per event: each
    * event's chain is the union of its auth events and their chains, so every
@@ -92,7 +97,8 @@ export class EventCache {
         stack.pop();
         continue;
       }
-      const event = await this.get(top);
+      // Loaded events are read without a turn of the event loop: this walk visits thousands.
+      const event = this.events.has(top) ? this.peek(top) : await this.get(top);
       const auths = event ? referenceIds(event.auth_events) : [];
       if (!visiting.has(top)) {
         visiting.add(top);

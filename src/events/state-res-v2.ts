@@ -27,37 +27,74 @@ export function isPowerEvent(event: RoomEvent): boolean {
   return false;
 }
 
-/** Splits state sets: a key is unconflicted when every set has it with the same event. */
-export function separateStateSets(stateSets: readonly StateMap[]): { unconflicted: StateMap; conflicted: Map<StateKey, Set<string>> } {
+/** The split of state sets: a key is unconflicted when every set has it with the same event. */
+export interface StateSplit {
+  unconflicted: StateMap;
+  conflicted: Map<StateKey, Set<string>>;
+}
+
+export function separateStateSets(stateSets: readonly StateMap[]): StateSplit {
   const unconflicted: StateMap = new Map();
   const conflicted = new Map<StateKey, Set<string>>();
-  const keys = new Set<StateKey>();
-  for (const set of stateSets) for (const key of set.keys()) keys.add(key);
-  for (const key of keys) {
+  const [first, ...others] = stateSets;
+  if (!first) return { unconflicted, conflicted };
+  const conflict = (key: StateKey): void => {
     const ids = new Set<string>();
-    let missing = false;
     for (const set of stateSets) {
       const id = set.get(key);
-      if (id === undefined) missing = true;
-      else ids.add(id);
+      if (id !== undefined) ids.add(id);
     }
-    if (!missing && ids.size === 1) unconflicted.set(key, ids.values().next().value!);
-    else conflicted.set(key, ids);
+    conflicted.set(key, ids);
+  };
+  for (const [key, id] of first) {
+    let same = true;
+    for (let i = 0; same && i < others.length; i++) same = others[i]!.get(key) === id;
+    if (same) unconflicted.set(key, id);
+    else conflict(key);
   }
+  // Keys the first set lacks are conflicted (missing somewhere) by definition.
+  for (const set of others) for (const key of set.keys()) if (!first.has(key) && !conflicted.has(key)) conflict(key);
   return { unconflicted, conflicted };
 }
 
 /**
  * The auth difference: the union minus the intersection of each state set's full
- * auth chain (the union of the auth chains of the set's events; per the spec an
- * event's auth chain excludes the event itself).
+ * auth chain (the union of the auth chains of the set's events).
+ *
+ * A set's own events count as reached by it, as in Synapse (whose walk starts at
+ * them) and gomatrixserverlib (which drops unconflicted state from the conflicted
+ * set). Read literally, the spec's auth chain of an event leaves the event out;
+ * the two readings differ only for an unconflicted state event that some sets'
+ * events cite and others' do not, which the literal reading would re-check. We
+ * follow the deployed servers so that Hearth converges with them.
  */
-export async function authDifference(stateSets: readonly StateMap[], cache: EventCache): Promise<Set<string>> {
+export async function authDifference(
+  stateSets: readonly StateMap[],
+  cache: EventCache,
+  split: StateSplit = separateStateSets(stateSets),
+): Promise<Set<string>> {
+  const chainOf = async (id: string): Promise<ReadonlySet<string>> => cache.knownChain(id) ?? (await cache.authChain(id));
+
+  // The unconflicted events are held by every set, so they and all they reach are
+  // reached by every set and can never be in the difference. Only the conflicted
+  // events' chains need counting per set, which keeps this cheap when the sets
+  // share most of their state (the usual case).
+  await cache.load(split.unconflicted.values());
+  const common = new Set<string>();
+  for (const id of split.unconflicted.values()) {
+    common.add(id);
+    for (const a of await chainOf(id)) common.add(a);
+  }
   const reached = new Map<string, number>();
   for (const set of stateSets) {
-    const chain = new Set<string>();
-    for (const id of set.values()) for (const a of await cache.authChain(id)) chain.add(a);
-    for (const id of chain) reached.set(id, (reached.get(id) ?? 0) + 1);
+    const mine = new Set<string>();
+    for (const key of split.conflicted.keys()) {
+      const id = set.get(key);
+      if (id === undefined) continue;
+      if (!common.has(id)) mine.add(id);
+      for (const a of await chainOf(id)) if (!common.has(a)) mine.add(a);
+    }
+    for (const id of mine) reached.set(id, (reached.get(id) ?? 0) + 1);
   }
   const difference = new Set<string>();
   for (const [id, count] of reached) if (count < stateSets.length) difference.add(id);
@@ -296,12 +333,13 @@ export async function resolveStateV2(
   cache: EventCache,
   verifier: Ed25519Backend,
 ): Promise<StateMap> {
-  const { unconflicted, conflicted } = separateStateSets(stateSets);
+  const split = separateStateSets(stateSets);
+  const { unconflicted, conflicted } = split;
   if (conflicted.size === 0) return unconflicted;
 
   const full = new Set<string>();
   for (const ids of conflicted.values()) for (const id of ids) full.add(id);
-  for (const id of await authDifference(stateSets, cache)) full.add(id);
+  for (const id of await authDifference(stateSets, cache, split)) full.add(id);
   await cache.load(full);
   for (const id of full) if (!cache.peek(id)) full.delete(id); // unknown events take no part
 

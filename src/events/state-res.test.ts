@@ -9,7 +9,7 @@ import { EventCache, type EventSource } from './event-cache.ts';
 import { referenceIds } from './pdu.ts';
 import { requireRoomVersion } from './room-versions.ts';
 import { resolveState } from './state-res.ts';
-import { iterativeAuthChecks } from './state-res-v2.ts';
+import { authDifference, iterativeAuthChecks } from './state-res-v2.ts';
 
 // The classic state resolution scenarios (test/fixtures/state-res, generated from
 // scenarios.ts), order independence, and the hooks the room engine uses.
@@ -165,6 +165,23 @@ describe('order independence', () => {
         expect(sorted(await resolveState(version, shuffled, room.source())), `seed ${seed}`).toEqual(reference);
       }
     }
+  });
+});
+
+describe('auth difference', () => {
+  it('counts each state set\'s own events as reached by it (as Synapse and gomatrixserverlib do)', async () => {
+    const alice = '@alice:example.org';
+    const bob = '@bob:example.org';
+    const room = await new TestRoom('10').bootstrap(alice, 'public', { [bob]: 50 });
+    const bobJoin = await room.member(bob, 'join');
+    const forkA = room.branch();
+    const forkB = room.branch();
+    const topic = await forkA.send({ type: 'm.room.topic', sender: bob, state_key: '', content: { topic: 'a' } }); // cites Bob's join
+    const name = await forkB.send({ type: 'm.room.name', sender: alice, state_key: '', content: { name: 'b' } }); // does not
+    const difference = await authDifference([forkA.state, forkB.state], new EventCache(room.source()));
+    // Bob's join is in both states: under the literal "auth chain excludes the event" it would be in the difference.
+    expect(difference.has(bobJoin.event_id)).toBe(false);
+    expect(difference).toEqual(new Set([topic.event_id, name.event_id]));
   });
 });
 

@@ -1,15 +1,15 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { TestRoom, type EventFields } from '../../test/unit/events/room-builder.ts';
-import { defaultEd25519Backend } from '../crypto/ed25519.ts';
-import { checkEventAgainstAuthEvents, authEventSelection } from './auth.ts';
-import { splitStateKey, stateKey, type RoomEvent, type StateMap } from './event.ts';
-import { EventCache, type EventSource } from './event-cache.ts';
-import { referenceIds } from './pdu.ts';
-import { requireRoomVersion } from './room-versions.ts';
-import { resolveState } from './state-res.ts';
-import { authDifference, iterativeAuthChecks } from './state-res-v2.ts';
+import { TestRoom, type EventFields } from './room-builder.ts';
+import { defaultEd25519Backend } from '../../../src/crypto/ed25519.ts';
+import { checkEventAgainstAuthEvents, authEventSelection } from '../../../src/events/auth.ts';
+import { splitStateKey, stateKey, type RoomEvent, type StateMap } from '../../../src/events/event.ts';
+import { EventCache, type EventSource } from '../../../src/events/event-cache.ts';
+import { referenceIds } from '../../../src/events/pdu.ts';
+import { requireRoomVersion } from '../../../src/events/room-versions.ts';
+import { resolveState } from '../../../src/events/state-res.ts';
+import { authDifference, iterativeAuthChecks } from '../../../src/events/state-res-v2.ts';
 
 // The classic state resolution scenarios (test/fixtures/state-res, generated from
 // scenarios.ts), order independence, and the hooks the room engine uses.
@@ -26,7 +26,7 @@ interface Fixture {
   events: RoomEvent[];
 }
 
-const fixturesDir = fileURLToPath(new URL('../../test/fixtures/state-res/', import.meta.url));
+const fixturesDir = fileURLToPath(new URL('../../fixtures/state-res/', import.meta.url));
 const fixtures = readdirSync(fixturesDir)
   .filter((f) => f.endsWith('.json'))
   .sort()

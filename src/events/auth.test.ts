@@ -27,7 +27,7 @@ const ALL = [...ROOM_VERSIONS.keys()];
 const range = (from: number, to: number): string[] => ALL.filter((v) => Number(v) >= from && Number(v) <= to);
 
 async function room(version: string, joinRule = 'public', users: JsonObject = {}): Promise<TestRoom> {
-  return new TestRoom(version).bootstrap(ALICE, joinRule, users);
+  return TestRoom.bootstrapped(version, ALICE, joinRule, users);
 }
 
 async function allows(r: TestRoom, fields: EventFields): Promise<void> {

@@ -73,6 +73,26 @@ export class TestRoom {
     this.clock = shared?.clock ?? { counter: 0, ts: 1_700_000_000_000 };
   }
 
+  /** An independent copy: its own events map, state, extremity and clock (events themselves are immutable). */
+  copy(): TestRoom {
+    const room = new TestRoom(this.version.id, this.server);
+    for (const [id, event] of this.events) room.events.set(id, event);
+    room.state = new Map(this.state);
+    room.extremity = [...this.extremity];
+    Object.assign(room.clock, this.clock);
+    return room;
+  }
+
+  private static readonly bootstraps = new Map<string, Promise<TestRoom>>();
+
+  /** `new TestRoom(version).bootstrap(...)`, built once per arguments and copied: tests need many. */
+  static bootstrapped(versionId: string, creator: string, joinRule = 'public', users: JsonObject = {}): Promise<TestRoom> {
+    const key = JSON.stringify([versionId, creator, joinRule, users]);
+    let room = TestRoom.bootstraps.get(key);
+    if (!room) TestRoom.bootstraps.set(key, (room = new TestRoom(versionId).bootstrap(creator, joinRule, users)));
+    return room.then((r) => r.copy());
+  }
+
   /** A fork from the current point: shares the events, has its own state and extremity. */
   branch(): TestRoom {
     const fork = new TestRoom(this.version.id, this.server, this);

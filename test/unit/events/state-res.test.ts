@@ -126,7 +126,7 @@ async function randomForks(versionId: string, seed: number): Promise<{ room: Tes
   const random = prng(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const alice = USERS[0]!;
-  const room = await new TestRoom(versionId).bootstrap(alice, 'public', { [USERS[1]!]: 50, [USERS[2]!]: 50 });
+  const room = await TestRoom.bootstrapped(versionId, alice, 'public', { [USERS[1]!]: 50, [USERS[2]!]: 50 });
   for (const user of USERS.slice(1, 5)) await room.member(user, 'join');
   const forks = [room.branch(), room.branch()];
   for (let step = 0; step < 40; step++) {
@@ -156,7 +156,7 @@ async function randomForks(versionId: string, seed: number): Promise<{ room: Tes
 describe('order independence', () => {
   it.each(['1', '2', '6', '10', '11'])('v%s: random forked rooms resolve the same whatever the order of the state sets', async (v) => {
     const version = requireRoomVersion(v);
-    for (let seed = 1; seed <= 8; seed++) {
+    for (let seed = 1; seed <= 4; seed++) {
       const { room, states } = await randomForks(v, seed * 7919 + Number(v));
       const reference = sorted(await resolveState(version, states, room.source()));
       const random = prng(seed);

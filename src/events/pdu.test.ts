@@ -142,3 +142,18 @@ describe('reference hashes and event IDs (spec-vectors §5)', () => {
     expect(canonicalJson(base)).toContain('"depth":3');
   });
 });
+
+describe('signNewEvent', () => {
+  it('gives the same signature and event ID as the separate steps, in every ID format', async () => {
+    const { signNewEvent } = await import('./pdu.ts');
+    const key = await createWebCryptoBackend(globalThis.crypto.subtle).keyFromSeed(SPEC_SEED);
+    for (const id of ['1', '3', '4', '10', '11']) {
+      const version = requireRoomVersion(id);
+      const event = id === '1' ? { ...minimalEvent(), event_id: '$x:domain' } : minimalEvent();
+      const { event: signed, eventId } = await signNewEvent(event, version, SPEC_SERVER, SPEC_KEY_ID, key);
+      const reference = await hashAndSignEvent(event, version, SPEC_SERVER, SPEC_KEY_ID, key);
+      expect(signed).toEqual(reference);
+      expect(eventId).toBe(computeEventId(reference, version));
+    }
+  });
+});

@@ -2,7 +2,7 @@ import { encodeBase64, encodeBase64Url, decodeBase64 } from '../crypto/base64.ts
 import { canonicalJson, utf8, type JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
 import { sha256 } from '../crypto/sha256.ts';
-import { computeContentHash, signJson, verifyJsonSignature, type Signatures } from '../crypto/signing.ts';
+import { computeContentHash, signingBytes, signJson, verifyJsonSignature, type Signatures } from '../crypto/signing.ts';
 import { redactEvent } from './redaction.ts';
 import type { RoomVersion } from './room-versions.ts';
 
@@ -66,6 +66,31 @@ export async function hashAndSignEvent<T extends object>(
   const hashed = { ...event, hashes: { sha256: encodeBase64(computeContentHash(event)) } };
   const signedRedacted = await signJson(redactEvent(hashed, version), serverName, keyId, key);
   return { ...hashed, signatures: signedRedacted.signatures };
+}
+
+/**
+ * Hashes and signs a new event and derives its ID in one pass: from v3 on, the
+ * reference hash covers exactly the bytes the signature covers (the redacted event
+ * without signatures), so they are canonicalised once.
+ */
+export async function signNewEvent<T extends object>(
+  event: T,
+  version: RoomVersion,
+  serverName: string,
+  keyId: string,
+  key: SigningKey,
+): Promise<{ event: T & { hashes: { sha256: string }; signatures: Signatures }; eventId: string }> {
+  const hashed = { ...event, hashes: { sha256: encodeBase64(computeContentHash(event)) } };
+  const bytes = signingBytes(redactEvent(hashed, version));
+  const signature = encodeBase64(await key.sign(bytes));
+  const signed = { ...hashed, signatures: { [serverName]: { [keyId]: signature } } };
+  let eventId: string;
+  if (version.eventIdFormat === 'local') eventId = computeEventId(signed, version);
+  else {
+    const hash = sha256(bytes);
+    eventId = '$' + (version.eventIdFormat === 'base64' ? encodeBase64(hash) : encodeBase64Url(hash));
+  }
+  return { event: signed, eventId };
 }
 
 /** Checks one server's signature on an event: the signature covers the redacted form. */

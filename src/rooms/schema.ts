@@ -43,6 +43,7 @@ export const roomsSchema: ComponentSchema = {
           event_id TEXT NOT NULL,
           PRIMARY KEY (user_id, device_id, txn_id)
         )`);
+        tx.run('CREATE INDEX transaction_ids_by_event ON transaction_ids (event_id)');
         tx.run(`CREATE TABLE forward_extremities (
           room_id TEXT NOT NULL,
           event_id TEXT NOT NULL,

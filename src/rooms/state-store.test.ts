@@ -11,7 +11,7 @@ async function setup() {
 }
 
 describe('state snapshots from shared blocks', () => {
-  it('stores a long chain compactly and reads every snapshot back exactly', async () => {
+  it('stores a long chain compactly and reads every snapshot back exactly', { timeout: 30_000 }, async () => {
     const { db, store } = await setup();
     let parent: { nid: number; state: NidState } | undefined;
     const expected: Map<number, Map<StateKey, number>> = new Map();

@@ -10,8 +10,8 @@ export type Row = Record<string, SqlValue>;
 export interface RunResult {
   /** Rows changed by the statement. */
   changes: number;
-  /** rowid of the last inserted row. */
-  lastInsertRowid: number;
+  /** rowid of the last inserted row; read it before running another statement. */
+  readonly lastInsertRowid: number;
 }
 
 /** Statements inside a write transaction. Synchronous: a transaction never awaits mid-way. */

@@ -19,8 +19,7 @@ export const streamSchema = { component: 'stream', migrations: [streamMigration]
 
 /** Allocates the next stream position inside a write transaction. */
 export function nextStreamId(tx: WriteTransaction): number {
-  tx.run('UPDATE stream_position SET id = id + 1');
-  return tx.get<{ id: number }>('SELECT id FROM stream_position')!.id;
+  return tx.get<{ id: number }>('UPDATE stream_position SET id = id + 1 RETURNING id')!.id;
 }
 
 export function currentStreamId(tx: Pick<WriteTransaction, 'get'>): number {

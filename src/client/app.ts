@@ -1,0 +1,86 @@
+import { Hono, type MiddlewareHandler } from 'hono';
+import { cors } from 'hono/cors';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { CanonicalJsonError } from '../crypto/canonical-json.ts';
+import { UnsupportedRoomVersionError } from '../events/room-versions.ts';
+import { RoomError } from '../rooms/errors.ts';
+import { TokenError } from '../sync/token.ts';
+import type { Env } from './context.ts';
+import { MatrixError, unrecognized } from './errors.ts';
+import { accountRoutes } from './routes/account.ts';
+import { knownPathOtherMethod } from './routes/route.ts';
+import { roomRoutes } from './routes/rooms.ts';
+import { syncRoutes } from './routes/sync.ts';
+import type { ClientServices } from './services.ts';
+
+/** Maps errors from the components to the spec's error codes and statuses. */
+export function toMatrixError(error: unknown): MatrixError {
+  if (error instanceof MatrixError) return error;
+  if (error instanceof RoomError) {
+    switch (error.code) {
+      case 'not_found':
+        return new MatrixError(404, 'M_NOT_FOUND', error.message);
+      case 'forbidden':
+        return new MatrixError(403, 'M_FORBIDDEN', error.message);
+      case 'too_large':
+        return new MatrixError(413, 'M_TOO_LARGE', error.message);
+      case 'unsupported_version':
+        return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
+      default:
+        return new MatrixError(400, 'M_BAD_JSON', error.message);
+    }
+  }
+  if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
+  if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);
+  if (error instanceof TokenError) return new MatrixError(400, 'M_INVALID_PARAM', error.message);
+  const storage = error as { name?: string; code?: string; message?: string };
+  if (storage?.name === 'StorageError') {
+    return storage.code === 'quota_exceeded'
+      ? new MatrixError(507, 'M_RESOURCE_LIMIT_EXCEEDED', `storage is full: ${storage.message}`)
+      : new MatrixError(500, 'M_UNKNOWN', `storage failed: ${storage.message}`);
+  }
+  return new MatrixError(500, 'M_UNKNOWN', error instanceof Error ? error.message : String(error));
+}
+
+export function errorResponse(error: unknown): Response {
+  const matrix = toMatrixError(error);
+  return new Response(JSON.stringify(matrix.toJSON()), {
+    status: matrix.status,
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
+/** The client-server API as one Request → Response function (Hono routes it). */
+export function createClientApp(services: ClientServices, log: (message: string, error: unknown) => void = () => {}): Hono<Env> {
+  const app = new Hono<Env>();
+  // CORS as the spec asks (client-server §Web Browser Clients).
+  app.use(
+    '*',
+    cors({
+      origin: '*',
+      allowMethods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
+      allowHeaders: ['X-Requested-With', 'Content-Type', 'Authorization'],
+    }),
+  );
+  const inject: MiddlewareHandler<Env> = async (c, next) => {
+    c.set('services', services);
+    await next();
+  };
+  app.use('*', inject);
+  accountRoutes(app);
+  roomRoutes(app);
+  syncRoutes(app);
+  app.notFound((c) =>
+    errorResponse(
+      knownPathOtherMethod(app, c.req.method, new URL(c.req.url).pathname)
+        ? new MatrixError(405, 'M_UNRECOGNIZED', `${c.req.method} is not allowed on this endpoint`)
+        : unrecognized(),
+    ),
+  );
+  app.onError((error, c) => {
+    const matrix = toMatrixError(error);
+    if (matrix.status >= 500) log(`${c.req.method} ${new URL(c.req.url).pathname} failed`, error);
+    return c.json(matrix.toJSON(), matrix.status as ContentfulStatusCode);
+  });
+  return app;
+}

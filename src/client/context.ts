@@ -1,0 +1,29 @@
+import type { Context } from 'hono';
+import type { Session } from '../users/users.ts';
+import { missingToken, unknownToken } from './errors.ts';
+import type { ClientServices } from './services.ts';
+
+export type Env = { Variables: { session: Session; services: ClientServices } };
+export type Ctx = Context<Env>;
+
+/** The access token from `Authorization: Bearer …` or, as the spec still allows, `?access_token=`. */
+export function accessToken(c: Context): string | undefined {
+  const header = c.req.header('authorization');
+  if (header) {
+    const match = /^Bearer\s+(\S+)$/i.exec(header.trim());
+    return match ? match[1] : undefined;
+  }
+  return c.req.query('access_token') || undefined;
+}
+
+/** Authenticates the request; M_MISSING_TOKEN / M_UNKNOWN_TOKEN otherwise. */
+export async function requireSession(c: Ctx): Promise<Session> {
+  const existing = c.get('session');
+  if (existing) return existing;
+  const token = accessToken(c);
+  if (!token) throw missingToken();
+  const session = await c.get('services').users.authenticate(token);
+  if (!session) throw unknownToken();
+  c.set('session', session);
+  return session;
+}

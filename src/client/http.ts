@@ -1,0 +1,53 @@
+import type { Context } from 'hono';
+import { z } from 'zod';
+import { badJson, notJson, tooLarge } from './errors.ts';
+
+/** Request bodies above this size are refused with M_TOO_LARGE before parsing. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Reads and parses a JSON object body. Empty bodies count as `{}` where the endpoint allows it. */
+export async function readJsonObject(c: Context, options: { allowEmpty?: boolean } = {}): Promise<Record<string, unknown>> {
+  const length = Number(c.req.header('content-length') ?? '0');
+  if (length > MAX_BODY_BYTES) throw tooLarge(`request body exceeds ${MAX_BODY_BYTES} bytes`);
+  const buffer = new Uint8Array(await c.req.arrayBuffer());
+  if (buffer.length > MAX_BODY_BYTES) throw tooLarge(`request body exceeds ${MAX_BODY_BYTES} bytes`);
+  const text = new TextDecoder('utf-8', { fatal: false }).decode(buffer);
+  if (text.trim() === '') {
+    if (options.allowEmpty) return {};
+    throw notJson('Request body is empty; a JSON object was expected');
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw notJson();
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw notJson('Request body must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+/** Parses and validates a body against a schema: M_NOT_JSON for bad JSON, M_BAD_JSON for the wrong shape. */
+export async function parseBody<S extends z.ZodType>(c: Context, schema: S, options: { allowEmpty?: boolean } = {}): Promise<z.infer<S>> {
+  return validate(schema, await readJsonObject(c, options));
+}
+
+export function validate<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const where = issue.path.length > 0 ? issue.path.join('.') : 'body';
+    throw badJson(`${where}: ${issue.message}`);
+  }
+  return result.data;
+}
+
+/** JSON object with any content, as Matrix event content is. */
+export const jsonObject = z.record(z.string(), z.unknown());
+
+/** Parses an optional non-negative integer query parameter. */
+export function intQuery(c: Context, name: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = c.req.query(name);
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw badJson(`${name} must be a non-negative integer`);
+  return Math.min(Number(raw), max);
+}

@@ -1,0 +1,479 @@
+import type { Hono } from 'hono';
+import { z } from 'zod';
+import { randomString } from '../../crypto/random.ts';
+import { byteLength, isValidUserId, LOCALPART_PATTERN, MAX_ID_BYTES } from '../../events/identifiers.ts';
+import { DEFAULT_ROOM_VERSION, ROOM_VERSIONS } from '../../events/room-versions.ts';
+import { filterSchema } from '../../sync/filter.ts';
+import { PUSH_RULE_KINDS, type PushRule, type PushRuleKind, type PushRuleset } from '../../users/push-rules.ts';
+import { requireSession, type Ctx, type Env } from '../context.ts';
+import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
+import { jsonObject, parseBody, readJsonObject } from '../http.ts';
+import { on, V1 } from './route.ts';
+import { updateProfileInRooms } from './rooms.ts';
+
+const SPEC_VERSIONS = ['r0.6.1', 'v1.1', 'v1.2', 'v1.3', 'v1.4', 'v1.5', 'v1.6', 'v1.7', 'v1.8', 'v1.9', 'v1.10', 'v1.11', 'v1.12'];
+
+const identifierSchema = z.object({ type: z.string(), user: z.string().optional() }).loose();
+
+const loginSchema = z
+  .object({
+    type: z.string(),
+    identifier: identifierSchema.optional(),
+    user: z.string().optional(),
+    password: z.string().optional(),
+    device_id: z.string().min(1).max(255).optional(),
+    initial_device_display_name: z.string().max(1000).optional(),
+  })
+  .loose();
+
+const registerSchema = z
+  .object({
+    username: z.string().optional(),
+    password: z.string().max(512).optional(),
+    device_id: z.string().min(1).max(255).optional(),
+    initial_device_display_name: z.string().max(1000).optional(),
+    inhibit_login: z.boolean().optional(),
+    auth: z.unknown().optional(),
+  })
+  .loose();
+
+const passwordAuthFlows = [{ stages: ['m.login.password'] }];
+
+/** Resolves a login identifier (m.id.user with a localpart or full ID) to a local user ID. */
+function userIdFrom(c: Ctx, identifier: { type: string; user?: string } | undefined, legacyUser: string | undefined): string {
+  const users = c.get('services').users;
+  const user = identifier?.type === 'm.id.user' ? identifier.user : identifier ? undefined : legacyUser;
+  if (identifier && identifier.type !== 'm.id.user') throw new MatrixError(400, 'M_UNKNOWN', `unsupported identifier type ${identifier.type}`);
+  if (!user) throw badJson('identifier.user is required');
+  return user.startsWith('@') ? user : users.userId(user.toLowerCase());
+}
+
+/** A UIA stage check for m.login.password that must authenticate `userId` itself. */
+function passwordStage(c: Ctx, userId: string) {
+  return async (stage: string, auth: Record<string, unknown>): Promise<boolean> => {
+    if (stage !== 'm.login.password') return false;
+    const parsed = z.object({ identifier: identifierSchema.optional(), user: z.string().optional(), password: z.string() }).safeParse(auth);
+    if (!parsed.success) return false;
+    const claimed = parsed.data.identifier || parsed.data.user ? userIdFrom(c, parsed.data.identifier, parsed.data.user) : userId;
+    return claimed === userId && (await c.get('services').users.checkPassword(userId, parsed.data.password));
+  };
+}
+
+function checkSelf(c: Ctx, userId: string, sessionUser: string): void {
+  if (userId !== sessionUser) throw forbidden('You may only change your own data');
+  void c;
+}
+
+function rateLimit(c: Ctx, key: string): void {
+  c.get('services').rateLimiter?.take(key);
+}
+
+export function accountRoutes(app: Hono<Env>): void {
+  on(app, 'GET', '/versions', (c) =>
+    c.json({ versions: SPEC_VERSIONS, unstable_features: { 'org.matrix.msc2732': true, 'org.matrix.e2e_cross_signing': true } }),
+    ['/_matrix/client'],
+  );
+  app.get('/.well-known/matrix/client', (c) => c.json({ 'm.homeserver': { base_url: new URL(c.req.url).origin } }));
+
+  on(app, 'GET', '/capabilities', async (c) => {
+    await requireSession(c);
+    const available: Record<string, string> = {};
+    for (const id of ROOM_VERSIONS.keys()) available[id] = 'stable';
+    return c.json({
+      capabilities: {
+        'm.change_password': { enabled: true },
+        'm.room_versions': { default: DEFAULT_ROOM_VERSION, available },
+        'm.set_displayname': { enabled: true },
+        'm.set_avatar_url': { enabled: true },
+        'm.3pid_changes': { enabled: false },
+      },
+    });
+  });
+
+  // ------------------------------------------------------------ login
+
+  on(app, 'GET', '/login', (c) => c.json({ flows: [{ type: 'm.login.password' }] }));
+
+  on(app, 'POST', '/login', async (c) => {
+    const services = c.get('services');
+    const body = await parseBody(c, loginSchema);
+    rateLimit(c, 'login:' + (c.req.header('x-forwarded-for') ?? 'local'));
+    if (body.type !== 'm.login.password') throw new MatrixError(400, 'M_UNKNOWN', `unsupported login type ${body.type}`);
+    if (body.password === undefined) throw badJson('password is required');
+    const userId = userIdFrom(c, body.identifier, body.user);
+    if (!services.users.isLocal(userId) || !(await services.users.checkPassword(userId, body.password))) {
+      throw forbidden('Invalid username or password');
+    }
+    const session = await services.users.createSession(userId, body.device_id, body.initial_device_display_name);
+    return c.json({ user_id: userId, access_token: session.accessToken, device_id: session.deviceId, home_server: services.users.serverName });
+  });
+
+  on(app, 'POST', '/logout', async (c) => {
+    const session = await requireSession(c);
+    await c.get('services').users.deleteDevices(session.userId, [session.deviceId]);
+    return c.json({});
+  });
+
+  on(app, 'POST', '/logout/all', async (c) => {
+    const session = await requireSession(c);
+    await c.get('services').users.logoutAll(session.userId);
+    return c.json({});
+  });
+
+  // ------------------------------------------------------- registration
+
+  const checkUsername = async (c: Ctx, username: string): Promise<string> => {
+    const users = c.get('services').users;
+    if (!LOCALPART_PATTERN.test(username)) {
+      throw new MatrixError(400, 'M_INVALID_USERNAME', 'User ID may only contain a-z, 0-9, and . _ = - / +');
+    }
+    const userId = users.userId(username);
+    if (byteLength(userId) > MAX_ID_BYTES) throw new MatrixError(400, 'M_INVALID_USERNAME', 'User ID is too long');
+    if (await users.exists(userId)) throw new MatrixError(400, 'M_USER_IN_USE', 'User ID already taken');
+    return userId;
+  };
+
+  on(app, 'GET', '/register/available', async (c) => {
+    const username = c.req.query('username');
+    if (!username) throw new MatrixError(400, 'M_MISSING_PARAM', 'username is required');
+    if (!c.get('services').config.registrationEnabled) throw forbidden('Registration is disabled');
+    await checkUsername(c, username);
+    return c.json({ available: true });
+  });
+
+  on(app, 'POST', '/register', async (c) => {
+    const services = c.get('services');
+    const kind = c.req.query('kind') ?? 'user';
+    if (kind === 'guest') throw new MatrixError(403, 'M_GUEST_ACCESS_FORBIDDEN', 'Guest access is not enabled');
+    if (kind !== 'user') throw invalidParam(`unknown kind ${kind}`);
+    if (!services.config.registrationEnabled) throw forbidden('Registration is disabled');
+    const body = await parseBody(c, registerSchema);
+    rateLimit(c, 'register:' + (c.req.header('x-forwarded-for') ?? 'local'));
+    const username = body.username ?? randomString(services.random, 12, 'abcdefghijklmnopqrstuvwxyz0123456789');
+    const userId = await checkUsername(c, username);
+    await services.uia.authenticate('register', body.auth, [{ stages: ['m.login.dummy'] }], async (stage) => stage === 'm.login.dummy');
+    if (!(await services.users.createAccount(userId, body.password))) throw new MatrixError(400, 'M_USER_IN_USE', 'User ID already taken');
+    if (body.inhibit_login) return c.json({ user_id: userId, home_server: services.users.serverName });
+    const session = await services.users.createSession(userId, body.device_id, body.initial_device_display_name);
+    return c.json({ user_id: userId, access_token: session.accessToken, device_id: session.deviceId, home_server: services.users.serverName });
+  });
+
+  // ----------------------------------------------------------- account
+
+  on(app, 'GET', '/account/whoami', async (c) => {
+    const session = await requireSession(c);
+    return c.json({ user_id: session.userId, device_id: session.deviceId, is_guest: false });
+  });
+
+  on(app, 'POST', '/account/password', async (c) => {
+    const session = await requireSession(c);
+    const services = c.get('services');
+    const body = await parseBody(c, z.object({ new_password: z.string().min(1).max(512), logout_devices: z.boolean().optional(), auth: z.unknown().optional() }).loose());
+    await services.uia.authenticate(`password:${session.userId}`, body.auth, passwordAuthFlows, passwordStage(c, session.userId));
+    await services.users.setPassword(session.userId, body.new_password);
+    if (body.logout_devices !== false) await services.users.revokeTokensExcept(session.userId, session.deviceId);
+    return c.json({});
+  });
+
+  on(app, 'POST', '/account/deactivate', async (c) => {
+    const session = await requireSession(c);
+    const services = c.get('services');
+    const body = await parseBody(c, z.object({ auth: z.unknown().optional() }).loose(), { allowEmpty: true });
+    await services.uia.authenticate(`deactivate:${session.userId}`, body.auth, passwordAuthFlows, passwordStage(c, session.userId));
+    await services.users.deactivate(session.userId);
+    return c.json({ id_server_unbind_result: 'no-support' });
+  });
+
+  on(app, 'GET', '/account/3pid', async (c) => {
+    await requireSession(c);
+    return c.json({ threepids: [] });
+  });
+
+  // ------------------------------------------------------------ devices
+
+  on(app, 'GET', '/devices', async (c) => {
+    const session = await requireSession(c);
+    return c.json({ devices: (await c.get('services').users.listDevices(session.userId)).map(deviceJson) });
+  });
+
+  on(app, 'GET', '/devices/:deviceId', async (c) => {
+    const session = await requireSession(c);
+    const device = await c.get('services').users.getDevice(session.userId, c.req.param('deviceId')!);
+    if (!device) throw notFound('Unknown device');
+    return c.json(deviceJson(device));
+  });
+
+  on(app, 'PUT', '/devices/:deviceId', async (c) => {
+    const session = await requireSession(c);
+    const body = await parseBody(c, z.object({ display_name: z.string().max(1000).nullable().optional() }).loose(), { allowEmpty: true });
+    const services = c.get('services');
+    if (body.display_name !== undefined && !(await services.users.renameDevice(session.userId, c.req.param('deviceId')!, body.display_name))) {
+      throw notFound('Unknown device');
+    }
+    if (body.display_name === undefined && !(await services.users.getDevice(session.userId, c.req.param('deviceId')!))) throw notFound('Unknown device');
+    return c.json({});
+  });
+
+  const deleteDevices = async (c: Ctx, deviceIds: string[], auth: unknown) => {
+    const session = await requireSession(c);
+    const services = c.get('services');
+    await services.uia.authenticate(`delete_devices:${session.userId}:${deviceIds.join(',')}`, auth, passwordAuthFlows, passwordStage(c, session.userId));
+    await services.users.deleteDevices(session.userId, deviceIds);
+    return c.json({});
+  };
+
+  on(app, 'DELETE', '/devices/:deviceId', async (c) => {
+    const body = await readJsonObject(c, { allowEmpty: true });
+    return deleteDevices(c, [c.req.param('deviceId')!], body['auth']);
+  });
+
+  on(app, 'POST', '/delete_devices', async (c) => {
+    const body = await parseBody(c, z.object({ devices: z.array(z.string()), auth: z.unknown().optional() }).loose());
+    return deleteDevices(c, body.devices, body.auth);
+  });
+
+  // ------------------------------------------------------------ profile
+
+  on(app, 'GET', '/profile/:userId', async (c) => {
+    const userId = c.req.param('userId')!;
+    const profile = await c.get('services').users.getProfile(userId);
+    if (!profile) throw notFound('Profile not found');
+    return c.json(profile);
+  });
+
+  for (const field of ['displayname', 'avatar_url'] as const) {
+    on(app, 'GET', `/profile/:userId/${field}`, async (c) => {
+      const profile = await c.get('services').users.getProfile(c.req.param('userId')!);
+      if (!profile) throw notFound('Profile not found');
+      if (profile[field] === undefined) throw notFound(`No ${field} set`);
+      return c.json({ [field]: profile[field] });
+    });
+    on(app, 'PUT', `/profile/:userId/${field}`, async (c) => {
+      const session = await requireSession(c);
+      const userId = c.req.param('userId')!;
+      checkSelf(c, userId, session.userId);
+      const body = await parseBody(c, z.object({ [field]: z.string().max(1000).nullable().optional() }).loose());
+      rateLimit(c, session.deviceId + session.userId);
+      const value = (body[field] as string | null | undefined) ?? null;
+      if (field === 'avatar_url' && value !== null && value !== '' && !value.startsWith('mxc://')) throw badJson('avatar_url must be an mxc:// URI');
+      await c.get('services').users.setProfileField(userId, field, value);
+      await updateProfileInRooms(c, userId);
+      return c.json({});
+    });
+  }
+
+  // ------------------------------------------------------- account data
+
+  const accountDataUser = async (c: Ctx) => {
+    const session = await requireSession(c);
+    const userId = c.req.param('userId')!;
+    checkSelf(c, userId, session.userId);
+    return session;
+  };
+  const checkAccountDataType = (type: string) => {
+    if (type === 'm.fully_read' || type === 'm.push_rules') {
+      throw new MatrixError(405, 'M_BAD_JSON', `${type} cannot be set through this endpoint`);
+    }
+  };
+
+  on(app, 'GET', '/user/:userId/account_data/:type', async (c) => {
+    const session = await accountDataUser(c);
+    const content = await c.get('services').users.getAccountData(session.userId, '', c.req.param('type')!);
+    if (!content) throw notFound('Account data not found');
+    return c.json(content);
+  });
+  on(app, 'PUT', '/user/:userId/account_data/:type', async (c) => {
+    const session = await accountDataUser(c);
+    checkAccountDataType(c.req.param('type')!);
+    const body = await parseBody(c, jsonObject);
+    await c.get('services').users.putAccountData(session.userId, '', c.req.param('type')!, body);
+    return c.json({});
+  });
+  on(app, 'GET', '/user/:userId/rooms/:roomId/account_data/:type', async (c) => {
+    const session = await accountDataUser(c);
+    const content = await c.get('services').users.getAccountData(session.userId, c.req.param('roomId')!, c.req.param('type')!);
+    if (!content) throw notFound('Account data not found');
+    return c.json(content);
+  });
+  on(app, 'PUT', '/user/:userId/rooms/:roomId/account_data/:type', async (c) => {
+    const session = await accountDataUser(c);
+    checkAccountDataType(c.req.param('type')!);
+    const body = await parseBody(c, jsonObject);
+    await c.get('services').users.putAccountData(session.userId, c.req.param('roomId')!, c.req.param('type')!, body);
+    return c.json({});
+  });
+
+  // Tags are the m.tag room account data (client-server modules/tags).
+  type Tags = { tags: Record<string, Record<string, unknown>> };
+  on(app, 'GET', '/user/:userId/rooms/:roomId/tags', async (c) => {
+    const session = await accountDataUser(c);
+    const content = (await c.get('services').users.getAccountData(session.userId, c.req.param('roomId')!, 'm.tag')) as Tags | undefined;
+    return c.json({ tags: content?.tags ?? {} });
+  });
+  on(app, 'PUT', '/user/:userId/rooms/:roomId/tags/:tag', async (c) => {
+    const session = await accountDataUser(c);
+    const body = await parseBody(c, z.object({ order: z.number().min(0).max(1).optional() }).loose(), { allowEmpty: true });
+    await c.get('services').users.updateAccountData<Tags>(session.userId, c.req.param('roomId')!, 'm.tag', (current) => ({
+      tags: { ...(current?.tags ?? {}), [c.req.param('tag')!]: body },
+    }));
+    return c.json({});
+  });
+  on(app, 'DELETE', '/user/:userId/rooms/:roomId/tags/:tag', async (c) => {
+    const session = await accountDataUser(c);
+    await c.get('services').users.updateAccountData<Tags>(session.userId, c.req.param('roomId')!, 'm.tag', (current) => {
+      const tags = { ...(current?.tags ?? {}) };
+      delete tags[c.req.param('tag')!];
+      return { tags };
+    });
+    return c.json({});
+  });
+
+  // ------------------------------------------------------------ filters
+
+  on(app, 'POST', '/user/:userId/filter', async (c) => {
+    const session = await accountDataUser(c);
+    const body = await parseBody(c, filterSchema);
+    return c.json({ filter_id: await c.get('services').users.createFilter(session.userId, body) });
+  });
+  on(app, 'GET', '/user/:userId/filter/:filterId', async (c) => {
+    const session = await accountDataUser(c);
+    const filter = await c.get('services').users.getFilter(session.userId, c.req.param('filterId')!);
+    if (!filter) throw notFound('Filter not found');
+    return c.json(filter);
+  });
+
+  // --------------------------------------------------------- push rules
+
+  const ruleset = async (c: Ctx, userId: string): Promise<PushRuleset> => {
+    const content = (await c.get('services').users.getAccountData(userId, '', 'm.push_rules')) as { global: PushRuleset } | undefined;
+    return content!.global;
+  };
+  const parseKind = (kind: string): PushRuleKind => {
+    if (!(PUSH_RULE_KINDS as readonly string[]).includes(kind)) throw invalidParam(`unknown push rule kind ${kind}`);
+    return kind as PushRuleKind;
+  };
+  const editRules = async (c: Ctx, userId: string, edit: (rules: PushRuleset) => void) => {
+    await c.get('services').users.updateAccountData<{ global: PushRuleset }>(userId, '', 'm.push_rules', (current) => {
+      const global = structuredClone(current!.global);
+      edit(global);
+      return { global };
+    });
+  };
+  const findRule = (rules: PushRuleset, kind: PushRuleKind, ruleId: string): PushRule => {
+    const rule = rules[kind].find((r) => r.rule_id === ruleId);
+    if (!rule) throw notFound('Push rule not found');
+    return rule;
+  };
+
+  on(app, 'GET', '/pushrules/', async (c) => c.json({ global: await ruleset(c, (await requireSession(c)).userId) }));
+  on(app, 'GET', '/pushrules/global/', async (c) => c.json(await ruleset(c, (await requireSession(c)).userId)));
+  on(app, 'GET', '/pushrules/global/:kind/:ruleId', async (c) => {
+    const session = await requireSession(c);
+    return c.json(findRule(await ruleset(c, session.userId), parseKind(c.req.param('kind')!), c.req.param('ruleId')!));
+  });
+  on(app, 'PUT', '/pushrules/global/:kind/:ruleId', async (c) => {
+    const session = await requireSession(c);
+    const kind = parseKind(c.req.param('kind')!);
+    const ruleId = c.req.param('ruleId')!;
+    if (ruleId.startsWith('.')) throw invalidParam('cannot add a rule whose ID starts with "."');
+    const body = await parseBody(c, z.object({ actions: z.array(z.unknown()), conditions: z.array(jsonObject).optional(), pattern: z.string().optional() }).loose());
+    if (kind === 'content' && body.pattern === undefined) throw badJson('content rules need a pattern');
+    const before = c.req.query('before');
+    const after = c.req.query('after');
+    await editRules(c, session.userId, (rules) => {
+      const rule: PushRule = { rule_id: ruleId, default: false, enabled: true, actions: body.actions as PushRule['actions'] };
+      if (kind === 'override' || kind === 'underride') rule.conditions = (body.conditions ?? []) as unknown as PushRule['conditions'];
+      if (kind === 'content') rule.pattern = body.pattern!;
+      if (kind === 'room') rule.conditions = [{ kind: 'event_match', key: 'room_id', pattern: ruleId }];
+      if (kind === 'sender') rule.conditions = [{ kind: 'event_match', key: 'user_id', pattern: ruleId }];
+      const list = rules[kind].filter((r) => r.rule_id !== ruleId);
+      // User rules sort before the server-default ones of the same kind.
+      let index = list.findIndex((r) => r.default);
+      if (index === -1) index = list.length;
+      if (before) index = list.findIndex((r) => r.rule_id === before);
+      if (after) index = list.findIndex((r) => r.rule_id === after) + 1;
+      if (index < 0 || (after && index === 0)) throw notFound('before/after rule not found');
+      list.splice(index, 0, rule);
+      rules[kind] = list;
+    });
+    return c.json({});
+  });
+  on(app, 'DELETE', '/pushrules/global/:kind/:ruleId', async (c) => {
+    const session = await requireSession(c);
+    const kind = parseKind(c.req.param('kind')!);
+    const ruleId = c.req.param('ruleId')!;
+    await editRules(c, session.userId, (rules) => {
+      const rule = findRule(rules, kind, ruleId);
+      if (rule.default) throw forbidden('Server-default rules cannot be deleted');
+      rules[kind] = rules[kind].filter((r) => r.rule_id !== ruleId);
+    });
+    return c.json({});
+  });
+  for (const attribute of ['enabled', 'actions'] as const) {
+    on(app, 'GET', `/pushrules/global/:kind/:ruleId/${attribute}`, async (c) => {
+      const session = await requireSession(c);
+      const rule = findRule(await ruleset(c, session.userId), parseKind(c.req.param('kind')!), c.req.param('ruleId')!);
+      return c.json({ [attribute]: rule[attribute] });
+    });
+    on(app, 'PUT', `/pushrules/global/:kind/:ruleId/${attribute}`, async (c) => {
+      const session = await requireSession(c);
+      const schema = attribute === 'enabled' ? z.object({ enabled: z.boolean() }) : z.object({ actions: z.array(z.unknown()) });
+      const body = await parseBody(c, schema);
+      await editRules(c, session.userId, (rules) => {
+        const rule = findRule(rules, parseKind(c.req.param('kind')!), c.req.param('ruleId')!);
+        Object.assign(rule, body);
+      });
+      return c.json({});
+    });
+  }
+
+  on(app, 'GET', '/pushers', async (c) => {
+    await requireSession(c);
+    return c.json({ pushers: [] });
+  });
+
+  // ----------------------------------------------------------- presence
+
+  on(app, 'GET', '/presence/:userId/status', async (c) => {
+    await requireSession(c);
+    const userId = c.req.param('userId')!;
+    if (!isValidUserId(userId)) throw invalidParam('invalid user ID');
+    const status = c.get('services').sync.presence.get(userId);
+    const now = c.get('services').now();
+    return c.json({
+      presence: status.presence,
+      last_active_ago: status.last_active_ts ? now - status.last_active_ts : undefined,
+      currently_active: status.presence === 'online',
+      ...(status.status_msg !== undefined ? { status_msg: status.status_msg } : {}),
+    });
+  });
+  on(app, 'PUT', '/presence/:userId/status', async (c) => {
+    const session = await requireSession(c);
+    checkSelf(c, c.req.param('userId')!, session.userId);
+    const body = await parseBody(c, z.object({ presence: z.enum(['online', 'offline', 'unavailable']), status_msg: z.string().max(1000).nullable().optional() }).loose());
+    c.get('services').sync.presence.set(session.userId, body.presence, body.status_msg);
+    return c.json({});
+  });
+
+  // Endpoints Element calls at start-up; Hearth has no TURN, third-party networks or media config yet.
+  on(app, 'GET', '/voip/turnServer', async (c) => {
+    await requireSession(c);
+    return c.json({});
+  });
+  on(app, 'GET', '/thirdparty/protocols', async (c) => {
+    await requireSession(c);
+    return c.json({});
+  });
+  on(app, 'GET', '/media/config', async (c) => {
+    await requireSession(c);
+    return c.json({ 'm.upload.size': 0 });
+  }, V1);
+}
+
+function deviceJson(device: { device_id: string; display_name: string | null; last_seen_ts: number | null; last_seen_ip: string | null }) {
+  const out: Record<string, unknown> = { device_id: device.device_id };
+  if (device.display_name !== null) out['display_name'] = device.display_name;
+  if (device.last_seen_ts !== null) out['last_seen_ts'] = device.last_seen_ts;
+  if (device.last_seen_ip !== null) out['last_seen_ip'] = device.last_seen_ip;
+  return out;
+}

@@ -1,0 +1,564 @@
+import type { Hono } from 'hono';
+import { z } from 'zod';
+import type { JsonObject } from '../../crypto/canonical-json.ts';
+import { isValidRoomAlias, isValidRoomId, isValidUserId, serverNameOf } from '../../events/identifiers.ts';
+import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions.ts';
+import { createRoom } from '../../rooms/create-room.ts';
+import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
+import { roomEventFilterSchema } from '../../sync/filter.ts';
+import { parseToken } from '../../sync/token.ts';
+import { requireSession, type Ctx, type Env } from '../context.ts';
+import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
+import { intQuery, jsonObject, parseBody, readJsonObject, validate } from '../http.ts';
+import { on } from './route.ts';
+
+const createRoomSchema = z
+  .object({
+    visibility: z.enum(['public', 'private']).optional(),
+    room_alias_name: z.string().min(1).optional(),
+    name: z.string().optional(),
+    topic: z.string().optional(),
+    invite: z.array(z.string()).optional(),
+    invite_3pid: z.array(z.unknown()).optional(),
+    room_version: z.string().optional(),
+    creation_content: jsonObject.optional(),
+    initial_state: z.array(z.object({ type: z.string(), state_key: z.string().optional(), content: jsonObject })).optional(),
+    preset: z.enum(['private_chat', 'public_chat', 'trusted_private_chat']).optional(),
+    is_direct: z.boolean().optional(),
+    power_level_content_override: jsonObject.optional(),
+  })
+  .loose();
+
+const targetSchema = z.object({ user_id: z.string(), reason: z.string().optional() }).loose();
+const reasonSchema = z.object({ reason: z.string().optional() }).loose();
+
+function requireRoomId(c: Ctx): string {
+  const roomId = c.req.param('roomId')!;
+  if (!isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);
+  return roomId;
+}
+
+function requireUserId(userId: string): string {
+  if (!isValidUserId(userId)) throw invalidParam(`invalid user ID ${userId}`);
+  return userId;
+}
+
+async function send(c: Ctx, roomId: string, templates: EventTemplate[], txnId?: string): Promise<StoredEvent[]> {
+  const session = await requireSession(c);
+  const services = c.get('services');
+  services.rateLimiter?.take(session.userId + '/' + session.deviceId);
+  const txn = txnId === undefined ? undefined : { userId: session.userId, deviceId: session.deviceId, txnId };
+  return services.rooms.sendEvents(roomId, templates, txn);
+}
+
+/** Sends a membership event; for joins, carries the user's profile. */
+async function membership(c: Ctx, roomId: string, target: string, membershipValue: string, extra: JsonObject = {}): Promise<StoredEvent> {
+  const session = await requireSession(c);
+  const services = c.get('services');
+  if (!(await services.rooms.exists(roomId))) {
+    throw notFound(membershipValue === 'join' ? 'No known servers: this room is unknown here' : 'Unknown room');
+  }
+  const content: JsonObject = { membership: membershipValue, ...extra };
+  if (membershipValue === 'join' || membershipValue === 'invite') {
+    const profile = await services.users.getProfile(target);
+    if (profile?.displayname !== undefined) content['displayname'] = profile.displayname;
+    if (profile?.avatar_url !== undefined) content['avatar_url'] = profile.avatar_url;
+  }
+  const [event] = await send(c, roomId, [{ type: 'm.room.member', sender: session.userId, state_key: target, content }]);
+  return event!;
+}
+
+async function resolveRoom(c: Ctx, idOrAlias: string): Promise<string> {
+  if (idOrAlias.startsWith('#')) {
+    if (!isValidRoomAlias(idOrAlias)) throw invalidParam(`invalid room alias ${idOrAlias}`);
+    const roomId = await c.get('services').rooms.resolveAlias(idOrAlias);
+    if (!roomId) throw notFound(`Room alias ${idOrAlias} not found`);
+    return roomId;
+  }
+  if (!isValidRoomId(idOrAlias)) throw invalidParam(`invalid room ID or alias ${idOrAlias}`);
+  return idOrAlias;
+}
+
+/** Carries a profile change into every room the user is joined to. */
+export async function updateProfileInRooms(c: Ctx, userId: string): Promise<void> {
+  const services = c.get('services');
+  const profile = (await services.users.getProfile(userId)) ?? {};
+  for (const roomId of await services.rooms.roomsOf(userId, ['join'])) {
+    const current = await services.rooms.currentStateEvent(roomId, 'm.room.member', userId);
+    const content: JsonObject = { ...(current?.event.content ?? {}), membership: 'join' };
+    delete content['displayname'];
+    delete content['avatar_url'];
+    if (profile.displayname !== undefined) content['displayname'] = profile.displayname;
+    if (profile.avatar_url !== undefined) content['avatar_url'] = profile.avatar_url;
+    try {
+      await services.rooms.sendEvents(roomId, [{ type: 'm.room.member', sender: userId, state_key: userId, content }]);
+    } catch {
+      // A room that no longer lets the user change their membership keeps the old profile.
+    }
+  }
+}
+
+async function powerLevel(c: Ctx, roomId: string, userId: string): Promise<{ user: number; levels: Record<string, unknown> }> {
+  const rooms = c.get('services').rooms;
+  const levels = (await rooms.currentStateEvent(roomId, 'm.room.power_levels', ''))?.event.content;
+  if (!levels) {
+    const create = await rooms.currentStateEvent(roomId, 'm.room.create', '');
+    const creator = create?.event.content['creator'] ?? create?.event.sender;
+    return { user: creator === userId ? 100 : 0, levels: {} };
+  }
+  const users = (levels['users'] ?? {}) as Record<string, unknown>;
+  return { user: Number(users[userId] ?? levels['users_default'] ?? 0), levels };
+}
+
+async function requireJoined(c: Ctx, roomId: string, userId: string): Promise<void> {
+  if ((await c.get('services').rooms.membership(roomId, userId)) !== 'join') throw forbidden(`${userId} is not in room ${roomId}`);
+}
+
+/** State may be read by members, and by former members as it was when they left. */
+async function readableState(c: Ctx, roomId: string, userId: string) {
+  const services = c.get('services');
+  if (!(await services.rooms.exists(roomId))) throw forbidden(`${userId} is not in room ${roomId}`);
+  const membershipValue = await services.rooms.membership(roomId, userId);
+  if (membershipValue === 'join') return services.rooms.currentState(roomId);
+  const history = (await services.rooms.currentStateEvent(roomId, 'm.room.history_visibility', ''))?.event.content['history_visibility'];
+  if (history === 'world_readable') return services.rooms.currentState(roomId);
+  if (membershipValue === 'leave' || membershipValue === 'ban') {
+    const member = await services.rooms.currentStateEvent(roomId, 'm.room.member', userId);
+    const state = member ? await services.rooms.stateAtEvent(member.event.event_id, 'after') : undefined;
+    if (state) return services.rooms.loadStateEvents(state);
+  }
+  throw forbidden(`${userId} is not in room ${roomId}`);
+}
+
+export function roomRoutes(app: Hono<Env>): void {
+  on(app, 'POST', '/createRoom', async (c) => {
+    const session = await requireSession(c);
+    const services = c.get('services');
+    const body = await parseBody(c, createRoomSchema, { allowEmpty: true });
+    services.rateLimiter?.take(session.userId + '/' + session.deviceId);
+    const version = body.room_version ?? DEFAULT_ROOM_VERSION;
+    if (!getRoomVersion(version)) throw new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', `room version ${version} is not supported`);
+    if (body.invite_3pid && body.invite_3pid.length > 0) throw new MatrixError(400, 'M_UNKNOWN', 'third-party invites are not supported');
+    for (const invitee of body.invite ?? []) requireUserId(invitee);
+    let alias: string | undefined;
+    if (body.room_alias_name !== undefined) {
+      if (/[:\s#]/.test(body.room_alias_name)) throw new MatrixError(400, 'M_INVALID_PARAM', 'room_alias_name must be a localpart');
+      alias = `#${body.room_alias_name}:${services.users.serverName}`;
+      if (!isValidRoomAlias(alias)) throw invalidParam('invalid room alias');
+      if (await services.rooms.resolveAlias(alias)) throw new MatrixError(400, 'M_ROOM_IN_USE', 'Room alias already taken');
+    }
+    const profile = (await services.users.getProfile(session.userId)) ?? {};
+    const { roomId } = await createRoom(services.rooms, services.random, {
+      creator: session.userId,
+      creatorProfile: profile,
+      visibility: body.visibility,
+      preset: body.preset,
+      room_version: version,
+      creation_content: body.creation_content as JsonObject | undefined,
+      initial_state: body.initial_state as { type: string; state_key?: string; content: JsonObject }[] | undefined,
+      name: body.name,
+      topic: body.topic,
+      invite: body.invite,
+      is_direct: body.is_direct,
+      power_level_content_override: body.power_level_content_override as JsonObject | undefined,
+      canonicalAlias: alias,
+    });
+    if (alias && !(await services.rooms.createAlias(alias, roomId, session.userId))) {
+      throw new MatrixError(400, 'M_ROOM_IN_USE', 'Room alias already taken');
+    }
+    if (body.visibility === 'public') await services.rooms.setPublished(roomId, true);
+    return c.json({ room_id: roomId });
+  });
+
+  // ---------------------------------------------------------- membership
+
+  const join = async (c: Ctx, idOrAlias: string) => {
+    const session = await requireSession(c);
+    const roomId = await resolveRoom(c, idOrAlias);
+    const body = await readJsonObject(c, { allowEmpty: true });
+    const extra: JsonObject = {};
+    if (typeof body['reason'] === 'string') extra['reason'] = body['reason'];
+    const current = await c.get('services').rooms.membership(roomId, session.userId);
+    if (current !== 'join') await membership(c, roomId, session.userId, 'join', extra);
+    return c.json({ room_id: roomId });
+  };
+  on(app, 'POST', '/join/:roomIdOrAlias', (c) => join(c, c.req.param('roomIdOrAlias')!));
+  on(app, 'POST', '/rooms/:roomId/join', (c) => join(c, requireRoomId(c)));
+
+  on(app, 'POST', '/knock/:roomIdOrAlias', async (c) => {
+    const session = await requireSession(c);
+    const roomId = await resolveRoom(c, c.req.param('roomIdOrAlias')!);
+    const body = await parseBody(c, reasonSchema, { allowEmpty: true });
+    await membership(c, roomId, session.userId, 'knock', body.reason ? { reason: body.reason } : {});
+    return c.json({ room_id: roomId });
+  });
+
+  on(app, 'POST', '/rooms/:roomId/invite', async (c) => {
+    const roomId = requireRoomId(c);
+    const body = await parseBody(c, targetSchema);
+    const target = requireUserId(body.user_id);
+    if ((await c.get('services').rooms.membership(roomId, target)) === 'join') throw forbidden(`${target} is already in the room`);
+    await membership(c, roomId, target, 'invite', body.reason ? { reason: body.reason } : {});
+    return c.json({});
+  });
+
+  on(app, 'POST', '/rooms/:roomId/leave', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const body = await parseBody(c, reasonSchema, { allowEmpty: true });
+    const current = await c.get('services').rooms.membership(roomId, session.userId).catch(() => undefined);
+    if (current === undefined || current === 'leave') {
+      if (!(await c.get('services').rooms.exists(roomId))) throw notFound('Unknown room');
+      if (current === 'leave') return c.json({});
+      throw forbidden(`${session.userId} is not in room ${roomId}`);
+    }
+    await membership(c, roomId, session.userId, 'leave', body.reason ? { reason: body.reason } : {});
+    return c.json({});
+  });
+
+  on(app, 'POST', '/rooms/:roomId/forget', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const services = c.get('services');
+    const current = await services.rooms.membership(roomId, session.userId).catch(() => undefined);
+    if (current === 'join' || current === 'invite' || current === 'knock') throw badJson('You must leave the room before forgetting it');
+    await services.rooms.forget(session.userId, roomId);
+    return c.json({});
+  });
+
+  for (const [action, membershipValue] of [['kick', 'leave'], ['ban', 'ban'], ['unban', 'leave']] as const) {
+    on(app, 'POST', `/rooms/:roomId/${action}`, async (c) => {
+      const roomId = requireRoomId(c);
+      const body = await parseBody(c, targetSchema);
+      const target = requireUserId(body.user_id);
+      const current = await c.get('services').rooms.membership(roomId, target);
+      if (action === 'unban' && current !== 'ban') throw forbidden(`${target} is not banned`);
+      if (action === 'kick' && current !== 'join' && current !== 'invite' && current !== 'knock') throw forbidden(`${target} is not in the room`);
+      await membership(c, roomId, target, membershipValue, body.reason ? { reason: body.reason } : {});
+      return c.json({});
+    });
+  }
+
+  on(app, 'GET', '/joined_rooms', async (c) => {
+    const session = await requireSession(c);
+    return c.json({ joined_rooms: await c.get('services').rooms.roomsOf(session.userId, ['join']) });
+  });
+
+  // -------------------------------------------------------------- events
+
+  on(app, 'PUT', '/rooms/:roomId/send/:eventType/:txnId', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const type = c.req.param('eventType')!;
+    const content = await parseBody(c, jsonObject);
+    if (type === 'm.room.redaction') throw badJson('use the /redact endpoint to send redactions');
+    const [event] = await send(c, roomId, [{ type, sender: session.userId, content: content as JsonObject }], c.req.param('txnId')!);
+    return c.json({ event_id: event!.event.event_id });
+  });
+
+  const putState = async (c: Ctx, key: string) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const type = c.req.param('eventType')!;
+    const content = (await parseBody(c, jsonObject)) as JsonObject;
+    if (type === 'm.room.member') {
+      const value = content['membership'];
+      if (typeof value !== 'string') throw badJson('membership is required');
+    }
+    if (type === 'm.room.canonical_alias') await checkCanonicalAlias(c, roomId, content);
+    const [event] = await send(c, roomId, [{ type, sender: session.userId, state_key: key, content }]);
+    return c.json({ event_id: event!.event.event_id });
+  };
+  // An empty state key may come with or without its trailing slash.
+  on(app, 'PUT', '/rooms/:roomId/state/:eventType', (c) => putState(c, ''));
+  on(app, 'PUT', '/rooms/:roomId/state/:eventType/', (c) => putState(c, ''));
+  on(app, 'PUT', '/rooms/:roomId/state/:eventType/:stateKey', (c) => putState(c, c.req.param('stateKey') ?? ''));
+
+  const getState = async (c: Ctx, key: string) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const state = await readableState(c, roomId, session.userId);
+    const type = c.req.param('eventType')!;
+    const stored = state.get(`${type}\u0000${key}`);
+    if (!stored) throw notFound(`No ${type} state with key ${JSON.stringify(key)}`);
+    const event = await c.get('services').sync.formatter.format(stored, session);
+    return c.json(c.req.query('format') === 'event' ? event : event.content);
+  };
+  on(app, 'GET', '/rooms/:roomId/state/:eventType', (c) => getState(c, ''));
+  on(app, 'GET', '/rooms/:roomId/state/:eventType/', (c) => getState(c, ''));
+  on(app, 'GET', '/rooms/:roomId/state/:eventType/:stateKey', (c) => getState(c, c.req.param('stateKey') ?? ''));
+
+  on(app, 'GET', '/rooms/:roomId/state', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const state = await readableState(c, roomId, session.userId);
+    return c.json(await c.get('services').sync.formatter.formatAll([...state.values()], session));
+  });
+
+  on(app, 'PUT', '/rooms/:roomId/redact/:eventId/:txnId', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const eventId = c.req.param('eventId')!;
+    const body = await parseBody(c, reasonSchema, { allowEmpty: true });
+    const services = c.get('services');
+    const target = await services.rooms.getEvent(eventId);
+    if (target && target.event.room_id === roomId && target.event.sender !== session.userId) {
+      const { user, levels } = await powerLevel(c, roomId, session.userId);
+      if (user < Number(levels['redact'] ?? 50)) throw forbidden('You may not redact other users\' events');
+    }
+    const version = (await services.rooms.roomVersion(roomId)) ?? getRoomVersion(DEFAULT_ROOM_VERSION)!;
+    const content: JsonObject = body.reason !== undefined ? { reason: body.reason } : {};
+    if (version.redactsInContent) content['redacts'] = eventId;
+    const [event] = await send(c, roomId, [{ type: 'm.room.redaction', sender: session.userId, content, redacts: eventId }], `redact:${c.req.param('txnId')}`);
+    return c.json({ event_id: event!.event.event_id });
+  });
+
+  on(app, 'GET', '/rooms/:roomId/event/:eventId', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const services = c.get('services');
+    const stored = await services.rooms.getEvent(c.req.param('eventId')!);
+    if (!stored || stored.event.room_id !== roomId || !(await services.sync.visibility.canSee(session.userId, stored))) {
+      throw notFound('Event not found');
+    }
+    return c.json(await services.sync.formatter.format(stored, session));
+  });
+
+  on(app, 'GET', '/rooms/:roomId/members', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const services = c.get('services');
+    let state = await readableState(c, roomId, session.userId);
+    const at = c.req.query('at');
+    if (at) {
+      const nids = await services.sync.stateAtStream(roomId, parseToken(at).stream);
+      state = await services.rooms.loadStateEvents(nids);
+    }
+    const wanted = c.req.query('membership');
+    const unwanted = c.req.query('not_membership');
+    const members = [...state.values()].filter((e) => {
+      if (e.event.type !== 'm.room.member') return false;
+      const value = e.event.content['membership'];
+      return (!wanted || value === wanted) && (!unwanted || value !== unwanted);
+    });
+    return c.json({ chunk: await services.sync.formatter.formatAll(members, session) });
+  });
+
+  on(app, 'GET', '/rooms/:roomId/joined_members', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const state = await readableState(c, roomId, session.userId);
+    const joined: Record<string, { display_name?: string; avatar_url?: string }> = {};
+    for (const stored of state.values()) {
+      if (stored.event.type !== 'm.room.member' || stored.event.content['membership'] !== 'join') continue;
+      const entry: { display_name?: string; avatar_url?: string } = {};
+      if (typeof stored.event.content['displayname'] === 'string') entry.display_name = stored.event.content['displayname'];
+      if (typeof stored.event.content['avatar_url'] === 'string') entry.avatar_url = stored.event.content['avatar_url'];
+      joined[stored.event.state_key!] = entry;
+    }
+    return c.json({ joined });
+  });
+
+  const filterQuery = (c: Ctx) => {
+    const raw = c.req.query('filter');
+    if (!raw) return undefined;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch {
+      throw new MatrixError(400, 'M_NOT_JSON', 'filter is not valid JSON');
+    }
+    return validate(roomEventFilterSchema, parsed);
+  };
+
+  on(app, 'GET', '/rooms/:roomId/messages', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const services = c.get('services');
+    const dir = c.req.query('dir') ?? 'b';
+    if (dir !== 'b' && dir !== 'f') throw invalidParam('dir must be b or f');
+    const membershipValue = await services.rooms.membership(roomId, session.userId).catch(() => undefined);
+    if (membershipValue === undefined) {
+      const visibility = (await services.rooms.currentStateEvent(roomId, 'm.room.history_visibility', '').catch(() => undefined))?.event.content['history_visibility'];
+      if (visibility !== 'world_readable') throw forbidden(`${session.userId} is not in room ${roomId}`);
+    }
+    const from = c.req.query('from');
+    const to = c.req.query('to');
+    const result = await services.sync.messages(roomId, session, {
+      dir,
+      limit: Math.max(1, intQuery(c, 'limit', 10, 1000)),
+      filter: filterQuery(c),
+      ...(from ? { from } : {}),
+      ...(to ? { to } : {}),
+    });
+    return c.json(result);
+  });
+
+  on(app, 'GET', '/rooms/:roomId/context/:eventId', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const result = await c.get('services').sync.context(roomId, c.req.param('eventId')!, session, intQuery(c, 'limit', 10, 1000), filterQuery(c));
+    if (!result) throw notFound('Event not found');
+    return c.json(result);
+  });
+
+  // ------------------------------------------------------ aliases, directory
+
+  on(app, 'GET', '/directory/room/:alias', async (c) => {
+    const alias = c.req.param('alias')!;
+    if (!isValidRoomAlias(alias)) throw invalidParam('invalid room alias');
+    const roomId = await c.get('services').rooms.resolveAlias(alias);
+    if (!roomId) throw notFound(`Room alias ${alias} not found`);
+    return c.json({ room_id: roomId, servers: [c.get('services').users.serverName] });
+  });
+
+  on(app, 'PUT', '/directory/room/:alias', async (c) => {
+    const session = await requireSession(c);
+    const alias = c.req.param('alias')!;
+    const services = c.get('services');
+    if (!isValidRoomAlias(alias)) throw invalidParam('invalid room alias');
+    if (serverNameOf(alias) !== services.users.serverName) throw invalidParam('aliases must be on this server');
+    const body = await parseBody(c, z.object({ room_id: z.string() }).loose());
+    if (!(await services.rooms.exists(body.room_id))) throw notFound('Unknown room');
+    await requireJoined(c, body.room_id, session.userId);
+    if (!(await services.rooms.createAlias(alias, body.room_id, session.userId))) throw new MatrixError(409, 'M_UNKNOWN', 'Room alias already exists');
+    return c.json({});
+  });
+
+  on(app, 'DELETE', '/directory/room/:alias', async (c) => {
+    const session = await requireSession(c);
+    const alias = c.req.param('alias')!;
+    const services = c.get('services');
+    const roomId = await services.rooms.resolveAlias(alias);
+    if (!roomId) throw notFound(`Room alias ${alias} not found`);
+    const creator = await services.rooms.aliasCreator(alias);
+    if (creator !== session.userId) {
+      const { user, levels } = await powerLevel(c, roomId, session.userId);
+      const needed = Number(((levels['events'] ?? {}) as Record<string, unknown>)['m.room.canonical_alias'] ?? levels['state_default'] ?? 50);
+      if (user < needed) throw forbidden('You may not delete this alias');
+    }
+    await services.rooms.deleteAlias(alias);
+    return c.json({});
+  });
+
+  on(app, 'GET', '/rooms/:roomId/aliases', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    await readableState(c, roomId, session.userId);
+    return c.json({ aliases: await c.get('services').rooms.aliasesOf(roomId) });
+  });
+
+  on(app, 'GET', '/directory/list/room/:roomId', async (c) => {
+    const roomId = requireRoomId(c);
+    const rooms = c.get('services').rooms;
+    if (!(await rooms.exists(roomId))) throw notFound('Unknown room');
+    return c.json({ visibility: (await rooms.isPublished(roomId)) ? 'public' : 'private' });
+  });
+
+  on(app, 'PUT', '/directory/list/room/:roomId', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const body = await parseBody(c, z.object({ visibility: z.enum(['public', 'private']).optional() }).loose(), { allowEmpty: true });
+    const services = c.get('services');
+    if (!(await services.rooms.exists(roomId))) throw notFound('Unknown room');
+    const { user, levels } = await powerLevel(c, roomId, session.userId);
+    if (user < Number(levels['state_default'] ?? 50)) throw forbidden('You may not change the room directory');
+    await services.rooms.setPublished(roomId, (body.visibility ?? 'public') === 'public');
+    return c.json({});
+  });
+
+  const publicRooms = async (c: Ctx, options: { limit?: number; since?: string; term?: string }) => {
+    const services = c.get('services');
+    const chunk: Record<string, unknown>[] = [];
+    for (const roomId of await services.rooms.publishedRooms()) {
+      const state = await services.rooms.currentState(roomId);
+      const content = (type: string) => state.get(`${type}\u0000`)?.event.content ?? {};
+      const entry: Record<string, unknown> = {
+        room_id: roomId,
+        num_joined_members: (await services.rooms.members(roomId)).length,
+        world_readable: content('m.room.history_visibility')['history_visibility'] === 'world_readable',
+        guest_can_join: content('m.room.guest_access')['guest_access'] === 'can_join',
+        join_rule: content('m.room.join_rules')['join_rule'] ?? 'invite',
+      };
+      for (const [field, type, key] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['canonical_alias', 'm.room.canonical_alias', 'alias'], ['avatar_url', 'm.room.avatar', 'url']] as const) {
+        const value = content(type)[key];
+        if (typeof value === 'string' && value !== '') entry[field] = value;
+      }
+      const roomType = content('m.room.create')['type'];
+      if (typeof roomType === 'string') entry['room_type'] = roomType;
+      const term = options.term?.toLowerCase();
+      if (term && ![entry['name'], entry['topic'], entry['canonical_alias']].some((v) => typeof v === 'string' && v.toLowerCase().includes(term))) continue;
+      chunk.push(entry);
+    }
+    chunk.sort((a, b) => (b['num_joined_members'] as number) - (a['num_joined_members'] as number));
+    const offset = options.since ? Number(options.since.replace(/^o/, '')) || 0 : 0;
+    const limit = options.limit ?? chunk.length;
+    const page = chunk.slice(offset, offset + limit);
+    const result: Record<string, unknown> = { chunk: page, total_room_count_estimate: chunk.length };
+    if (offset + limit < chunk.length) result['next_batch'] = `o${offset + limit}`;
+    if (offset > 0) result['prev_batch'] = `o${Math.max(0, offset - limit)}`;
+    return c.json(result);
+  };
+  on(app, 'GET', '/publicRooms', (c) =>
+    publicRooms(c, { limit: c.req.query('limit') ? intQuery(c, 'limit', 0) : undefined, since: c.req.query('since') }),
+  );
+  on(app, 'POST', '/publicRooms', async (c) => {
+    await requireSession(c);
+    const body = await parseBody(c, z.object({ limit: z.number().int().min(0).optional(), since: z.string().optional(), filter: z.object({ generic_search_term: z.string().optional() }).loose().optional() }).loose(), { allowEmpty: true });
+    return publicRooms(c, { limit: body.limit, since: body.since, term: body.filter?.generic_search_term });
+  });
+
+  // ----------------------------------------------- receipts, markers, typing
+
+  on(app, 'POST', '/rooms/:roomId/receipt/:receiptType/:eventId', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const type = c.req.param('receiptType')!;
+    const eventId = c.req.param('eventId')!;
+    const body = await parseBody(c, z.object({ thread_id: z.string().optional() }).loose(), { allowEmpty: true });
+    const services = c.get('services');
+    if (!['m.read', 'm.read.private', 'm.fully_read'].includes(type)) throw invalidParam(`unknown receipt type ${type}`);
+    await requireJoined(c, roomId, session.userId);
+    const target = await services.rooms.getEvent(eventId);
+    if (!target || target.event.room_id !== roomId) throw notFound('Event not found');
+    if (type === 'm.fully_read') await services.users.putAccountData(session.userId, roomId, 'm.fully_read', { event_id: eventId });
+    else await services.sync.receipts.put(roomId, session.userId, type, eventId, body.thread_id ?? '');
+    return c.json({});
+  });
+
+  on(app, 'POST', '/rooms/:roomId/read_markers', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const body = await parseBody(c, z.object({ 'm.fully_read': z.string().optional(), 'm.read': z.string().optional(), 'm.read.private': z.string().optional() }).loose(), { allowEmpty: true });
+    const services = c.get('services');
+    await requireJoined(c, roomId, session.userId);
+    for (const eventId of [body['m.fully_read'], body['m.read'], body['m.read.private']]) {
+      if (eventId === undefined) continue;
+      const target = await services.rooms.getEvent(eventId);
+      if (!target || target.event.room_id !== roomId) throw notFound(`Event ${eventId} not found`);
+    }
+    if (body['m.fully_read']) await services.users.putAccountData(session.userId, roomId, 'm.fully_read', { event_id: body['m.fully_read'] });
+    if (body['m.read']) await services.sync.receipts.put(roomId, session.userId, 'm.read', body['m.read']);
+    if (body['m.read.private']) await services.sync.receipts.put(roomId, session.userId, 'm.read.private', body['m.read.private']);
+    return c.json({});
+  });
+
+  on(app, 'PUT', '/rooms/:roomId/typing/:userId', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    if (c.req.param('userId') !== session.userId) throw forbidden('You may only set your own typing state');
+    const body = await parseBody(c, z.object({ typing: z.boolean(), timeout: z.number().int().min(0).optional() }).loose());
+    await requireJoined(c, roomId, session.userId);
+    c.get('services').sync.typing.set(roomId, session.userId, body.typing, body.timeout);
+    return c.json({});
+  });
+}
+
+async function checkCanonicalAlias(c: Ctx, roomId: string, content: JsonObject): Promise<void> {
+  const rooms = c.get('services').rooms;
+  const aliases = [content['alias'], ...(Array.isArray(content['alt_aliases']) ? content['alt_aliases'] : [])].filter((a) => a !== undefined && a !== null);
+  for (const alias of aliases) {
+    if (typeof alias !== 'string' || !isValidRoomAlias(alias)) throw new MatrixError(400, 'M_INVALID_PARAM', `invalid alias ${String(alias)}`);
+    if ((await rooms.resolveAlias(alias)) !== roomId) throw new MatrixError(400, 'M_BAD_ALIAS', `alias ${alias} does not point to this room`);
+  }
+}

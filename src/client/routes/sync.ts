@@ -1,0 +1,44 @@
+import type { Hono } from 'hono';
+import { filterSchema, type Filter } from '../../sync/filter.ts';
+import { requireSession, type Env } from '../context.ts';
+import { invalidParam, MatrixError, notFound } from '../errors.ts';
+import { intQuery, validate } from '../http.ts';
+import { on } from './route.ts';
+
+export function syncRoutes(app: Hono<Env>): void {
+  on(app, 'GET', '/sync', async (c) => {
+    const session = await requireSession(c);
+    const services = c.get('services');
+    let filter: Filter = {};
+    const filterParam = c.req.query('filter');
+    if (filterParam) {
+      if (filterParam.trimStart().startsWith('{')) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(filterParam);
+        } catch {
+          throw new MatrixError(400, 'M_NOT_JSON', 'filter is not valid JSON');
+        }
+        filter = validate(filterSchema, parsed);
+      } else {
+        const stored = await services.users.getFilter(session.userId, filterParam);
+        if (!stored) throw notFound(`Unknown filter ${filterParam}`);
+        filter = validate(filterSchema, stored);
+      }
+    }
+    const setPresence = c.req.query('set_presence') ?? 'online';
+    if (!['online', 'offline', 'unavailable'].includes(setPresence)) throw invalidParam('set_presence must be online, offline or unavailable');
+    const since = c.req.query('since');
+    const response = await services.sync.sync({
+      userId: session.userId,
+      deviceId: session.deviceId,
+      ...(since ? { since } : {}),
+      filter,
+      fullState: c.req.query('full_state') === 'true',
+      // Long-polls are capped (in the browser, below the service worker's lifetime).
+      timeoutMs: Math.min(intQuery(c, 'timeout', 0), services.config.maxSyncTimeoutMs),
+      setPresence: setPresence as 'online' | 'offline' | 'unavailable',
+    });
+    return c.json(response);
+  });
+}

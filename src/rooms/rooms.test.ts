@@ -1,0 +1,173 @@
+import initSqlJs from 'sql.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { encodeBase64 } from '../crypto/base64.ts';
+import { defaultEd25519Backend } from '../crypto/ed25519.ts';
+import { HEARTH_KEY_ID, publicKeyFromServerName, serverNameFromPublicKey } from '../crypto/identity.ts';
+import { webRandomBytes } from '../crypto/random.ts';
+import { stateKey } from '../events/event.ts';
+import type { PDU } from '../events/pdu.ts';
+import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
+import { streamSchema } from '../storage/stream.ts';
+import { creationEvents } from './create-room.ts';
+import { Rooms, type StoredEvent } from './rooms.ts';
+import { roomsSchema } from './schema.ts';
+
+/** One homeserver's room engine, with its own database and key. */
+async function server(): Promise<Rooms> {
+  const ed25519 = await defaultEd25519Backend();
+  const signingKey = await ed25519.keyFromSeed(webRandomBytes(32));
+  const serverName = serverNameFromPublicKey(signingKey.publicKey);
+  const db = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [streamSchema, roomsSchema] });
+  return new Rooms({
+    db, serverName, keyId: HEARTH_KEY_ID, signingKey, ed25519, now: Date.now, random: webRandomBytes, notify: () => {},
+    resolveVerifyKey: async (name, keyId) => (keyId === HEARTH_KEY_ID ? publicKeyFromServerName(name) : undefined),
+  });
+}
+
+/** What a PDU looks like on the wire (room versions 3+ carry no event_id). */
+const wire = (stored: StoredEvent): PDU => {
+  const { event_id: _id, ...pdu } = stored.event;
+  return pdu;
+};
+
+async function replicate(from: Rooms, to: Rooms, events: StoredEvent[]): Promise<StoredEvent[]> {
+  const out: StoredEvent[] = [];
+  for (const e of events) out.push(await to.receiveEvent(wire(e)));
+  void from;
+  return out;
+}
+
+let a: Rooms;
+let b: Rooms;
+let alice: string;
+let bob: string;
+let roomId: string;
+let history: StoredEvent[];
+
+beforeEach(async () => {
+  a = await server();
+  b = await server();
+  alice = `@alice:${a.serverName}`;
+  bob = `@bob:${b.serverName}`;
+  roomId = `!room:${a.serverName}`;
+  history = await a.createRoom(roomId, '10', creationEvents({ creator: alice, creatorProfile: {}, preset: 'public_chat' }));
+  await b.trackRemoteRoom(roomId, '10');
+  await replicate(a, b, history);
+  // bob joins on his own server and alice's server receives the join
+  const [join] = await b.sendEvents(roomId, [{ type: 'm.room.member', sender: bob, state_key: bob, content: { membership: 'join' } }]);
+  await a.receiveEvent(wire(join!));
+});
+
+const currentIds = async (rooms: Rooms) => {
+  const state = await rooms.currentState(roomId);
+  return new Map([...state].map(([k, v]) => [k, v.event.event_id]));
+};
+
+describe('room engine: events from other servers', () => {
+  it('replicates a room so both servers hold the same current state', async () => {
+    expect(await currentIds(b)).toEqual(await currentIds(a));
+    expect(await a.membership(roomId, bob)).toBe('join');
+  });
+
+  it('refuses an event whose signature does not verify, and stores nothing', async () => {
+    const [message] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'hi' } }]);
+    const forged = { ...wire(message!), signatures: { [a.serverName]: { [HEARTH_KEY_ID]: encodeBase64(new Uint8Array(64)) } } };
+    await expect(b.receiveEvent(forged)).rejects.toThrow(/no valid signature/);
+    expect(await b.getEvent(message!.event.event_id)).toBeUndefined();
+  });
+
+  it('keeps only the redacted form of an event whose content hash does not match', async () => {
+    const [message] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'original' } }]);
+    const tampered = { ...wire(message!), content: { body: 'tampered' } };
+    const stored = await b.receiveEvent(tampered);
+    expect(stored.event.event_id).toBe(message!.event.event_id);
+    expect(stored.event.content).toEqual({});
+  });
+
+  it('stores an event that fails auth as rejected, never as state', async () => {
+    // bob (power 0) tries to change the room name, which needs 50
+    const [name] = await b.sendEvents(roomId, [{ type: 'm.room.topic', sender: bob, state_key: '', content: { topic: 'bob was here' } }]).catch(() => [undefined]);
+    expect(name).toBeUndefined(); // bob's own server refuses to build it
+    const forged = await forgeEvent(b, { type: 'm.room.name', sender: bob, state_key: '', content: { name: 'hijacked' } });
+    const stored = await a.receiveEvent(forged);
+    expect(stored.rejected).toMatch(/power level/);
+    expect(stored.streamOrdering).toBeNull();
+    expect((await a.currentStateEvent(roomId, 'm.room.name', ''))).toBeUndefined();
+  });
+
+  it('soft-fails an event allowed by its own history but not by the current state', async () => {
+    // bob sends from his server, concurrently alice bans him on hers
+    const [bobMessage] = await b.sendEvents(roomId, [{ type: 'm.room.message', sender: bob, content: { body: 'before the ban lands' } }]);
+    const [ban] = await a.sendEvents(roomId, [{ type: 'm.room.member', sender: alice, state_key: bob, content: { membership: 'ban' } }]);
+    const stored = await a.receiveEvent(wire(bobMessage!));
+    expect(stored.rejected).toBeNull();
+    expect(stored.softFailed).toBe(true);
+    expect(stored.streamOrdering).toBeNull();
+    expect(await a.membership(roomId, bob)).toBe('ban');
+    void ban;
+  });
+
+  it('resolves concurrent state from two servers with state resolution', async () => {
+    // Give bob power to set the topic, then both set it concurrently.
+    const levels = (await a.currentStateEvent(roomId, 'm.room.power_levels', ''))!.event.content;
+    const [power] = await a.sendEvents(roomId, [{ type: 'm.room.power_levels', sender: alice, state_key: '', content: { ...levels, users: { [alice]: 100, [bob]: 50 } } }]);
+    await b.receiveEvent(wire(power!));
+    const [topicA] = await a.sendEvents(roomId, [{ type: 'm.room.topic', sender: alice, state_key: '', content: { topic: 'from a' } }]);
+    const [topicB] = await b.sendEvents(roomId, [{ type: 'm.room.topic', sender: bob, state_key: '', content: { topic: 'from b' } }]);
+    await a.receiveEvent(wire(topicB!));
+    await b.receiveEvent(wire(topicA!));
+    // Both servers reach the same answer, whatever order they saw the events in.
+    const topicAtA = (await a.currentStateEvent(roomId, 'm.room.topic', ''))!.event.event_id;
+    const topicAtB = (await b.currentStateEvent(roomId, 'm.room.topic', ''))!.event.event_id;
+    expect(topicAtA).toBe(topicAtB);
+    expect([topicA!.event.event_id, topicB!.event.event_id]).toContain(topicAtA);
+    expect(await currentIds(a)).toEqual(await currentIds(b));
+    // The next event from either side merges the fork: one extremity again.
+    const [merge] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'merged' } }]);
+    expect(merge!.event.prev_events).toHaveLength(2);
+  });
+
+  it('stores outliers without state and without a place in the timeline', async () => {
+    const [message] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'outlier' } }]);
+    const stored = await b.receiveEvent(wire(message!), { outlier: true });
+    expect(stored.outlier).toBe(true);
+    expect(stored.stateSnapshot).toBeNull();
+    expect(stored.streamOrdering).toBeNull();
+  });
+
+  it('refuses an event whose auth events are unknown', async () => {
+    const c = await server();
+    const carol = `@carol:${c.serverName}`;
+    const otherRoom = `!other:${c.serverName}`;
+    const [create, join] = await c.createRoom(otherRoom, '10', creationEvents({ creator: carol, creatorProfile: {} }));
+    const pdu = { ...wire(join!), room_id: roomId };
+    void create;
+    await expect(a.receiveEvent(pdu)).rejects.toThrow();
+  });
+
+  it('applies a redaction from the same server', async () => {
+    const [message] = await b.sendEvents(roomId, [{ type: 'm.room.message', sender: bob, content: { body: 'secret' } }]);
+    await a.receiveEvent(wire(message!));
+    const [redaction] = await b.sendEvents(roomId, [{ type: 'm.room.redaction', sender: bob, content: { redacts: message!.event.event_id }, redacts: message!.event.event_id }]);
+    await a.receiveEvent(wire(redaction!));
+    expect((await a.getEvent(message!.event.event_id))!.redactedBy).toBe(redaction!.event.event_id);
+  });
+});
+
+/** Builds an event on a server without its own auth check, as a misbehaving server would. */
+async function forgeEvent(rooms: Rooms, template: { type: string; sender: string; state_key?: string; content: Record<string, unknown> }): Promise<PDU> {
+  const state = await rooms.currentState(roomId);
+  const authIds = [stateKey('m.room.create', ''), stateKey('m.room.power_levels', ''), stateKey('m.room.member', template.sender)]
+    .map((k) => state.get(k)?.event.event_id)
+    .filter((id): id is string => !!id);
+  const head = (await rooms.currentState(roomId)).get(stateKey('m.room.member', template.sender))!;
+  const { hashAndSignEvent } = await import('../events/pdu.ts');
+  const { requireRoomVersion } = await import('../events/room-versions.ts');
+  const ed25519 = await defaultEd25519Backend();
+  const key = (rooms as unknown as { options: { signingKey: Parameters<typeof hashAndSignEvent>[4] } }).options.signingKey;
+  void ed25519;
+  return (await hashAndSignEvent(
+    { room_id: roomId, ...template, origin_server_ts: Date.now(), depth: head.event.depth + 1, prev_events: [head.event.event_id], auth_events: authIds, origin: rooms.serverName },
+    requireRoomVersion('10'), rooms.serverName, HEARTH_KEY_ID, key,
+  )) as unknown as PDU;
+}

@@ -1,0 +1,741 @@
+import { canonicalJson, utf8, type JsonObject } from '../crypto/canonical-json.ts';
+import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
+import { randomToken, type RandomBytes } from '../crypto/random.ts';
+import { authEventSelection, checkEventAgainstAuthEvents, checkEventAuth, mayApplyRedaction, redactsOf, requiredSignatureServers } from '../events/auth.ts';
+import { AuthError, powerLevelsOf } from '../events/power-levels.ts';
+import { resolveState } from '../events/state-res.ts';
+import { isStateEvent, splitStateKey, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
+import { byteLength, MAX_ID_BYTES } from '../events/identifiers.ts';
+import { computeEventId, contentHashMatches, referenceIds, signNewEvent, verifyEventSignature, type PDU } from '../events/pdu.ts';
+import { redactEvent } from '../events/redaction.ts';
+import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
+import type { Database, WriteTransaction } from '../storage/database.ts';
+import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
+import { RoomError, roomNotFound } from './errors.ts';
+import { LruCache } from './lru.ts';
+import { StateStore, type NidState } from './state-store.ts';
+
+export const MAX_EVENT_BYTES = 65_536;
+const MAX_PREV_EVENTS = 10;
+
+/** An event as stored, with what the room engine decided about it. */
+export interface StoredEvent {
+  nid: number;
+  event: RoomEvent;
+  streamOrdering: number | null;
+  /** State snapshot before the event; null for outliers. */
+  stateSnapshot: number | null;
+  /** event_nid of the state event this one replaced, for prev_content. */
+  replacesState: number | null;
+  outlier: boolean;
+  rejected: string | null;
+  softFailed: boolean;
+  redactedBy: string | null;
+}
+
+/** What a local user asks to send; the engine fills in the PDU fields. */
+export interface EventTemplate {
+  type: string;
+  sender: string;
+  content: JsonObject;
+  state_key?: string;
+  redacts?: string;
+}
+
+export interface TransactionKey {
+  userId: string;
+  deviceId: string;
+  txnId: string;
+}
+
+/** Looks up a server's verify key, for events that come from elsewhere. */
+export type VerifyKeyResolver = (serverName: string, keyId: string) => Promise<Uint8Array | undefined>;
+
+export interface RoomsOptions {
+  db: Database;
+  serverName: string;
+  keyId: string;
+  signingKey: SigningKey;
+  ed25519: Ed25519Backend;
+  now: () => number;
+  random: RandomBytes;
+  notify: StreamNotify;
+  resolveVerifyKey: VerifyKeyResolver;
+}
+
+interface RoomHead {
+  version: RoomVersion;
+  current: { nid: number; state: NidState } | undefined;
+  extremities: string[];
+}
+
+type EventRow = {
+  event_nid: number;
+  json: string;
+  stream_ordering: number | null;
+  state_snapshot: number | null;
+  replaces_state: number | null;
+  outlier: number;
+  rejected: string | null;
+  soft_failed: number;
+  redacted_by: string | null;
+};
+const EVENT_COLUMNS = 'event_nid, json, stream_ordering, state_snapshot, replaces_state, outlier, rejected, soft_failed, redacted_by';
+
+function toStored(row: EventRow): StoredEvent {
+  return {
+    nid: row.event_nid,
+    event: JSON.parse(row.json) as RoomEvent,
+    streamOrdering: row.stream_ordering,
+    stateSnapshot: row.state_snapshot,
+    replacesState: row.replaces_state,
+    outlier: row.outlier === 1,
+    rejected: row.rejected,
+    softFailed: row.soft_failed === 1,
+    redactedBy: row.redacted_by,
+  };
+}
+
+/**
+ * The room engine: builds, authorises and stores events, one at a time per room
+ * (rooms run in parallel), and keeps each room's state as snapshots.
+ */
+export class Rooms {
+  readonly stateStore: StateStore;
+  private readonly heads = new Map<string, RoomHead>();
+  private readonly byId = new LruCache<string, StoredEvent>(20_000);
+  private readonly byNid = new LruCache<number, StoredEvent>(20_000);
+  private readonly roomQueues = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly options: RoomsOptions) {
+    this.stateStore = new StateStore(options.db);
+  }
+
+  get serverName(): string {
+    return this.options.serverName;
+  }
+
+  /** Runs fn with the room's input lock: one event at a time per room. */
+  private withRoomLock<T>(roomId: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.roomQueues.get(roomId) ?? Promise.resolve();
+    const run = previous.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.roomQueues.set(roomId, tail);
+    void tail.then(() => {
+      if (this.roomQueues.get(roomId) === tail) this.roomQueues.delete(roomId);
+    });
+    return run;
+  }
+
+  // ---------------------------------------------------------------- queries
+
+  async roomVersion(roomId: string): Promise<RoomVersion | undefined> {
+    return (await this.head(roomId))?.version;
+  }
+
+  async exists(roomId: string): Promise<boolean> {
+    return (await this.head(roomId)) !== undefined;
+  }
+
+  private async head(roomId: string): Promise<RoomHead | undefined> {
+    const cached = this.heads.get(roomId);
+    if (cached) return cached;
+    const row = await this.options.db.get<{ room_version: string; current_snapshot: number | null }>(
+      'SELECT room_version, current_snapshot FROM rooms WHERE room_id = ?', [roomId],
+    );
+    if (!row) return undefined;
+    const extremities = (await this.options.db.all<{ event_id: string }>('SELECT event_id FROM forward_extremities WHERE room_id = ?', [roomId])).map((r) => r.event_id);
+    const current = row.current_snapshot === null ? undefined : { nid: row.current_snapshot, state: await this.stateStore.load(row.current_snapshot) };
+    const head: RoomHead = { version: requireRoomVersion(row.room_version), current, extremities };
+    this.heads.set(roomId, head);
+    return head;
+  }
+
+  async getEvent(eventId: string): Promise<StoredEvent | undefined> {
+    const cached = this.byId.get(eventId);
+    if (cached) return cached;
+    const row = await this.options.db.get<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ?`, [eventId]);
+    return row ? this.cache(toStored(row)) : undefined;
+  }
+
+  async getEventByNid(nid: number): Promise<StoredEvent | undefined> {
+    const cached = this.byNid.get(nid);
+    if (cached) return cached;
+    const row = await this.options.db.get<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_nid = ?`, [nid]);
+    return row ? this.cache(toStored(row)) : undefined;
+  }
+
+  private cache(stored: StoredEvent): StoredEvent {
+    this.byId.set(stored.event.event_id, stored);
+    this.byNid.set(stored.nid, stored);
+    return stored;
+  }
+
+  /** The room's current state as events. */
+  async currentState(roomId: string): Promise<Map<StateKey, StoredEvent>> {
+    const head = await this.head(roomId);
+    if (!head) throw roomNotFound(roomId);
+    return this.loadStateEvents(head.current?.state ?? new Map());
+  }
+
+  async currentStateEvent(roomId: string, type: string, key: string): Promise<StoredEvent | undefined> {
+    const head = await this.head(roomId);
+    const nid = head?.current?.state.get(stateKey(type, key));
+    return nid === undefined ? undefined : this.getEventByNid(nid);
+  }
+
+  async loadStateEvents(state: NidState): Promise<Map<StateKey, StoredEvent>> {
+    const out = new Map<StateKey, StoredEvent>();
+    for (const [key, nid] of state) {
+      const stored = await this.getEventByNid(nid);
+      if (stored) out.set(key, stored);
+    }
+    return out;
+  }
+
+  /** State before (or after) an event we hold with state; undefined for outliers. */
+  async stateAtEvent(eventId: string, which: 'before' | 'after'): Promise<NidState | undefined> {
+    const stored = await this.getEvent(eventId);
+    if (!stored || stored.stateSnapshot === null) return undefined;
+    const before = await this.stateStore.load(stored.stateSnapshot);
+    if (which === 'before' || !isStateEvent(stored.event) || stored.rejected) return before;
+    const after = new Map(before);
+    after.set(stateKey(stored.event.type, stored.event.state_key!), stored.nid);
+    return after;
+  }
+
+  async membership(roomId: string, userId: string): Promise<string | undefined> {
+    const event = await this.currentStateEvent(roomId, 'm.room.member', userId);
+    return event?.event.content['membership'] as string | undefined;
+  }
+
+  /** Members of a room with a given membership in its current state. */
+  async members(roomId: string, membership = 'join'): Promise<string[]> {
+    const rows = await this.options.db.all<{ state_key: string }>(
+      "SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = ?", [roomId, membership],
+    );
+    return rows.map((r) => r.state_key);
+  }
+
+  /** Rooms where a user's current membership is one of `memberships`. */
+  async roomsOf(userId: string, memberships: string[] = ['join']): Promise<string[]> {
+    const rows = await this.options.db.all<{ room_id: string }>(
+      `SELECT room_id FROM current_state WHERE state_key = ? AND type = 'm.room.member' AND membership IN (${memberships.map(() => '?').join(',')})`,
+      [userId, ...memberships],
+    );
+    return rows.map((r) => r.room_id);
+  }
+
+  /** The txnId a device used to send an event, for unsigned.transaction_id. */
+  async transactionIdOf(eventId: string, userId: string, deviceId: string): Promise<string | undefined> {
+    const row = await this.options.db.get<{ txn_id: string }>(
+      'SELECT txn_id FROM transaction_ids WHERE event_id = ? AND user_id = ? AND device_id = ?', [eventId, userId, deviceId],
+    );
+    return row?.txn_id;
+  }
+
+  async transactionEvent(key: TransactionKey): Promise<string | undefined> {
+    const row = await this.options.db.get<{ event_id: string }>(
+      'SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND txn_id = ?', [key.userId, key.deviceId, key.txnId],
+    );
+    return row?.event_id;
+  }
+
+  // --------------------------------------------------- aliases, directory
+
+  async resolveAlias(alias: string): Promise<string | undefined> {
+    return (await this.options.db.get<{ room_id: string }>('SELECT room_id FROM room_aliases WHERE alias = ?', [alias]))?.room_id;
+  }
+
+  /** Creates an alias; false when it is taken. */
+  async createAlias(alias: string, roomId: string, creator: string): Promise<boolean> {
+    return this.options.db.transaction((tx) => {
+      if (tx.get('SELECT 1 FROM room_aliases WHERE alias = ?', [alias])) return false;
+      tx.run('INSERT INTO room_aliases (alias, room_id, creator) VALUES (?, ?, ?)', [alias, roomId, creator]);
+      return true;
+    });
+  }
+
+  async aliasCreator(alias: string): Promise<string | undefined> {
+    return (await this.options.db.get<{ creator: string }>('SELECT creator FROM room_aliases WHERE alias = ?', [alias]))?.creator;
+  }
+
+  async deleteAlias(alias: string): Promise<void> {
+    await this.options.db.transaction((tx) => tx.run('DELETE FROM room_aliases WHERE alias = ?', [alias]));
+  }
+
+  async aliasesOf(roomId: string): Promise<string[]> {
+    return (await this.options.db.all<{ alias: string }>('SELECT alias FROM room_aliases WHERE room_id = ? ORDER BY alias', [roomId])).map((r) => r.alias);
+  }
+
+  async setPublished(roomId: string, published: boolean): Promise<void> {
+    await this.options.db.transaction((tx) => tx.run('UPDATE rooms SET published = ? WHERE room_id = ?', [published ? 1 : 0, roomId]));
+  }
+
+  async isPublished(roomId: string): Promise<boolean> {
+    return (await this.options.db.get<{ published: number }>('SELECT published FROM rooms WHERE room_id = ?', [roomId]))?.published === 1;
+  }
+
+  async publishedRooms(): Promise<string[]> {
+    return (await this.options.db.all<{ room_id: string }>('SELECT room_id FROM rooms WHERE published = 1 ORDER BY created_ts')).map((r) => r.room_id);
+  }
+
+  /** Hides a room the user has left from their /sync (client-server POST /forget). */
+  async forget(userId: string, roomId: string): Promise<boolean> {
+    return this.options.db.transaction(
+      (tx) => tx.run("UPDATE local_memberships SET forgotten = 1 WHERE user_id = ? AND room_id = ? AND membership IN ('leave', 'ban')", [userId, roomId]).changes > 0,
+    );
+  }
+
+  // ---------------------------------------------------------- local events
+
+  /**
+   * Creates a room: stores its version, then builds and stores the given events
+   * (the first must be m.room.create) in one atomic transaction.
+   */
+  async createRoom(roomId: string, versionId: string, templates: EventTemplate[]): Promise<StoredEvent[]> {
+    const version = requireRoomVersion(versionId);
+    return this.withRoomLock(roomId, async () => {
+      if (await this.head(roomId)) throw new RoomError('bad_event', `room ${roomId} already exists`);
+      const head: RoomHead = { version, current: undefined, extremities: [] };
+      return this.buildAndStore(roomId, head, templates, undefined, (tx) => {
+        tx.run('INSERT INTO rooms (room_id, room_version, created_ts) VALUES (?, ?, ?)', [roomId, version.id, this.options.now()]);
+      });
+    });
+  }
+
+  /**
+   * Starts tracking a room that lives on other servers (before its events arrive,
+   * for instance while joining it over federation).
+   */
+  async trackRemoteRoom(roomId: string, versionId: string): Promise<void> {
+    const version = requireRoomVersion(versionId);
+    await this.options.db.transaction((tx) => {
+      tx.run('INSERT OR IGNORE INTO rooms (room_id, room_version, created_ts) VALUES (?, ?, ?)', [roomId, version.id, this.options.now()]);
+    });
+  }
+
+  /**
+   * Builds, signs, authorises and stores local events in order, atomically. With a
+   * transaction key, a repeated request returns the event first sent.
+   */
+  async sendEvents(roomId: string, templates: EventTemplate[], txn?: TransactionKey): Promise<StoredEvent[]> {
+    return this.withRoomLock(roomId, async () => {
+      if (txn) {
+        const existing = await this.transactionEvent(txn);
+        if (existing) return [(await this.getEvent(existing))!];
+      }
+      const head = await this.head(roomId);
+      if (!head) throw roomNotFound(roomId);
+      return this.buildAndStore(roomId, head, templates, txn);
+    });
+  }
+
+  private async buildAndStore(
+    roomId: string,
+    head: RoomHead,
+    templates: EventTemplate[],
+    txn: TransactionKey | undefined,
+    before?: (tx: WriteTransaction) => void,
+  ): Promise<StoredEvent[]> {
+    // Build every event against the state as it evolves, before touching the database.
+    const built: RoomEvent[] = [];
+    const state: NidState = head.current?.state ?? new Map();
+    const pendingByKey = new Map<StateKey, RoomEvent>();
+    const lookup = async (key: StateKey): Promise<RoomEvent | undefined> => {
+      const pending = pendingByKey.get(key);
+      if (pending) return pending;
+      const nid = state.get(key);
+      return nid === undefined ? undefined : (await this.getEventByNid(nid))?.event;
+    };
+    let prevEvents = (await Promise.all(head.extremities.map((id) => this.getEvent(id)))).filter((e) => !!e).map((e) => e.event);
+    for (const template of templates) {
+      const event = await this.buildEvent(roomId, head.version, template, prevEvents, lookup);
+      built.push(event);
+      if (isStateEvent(event)) pendingByKey.set(stateKey(event.type, event.state_key!), event);
+      prevEvents = [event];
+    }
+    return this.storeLocal(roomId, head, built, txn, before);
+  }
+
+  private async buildEvent(
+    roomId: string,
+    version: RoomVersion,
+    template: EventTemplate,
+    prevEvents: RoomEvent[],
+    lookup: (key: StateKey) => Promise<RoomEvent | undefined>,
+  ): Promise<RoomEvent> {
+    const { serverName, keyId, signingKey } = this.options;
+    const authEvents: RoomEvent[] = [];
+    const partial = { type: template.type, sender: template.sender, state_key: template.state_key, content: template.content };
+    for (const [type, key] of authEventSelection(version, partial)) {
+      const event = await lookup(stateKey(type, key));
+      if (event && !authEvents.includes(event)) authEvents.push(event);
+    }
+    const reference = (e: RoomEvent) => (version.eventReferences === 'pairs' ? ([e.event_id, { sha256: e.hashes.sha256 }] as [string, { sha256: string }]) : e.event_id);
+    const unsigned: Record<string, unknown> = {
+      room_id: roomId,
+      sender: template.sender,
+      type: template.type,
+      content: template.content,
+      origin_server_ts: this.options.now(),
+      depth: Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, ...prevEvents.map((e) => e.depth)) + 1),
+      prev_events: prevEvents.slice(0, MAX_PREV_EVENTS).map(reference),
+      auth_events: authEvents.map(reference),
+    };
+    if (template.state_key !== undefined) unsigned['state_key'] = template.state_key;
+    if (!version.redactsInContent && template.redacts !== undefined) unsigned['redacts'] = template.redacts;
+    if (version.redaction !== 'v11') unsigned['origin'] = serverName;
+    if (version.eventIdFormat === 'local') unsigned['event_id'] = `$${randomToken(this.options.random, 18)}:${serverName}`;
+    const signed = await signNewEvent(unsigned, version, serverName, keyId, signingKey);
+    const event = { ...(signed.event as unknown as PDU), event_id: signed.eventId } as RoomEvent;
+    this.checkSize(event, version);
+    const authMap = new Map(authEvents.map((e) => [stateKey(e.type, e.state_key ?? ''), e]));
+    try {
+      await checkEventAuth(event, (type, key) => authMap.get(stateKey(type, key)), version, this.options.ed25519);
+    } catch (e) {
+      if (e instanceof AuthError) throw new RoomError('forbidden', e.message);
+      throw e;
+    }
+    return event;
+  }
+
+  private checkSize(event: RoomEvent, version: RoomVersion): void {
+    const { event_id: _id, ...pdu } = event;
+    const body = version.eventIdFormat === 'local' ? event : pdu;
+    let encoded: string;
+    try {
+      encoded = canonicalJson(body, { strict: version.strictCanonicalJson });
+    } catch (e) {
+      throw new RoomError('bad_event', (e as Error).message);
+    }
+    if (utf8(encoded).length > MAX_EVENT_BYTES) throw new RoomError('too_large', `event exceeds ${MAX_EVENT_BYTES} bytes`);
+    for (const id of [event.sender, event.room_id, event.type, event.state_key ?? '']) {
+      if (byteLength(id) > MAX_ID_BYTES) throw new RoomError('bad_event', 'an identifier exceeds 255 bytes');
+    }
+  }
+
+  private async storeLocal(
+    roomId: string,
+    head: RoomHead,
+    built: RoomEvent[],
+    txn: TransactionKey | undefined,
+    before?: (tx: WriteTransaction) => void,
+  ): Promise<StoredEvent[]> {
+    const redactionTargets = await this.redactionTargets(roomId, head, built);
+    const snapshots: { nid: number; state: NidState }[] = [];
+    const result = await this.options.db.transaction((tx) => {
+      before?.(tx);
+      let current = head.current;
+      const stored: StoredEvent[] = [];
+      for (const event of built) {
+        const streamOrdering = nextStreamId(tx);
+        const stateBefore = current ?? this.stateStore.create(tx, roomId, undefined, new Map());
+        if (!current) snapshots.push(stateBefore);
+        const row = this.insertEvent(tx, event, { streamOrdering, stateSnapshot: stateBefore.nid, replacesState: replaced(stateBefore.state, event) });
+        if (isStateEvent(event)) {
+          const after = this.stateStore.create(tx, roomId, stateBefore, new Map([[stateKey(event.type, event.state_key!), row.nid]]));
+          snapshots.push(after);
+          this.updateCurrentState(tx, roomId, current?.state ?? new Map(), after.state);
+          current = after;
+          tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [after.nid, roomId]);
+        }
+        this.applyRedaction(tx, event, redactionTargets);
+        stored.push(row);
+      }
+      const last = built.at(-1)!;
+      tx.run('DELETE FROM forward_extremities WHERE room_id = ?', [roomId]);
+      tx.run('INSERT INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, last.event_id]);
+      if (txn) {
+        tx.run('INSERT INTO transaction_ids (user_id, device_id, txn_id, event_id) VALUES (?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.txnId, last.event_id]);
+      }
+      return { stored, current };
+    });
+    for (const snapshot of snapshots) this.stateStore.remember(snapshot);
+    head.current = result.current;
+    head.extremities = [built.at(-1)!.event_id];
+    this.heads.set(roomId, head);
+    this.afterCommit(roomId, result.stored, redactionTargets);
+    return result.stored;
+  }
+
+  /**
+   * The events that redactions among `events` may redact: same room, and the
+   * redacter holds the redact level or shares the target's server
+   * (rooms/fragments/v3-handling-redactions).
+   */
+  private async redactionTargets(roomId: string, head: RoomHead, events: RoomEvent[]): Promise<Map<string, string>> {
+    const targets = new Map<string, string>(); // redaction event ID → target event ID
+    const redactions = events.filter((e) => e.type === 'm.room.redaction');
+    if (redactions.length === 0) return targets;
+    const state = await this.loadStateEvents(head.current?.state ?? new Map());
+    const levels = powerLevelsOf(head.version, (type, key) => state.get(stateKey(type, key))?.event);
+    for (const event of redactions) {
+      const target = redactsOf(head.version, event);
+      if (!target) continue;
+      const targetEvent = (await this.getEvent(target))?.event ?? events.find((e) => e.event_id === target);
+      if (!targetEvent || targetEvent.room_id !== roomId) continue;
+      if (mayApplyRedaction(event, targetEvent, levels)) targets.set(event.event_id, target);
+    }
+    return targets;
+  }
+
+  private applyRedaction(tx: WriteTransaction, event: RoomEvent, targets: Map<string, string>): void {
+    const target = targets.get(event.event_id);
+    if (target) tx.run('UPDATE events SET redacted_by = ? WHERE event_id = ? AND redacted_by IS NULL', [event.event_id, target]);
+  }
+
+  private insertEvent(
+    tx: WriteTransaction,
+    event: RoomEvent,
+    meta: { streamOrdering: number | null; stateSnapshot: number | null; replacesState: number | null; outlier?: boolean; rejected?: string | null; softFailed?: boolean },
+  ): StoredEvent {
+    const nid = tx.run(
+      `INSERT INTO events (event_id, room_id, type, state_key, sender, depth, origin_server_ts, json, stream_ordering, state_snapshot, replaces_state, outlier, rejected, soft_failed)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        event.event_id, event.room_id, event.type, event.state_key ?? null, event.sender, event.depth, event.origin_server_ts,
+        JSON.stringify(event), meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.outlier ? 1 : 0, meta.rejected ?? null, meta.softFailed ? 1 : 0,
+      ],
+    ).lastInsertRowid;
+    return {
+      nid,
+      event,
+      streamOrdering: meta.streamOrdering,
+      stateSnapshot: meta.stateSnapshot,
+      replacesState: meta.replacesState,
+      outlier: meta.outlier ?? false,
+      rejected: meta.rejected ?? null,
+      softFailed: meta.softFailed ?? false,
+      redactedBy: null,
+    };
+  }
+
+  /** Brings the current_state and local_memberships tables from `from` to `to`. */
+  private updateCurrentState(tx: WriteTransaction, roomId: string, from: NidState, to: NidState): void {
+    for (const [key, nid] of to) {
+      if (from.get(key) === nid) continue;
+      const [type, sk] = splitStateKey(key);
+      const row = tx.get<{ json: string; stream_ordering: number | null }>('SELECT json, stream_ordering FROM events WHERE event_nid = ?', [nid])!;
+      const event = JSON.parse(row.json) as RoomEvent;
+      const membership = type === 'm.room.member' ? String(event.content['membership'] ?? '') : null;
+      tx.run(
+        `INSERT INTO current_state (room_id, type, state_key, event_nid, membership) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (room_id, type, state_key) DO UPDATE SET event_nid = excluded.event_nid, membership = excluded.membership`,
+        [roomId, type, sk, nid, membership],
+      );
+      if (membership !== null && sk.endsWith(':' + this.options.serverName)) {
+        tx.run(
+          `INSERT INTO local_memberships (user_id, room_id, membership, event_id, stream_ordering) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (user_id, room_id) DO UPDATE SET membership = excluded.membership, event_id = excluded.event_id,
+             stream_ordering = excluded.stream_ordering, forgotten = 0`,
+          [sk, roomId, membership, event.event_id, row.stream_ordering ?? nextStreamId(tx)],
+        );
+      }
+    }
+    for (const key of from.keys()) {
+      if (to.has(key)) continue;
+      const [type, sk] = splitStateKey(key);
+      tx.run('DELETE FROM current_state WHERE room_id = ? AND type = ? AND state_key = ?', [roomId, type, sk]);
+    }
+  }
+
+  private afterCommit(roomId: string, stored: StoredEvent[], redactions: Map<string, string>): void {
+    for (const s of stored) this.cache(s);
+    for (const target of redactions.values()) {
+      const cached = this.byId.get(target);
+      if (cached) {
+        this.byId.delete(target);
+        this.byNid.delete(cached.nid);
+      }
+    }
+    const positions = stored.map((s) => s.streamOrdering).filter((p): p is number => p !== null);
+    if (positions.length === 0) return;
+    const members = stored.filter((s) => s.event.type === 'm.room.member').map((s) => s.event.state_key!);
+    this.options.notify({ position: Math.max(...positions), roomIds: [roomId], userIds: members });
+  }
+
+  // --------------------------------------------------------- remote events
+
+  /**
+   * Checks and stores an event from another server (server-server §Checks performed
+   * on receipt of a PDU). Events failing signature or hash checks are refused and
+   * not stored; events failing auth are stored as rejected; events that pass
+   * against their own state but not the room's current state are soft-failed.
+   */
+  async receiveEvent(pdu: PDU, options: { outlier?: boolean } = {}): Promise<StoredEvent> {
+    const roomId = pdu.room_id;
+    return this.withRoomLock(roomId, async () => {
+      const head = await this.head(roomId);
+      if (!head) throw roomNotFound(roomId);
+      const event = await this.checkRemoteEvent(pdu, head.version);
+      const existing = await this.getEvent(event.event_id);
+      if (existing) return existing;
+
+      // Auth against the event's own auth events (which must all be known).
+      const authIds = referenceIds(event.auth_events);
+      const authEvents = await Promise.all(authIds.map((id) => this.getEvent(id)));
+      if (authEvents.some((e) => !e)) throw new RoomError('missing_events', `auth events of ${event.event_id} are unknown`);
+      const rejectedIds = new Set(authEvents.filter((e) => e!.rejected).map((e) => e!.event.event_id));
+      try {
+        await checkEventAgainstAuthEvents(event, authEvents.map((e) => e!.event), head.version, this.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
+      } catch (e) {
+        if (e instanceof AuthError) return this.storeRejected(event, e.message, options.outlier);
+        throw e;
+      }
+      if (options.outlier) return this.storeOutlier(event);
+
+      // Auth against the state before the event, resolved from its prev events.
+      const prevIds = referenceIds(event.prev_events);
+      const prevStates: NidState[] = [];
+      for (const id of prevIds) {
+        const state = await this.stateAtEvent(id, 'after');
+        if (!state) throw new RoomError('missing_events', `prev event ${id} of ${event.event_id} is unknown or has no state`);
+        prevStates.push(state);
+      }
+      const stateBefore = await this.resolve(head.version, prevStates);
+      const beforeEvents = await this.loadStateEvents(stateBefore);
+      const beforeRejection = await this.authReason(event, head.version, (k) => beforeEvents.get(k)?.event);
+      if (beforeRejection) return this.storeRejected(event, beforeRejection);
+
+      // Soft failure: allowed by its own history but not by the room as it is now.
+      const currentEvents = await this.loadStateEvents(head.current?.state ?? new Map());
+      const softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k)?.event)) !== undefined;
+      return this.storeAccepted(head, event, stateBefore, prevIds, softFailed);
+    });
+  }
+
+  /** Format, size, content hash and signature checks. Returns the event with its ID. */
+  private async checkRemoteEvent(pdu: PDU, version: RoomVersion): Promise<RoomEvent> {
+    let event = { ...pdu, event_id: computeEventId(pdu, version) } as RoomEvent;
+    this.checkSize(event, version);
+    for (const origin of requiredSignatureServers(version, event)) {
+      const keys = Object.keys(pdu.signatures?.[origin] ?? {}).filter((k) => k.startsWith('ed25519:'));
+      let verified = false;
+      for (const keyId of keys) {
+        const key = await this.options.resolveVerifyKey(origin, keyId);
+        if (key && (await verifyEventSignature(pdu, version, origin, keyId, key, this.options.ed25519))) {
+          verified = true;
+          break;
+        }
+      }
+      if (!verified) throw new RoomError('bad_event', `event ${event.event_id} has no valid signature from ${origin}`);
+    }
+    // A failed content hash means the event was tampered with: keep only its redacted form.
+    if (!contentHashMatches(pdu)) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
+    return event;
+  }
+
+  private async authReason(event: RoomEvent, version: RoomVersion, lookup: (key: StateKey) => RoomEvent | undefined): Promise<string | undefined> {
+    try {
+      await checkEventAuth(event, (type, key) => lookup(stateKey(type, key)), version, this.options.ed25519);
+      return undefined;
+    } catch (e) {
+      if (e instanceof AuthError) return e.message;
+      throw e;
+    }
+  }
+
+  /**
+   * Resolves state sets given by event nid. `pending` is an event not stored yet,
+   * standing in the sets under the nid PENDING_NID.
+   */
+  private async resolve(version: RoomVersion, states: NidState[], pending?: RoomEvent): Promise<NidState> {
+    if (states.length === 1) return states[0]!;
+    const idOf = async (nid: number) => (nid === PENDING_NID ? pending?.event_id : (await this.getEventByNid(nid))?.event.event_id);
+    const nidOf = new Map<string, number>();
+    const asIds: StateMap[] = [];
+    for (const state of states) {
+      const map: StateMap = new Map();
+      for (const [key, nid] of state) {
+        const id = await idOf(nid);
+        if (id === undefined) continue;
+        map.set(key, id);
+        nidOf.set(id, nid);
+      }
+      asIds.push(map);
+    }
+    const getEvent = async (id: string) => (id === pending?.event_id ? pending : (await this.getEvent(id))?.event);
+    const resolved = await resolveState(version, asIds, { getEvent });
+    const out = new Map<StateKey, number>();
+    for (const [key, id] of resolved) {
+      const nid = nidOf.get(id) ?? (await this.getEvent(id))?.nid;
+      if (nid !== undefined) out.set(key, nid);
+    }
+    return out;
+  }
+
+  private async storeRejected(event: RoomEvent, reason: string, outlier = false): Promise<StoredEvent> {
+    const stored = await this.options.db.transaction((tx) =>
+      this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason }),
+    );
+    return this.cache(stored);
+  }
+
+  private async storeOutlier(event: RoomEvent): Promise<StoredEvent> {
+    const stored = await this.options.db.transaction((tx) =>
+      this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true }),
+    );
+    return this.cache(stored);
+  }
+
+  /** Stores an accepted (or soft-failed) event and moves the room's current state, in one transaction. */
+  private async storeAccepted(head: RoomHead, event: RoomEvent, stateBefore: NidState, prevIds: string[], softFailed: boolean): Promise<StoredEvent> {
+    const roomId = event.room_id;
+    const afterState = new Map(stateBefore);
+    if (isStateEvent(event)) afterState.set(stateKey(event.type, event.state_key!), PENDING_NID);
+    // Soft-failed events stay out of the extremities and the current state.
+    const extremities = softFailed ? head.extremities : [...head.extremities.filter((id) => !prevIds.includes(id)), event.event_id];
+    const from = head.current?.state ?? new Map<StateKey, number>();
+    // When the event descends from every extremity its state is the room's; otherwise resolve the two.
+    const newCurrent = softFailed ? undefined : extremities.length === 1 ? afterState : await this.resolve(head.version, [from, afterState], event);
+    const redactionTargets = softFailed ? new Map<string, string>() : await this.redactionTargets(roomId, head, [event]);
+    const snapshots: { nid: number; state: NidState }[] = [];
+    const { stored, current } = await this.options.db.transaction((tx) => {
+      const before = head.current && sameState(head.current.state, stateBefore) ? head.current : this.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
+      snapshots.push(before);
+      const stored = this.insertEvent(tx, event, {
+        streamOrdering: softFailed ? null : nextStreamId(tx), stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed,
+      });
+      if (!newCurrent) return { stored, current: head.current };
+      const resolvedCurrent = new Map([...newCurrent].map(([k, nid]) => [k, nid === PENDING_NID ? stored.nid : nid]));
+      const current = this.stateStore.create(tx, roomId, head.current, diffState(from, resolvedCurrent));
+      snapshots.push(current);
+      this.updateCurrentState(tx, roomId, from, current.state);
+      tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [current.nid, roomId]);
+      for (const id of prevIds) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
+      tx.run('INSERT OR IGNORE INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, event.event_id]);
+      this.applyRedaction(tx, event, redactionTargets);
+      return { stored, current };
+    });
+    snapshots.forEach((s) => this.stateStore.remember(s));
+    head.current = current;
+    head.extremities = extremities;
+    this.afterCommit(roomId, [stored], redactionTargets);
+    return stored;
+  }
+}
+
+/** Stands for an event in a state map before it is stored and has a nid. */
+const PENDING_NID = -1;
+
+/** Changes that turn `from` into `to` (0 marks a removal). */
+function diffState(from: NidState | undefined, to: NidState): Map<StateKey, number> {
+  const changes = new Map<StateKey, number>();
+  for (const [key, nid] of to) if (from?.get(key) !== nid) changes.set(key, nid);
+  if (from) for (const key of from.keys()) if (!to.has(key)) changes.set(key, 0);
+  return changes;
+}
+
+function sameState(a: NidState, b: NidState): boolean {
+  if (a === b) return true;
+  if (a.size !== b.size) return false;
+  for (const [key, nid] of a) if (b.get(key) !== nid) return false;
+  return true;
+}
+
+function replaced(state: NidState, event: RoomEvent): number | null {
+  if (!isStateEvent(event)) return null;
+  const nid = state.get(stateKey(event.type, event.state_key!));
+  return nid !== undefined && nid > 0 ? nid : null;
+}

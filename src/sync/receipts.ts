@@ -1,0 +1,61 @@
+import type { Database } from '../storage/database.ts';
+import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
+
+export interface ReceiptRow {
+  receipt_type: string;
+  user_id: string;
+  thread_id: string;
+  event_id: string;
+  ts: number;
+}
+
+/** Read receipts, persisted in the global stream (client-server modules/receipts). */
+export class Receipts {
+  constructor(
+    private readonly db: Database,
+    private readonly notify: StreamNotify,
+    private readonly now: () => number,
+  ) {}
+
+  async put(roomId: string, userId: string, type: string, eventId: string, threadId = ''): Promise<void> {
+    const ts = this.now();
+    const position = await this.db.transaction((tx) => {
+      const stream = nextStreamId(tx);
+      tx.run(
+        `INSERT INTO receipts (room_id, receipt_type, user_id, thread_id, event_id, ts, stream_id) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (room_id, receipt_type, user_id, thread_id) DO UPDATE SET event_id = excluded.event_id, ts = excluded.ts, stream_id = excluded.stream_id`,
+        [roomId, type, userId, threadId, eventId, ts, stream],
+      );
+      return stream;
+    });
+    this.notify({ position, roomIds: [roomId] });
+  }
+
+  /** Receipts in a room changed in (since, upTo]; private receipts only for their owner. */
+  async since(roomId: string, viewer: string, since: number, upTo: number): Promise<ReceiptRow[]> {
+    return this.db.all<ReceiptRow & Record<string, string | number>>(
+      `SELECT receipt_type, user_id, thread_id, event_id, ts FROM receipts
+       WHERE room_id = ? AND stream_id > ? AND stream_id <= ? AND (receipt_type != 'm.read.private' OR user_id = ?)`,
+      [roomId, since, upTo, viewer],
+    );
+  }
+
+  async latestFor(roomId: string, userId: string): Promise<string | undefined> {
+    const row = await this.db.get<{ event_id: string }>(
+      "SELECT event_id FROM receipts WHERE room_id = ? AND user_id = ? AND receipt_type IN ('m.read', 'm.read.private') ORDER BY stream_id DESC LIMIT 1",
+      [roomId, userId],
+    );
+    return row?.event_id;
+  }
+}
+
+/** Receipts as the m.receipt ephemeral event's content. */
+export function receiptContent(rows: ReceiptRow[]): Record<string, Record<string, Record<string, { ts: number; thread_id?: string }>>> {
+  const content: Record<string, Record<string, Record<string, { ts: number; thread_id?: string }>>> = {};
+  for (const row of rows) {
+    const byType = (content[row.event_id] ??= {});
+    const byUser = (byType[row.receipt_type] ??= {});
+    byUser[row.user_id] = row.thread_id ? { ts: row.ts, thread_id: row.thread_id } : { ts: row.ts };
+  }
+  return content;
+}

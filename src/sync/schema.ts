@@ -1,0 +1,24 @@
+import type { ComponentSchema } from '../storage/database.ts';
+
+export const syncSchema: ComponentSchema = {
+  component: 'sync',
+  migrations: [
+    {
+      version: 1,
+      description: 'receipts',
+      up: (tx) => {
+        tx.run(`CREATE TABLE receipts (
+          room_id TEXT NOT NULL,
+          receipt_type TEXT NOT NULL,
+          user_id TEXT NOT NULL,
+          thread_id TEXT NOT NULL,
+          event_id TEXT NOT NULL,
+          ts INTEGER NOT NULL,
+          stream_id INTEGER NOT NULL,
+          PRIMARY KEY (room_id, receipt_type, user_id, thread_id)
+        )`);
+        tx.run('CREATE INDEX receipts_by_stream ON receipts (room_id, stream_id)');
+      },
+    },
+  ],
+};

@@ -1,0 +1,206 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+
+// Raw HTTP through the endpoints the SDK tests do not reach; every request and
+// response is checked against the spec's OpenAPI definitions by api().
+
+let server: TestServer;
+let alice: Account;
+let bob: Account;
+const enc = encodeURIComponent;
+const PASSWORD = 'correct horse battery staple';
+
+beforeAll(async () => {
+  server = await startTestServer();
+  alice = await register(server, 'alice');
+  bob = await register(server, 'bob');
+});
+afterAll(() => server.close());
+
+const createRoom = async (account: Account, body: object = {}) =>
+  (await api(server, 'POST', '/_matrix/client/v3/createRoom', { token: account.accessToken, body })).body.room_id as string;
+
+describe('discovery', () => {
+  it('answers /versions, /capabilities and .well-known', async () => {
+    const versions = await api(server, 'GET', '/_matrix/client/versions');
+    expect(versions.body.versions).toContain('v1.12');
+    const capabilities = await api(server, 'GET', '/_matrix/client/v3/capabilities', { token: alice.accessToken });
+    expect(capabilities.body.capabilities['m.room_versions'].default).toBe('10');
+    expect(Object.keys(capabilities.body.capabilities['m.room_versions'].available)).toEqual(['1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11']);
+    const wellKnown = await api(server, 'GET', '/.well-known/matrix/client', { unchecked: true });
+    expect(wellKnown.body['m.homeserver'].base_url).toBe(server.url);
+  });
+});
+
+describe('devices and passwords', () => {
+  it('lists, renames and deletes devices behind user-interactive auth', async () => {
+    const login = await api(server, 'POST', '/_matrix/client/v3/login', {
+      body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'bob' }, password: PASSWORD, device_id: 'PHONE', initial_device_display_name: 'phone' },
+    });
+    expect(login.body.device_id).toBe('PHONE');
+    const list = await api(server, 'GET', '/_matrix/client/v3/devices', { token: bob.accessToken });
+    expect(list.body.devices.map((d: any) => d.device_id).sort()).toEqual([bob.deviceId, 'PHONE'].sort());
+    await api(server, 'PUT', '/_matrix/client/v3/devices/PHONE', { token: bob.accessToken, body: { display_name: 'old phone' } });
+    expect((await api(server, 'GET', '/_matrix/client/v3/devices/PHONE', { token: bob.accessToken })).body.display_name).toBe('old phone');
+
+    const challenge = await api(server, 'DELETE', '/_matrix/client/v3/devices/PHONE', { token: bob.accessToken, body: {} });
+    expect(challenge.status).toBe(401);
+    expect(challenge.body.flows).toEqual([{ stages: ['m.login.password'] }]);
+    const wrong = await api(server, 'DELETE', '/_matrix/client/v3/devices/PHONE', {
+      token: bob.accessToken, body: { auth: { type: 'm.login.password', identifier: { type: 'm.id.user', user: bob.userId }, password: 'wrong', session: challenge.body.session } },
+    });
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.errcode).toBe('M_FORBIDDEN');
+    const ok = await api(server, 'DELETE', '/_matrix/client/v3/devices/PHONE', {
+      token: bob.accessToken, body: { auth: { type: 'm.login.password', identifier: { type: 'm.id.user', user: bob.userId }, password: PASSWORD, session: challenge.body.session } },
+    });
+    expect(ok.status).toBe(200);
+    expect((await api(server, 'GET', '/_matrix/client/v3/account/whoami', { token: login.body.access_token })).status).toBe(401);
+    expect((await api(server, 'GET', '/_matrix/client/v3/devices/PHONE', { token: bob.accessToken })).status).toBe(404);
+  });
+
+  it('changes the password and logs out other devices', async () => {
+    const carol = await register(server, 'carol', 'old password');
+    const other = await api(server, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'carol' }, password: 'old password' } });
+    const auth = { type: 'm.login.password', identifier: { type: 'm.id.user', user: carol.userId }, password: 'old password' };
+    expect((await api(server, 'POST', '/_matrix/client/v3/account/password', { token: carol.accessToken, body: { new_password: 'new password', auth } })).status).toBe(200);
+    expect((await api(server, 'GET', '/_matrix/client/v3/account/whoami', { token: other.body.access_token })).status).toBe(401);
+    expect((await api(server, 'GET', '/_matrix/client/v3/account/whoami', { token: carol.accessToken })).status).toBe(200);
+    const login = await api(server, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'carol' }, password: 'new password' } });
+    expect(login.status).toBe(200);
+  });
+
+  it('logs out one device, then all', async () => {
+    const dave = await register(server, 'dave');
+    const second = await api(server, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'dave' }, password: PASSWORD } });
+    await api(server, 'POST', '/_matrix/client/v3/logout', { token: second.body.access_token, body: {} });
+    expect((await api(server, 'GET', '/_matrix/client/v3/account/whoami', { token: second.body.access_token })).status).toBe(401);
+    expect((await api(server, 'GET', '/_matrix/client/v3/account/whoami', { token: dave.accessToken })).status).toBe(200);
+    await api(server, 'POST', '/_matrix/client/v3/logout/all', { token: dave.accessToken, body: {} });
+    expect((await api(server, 'GET', '/_matrix/client/v3/account/whoami', { token: dave.accessToken })).status).toBe(401);
+  });
+});
+
+describe('per-user data', () => {
+  it('stores global and room account data and tags, and shows them in /sync', async () => {
+    const roomId = await createRoom(alice);
+    await api(server, 'PUT', `/_matrix/client/v3/user/${enc(alice.userId)}/account_data/org.example.settings`, { token: alice.accessToken, body: { theme: 'dark' } });
+    await api(server, 'PUT', `/_matrix/client/v3/user/${enc(alice.userId)}/rooms/${enc(roomId)}/account_data/org.example.room`, { token: alice.accessToken, body: { pinned: true } });
+    await api(server, 'PUT', `/_matrix/client/v3/user/${enc(alice.userId)}/rooms/${enc(roomId)}/tags/m.favourite`, { token: alice.accessToken, body: { order: 0.5 } });
+    expect((await api(server, 'GET', `/_matrix/client/v3/user/${enc(alice.userId)}/account_data/org.example.settings`, { token: alice.accessToken })).body).toEqual({ theme: 'dark' });
+    expect((await api(server, 'GET', `/_matrix/client/v3/user/${enc(alice.userId)}/rooms/${enc(roomId)}/tags`, { token: alice.accessToken })).body).toEqual({ tags: { 'm.favourite': { order: 0.5 } } });
+    const sync = await api(server, 'GET', '/_matrix/client/v3/sync', { token: alice.accessToken });
+    expect(sync.body.account_data.events.find((e: any) => e.type === 'org.example.settings').content).toEqual({ theme: 'dark' });
+    expect(sync.body.account_data.events.some((e: any) => e.type === 'm.push_rules')).toBe(true);
+    const roomData = sync.body.rooms.join[roomId].account_data.events;
+    expect(roomData.map((e: any) => e.type).sort()).toEqual(['m.tag', 'org.example.room']);
+    await api(server, 'DELETE', `/_matrix/client/v3/user/${enc(alice.userId)}/rooms/${enc(roomId)}/tags/m.favourite`, { token: alice.accessToken });
+    expect((await api(server, 'GET', `/_matrix/client/v3/user/${enc(alice.userId)}/rooms/${enc(roomId)}/tags`, { token: alice.accessToken })).body).toEqual({ tags: {} });
+    expect((await api(server, 'PUT', `/_matrix/client/v3/user/${enc(bob.userId)}/account_data/x`, { token: alice.accessToken, body: {} })).status).toBe(403);
+  });
+
+  it('serves the default push rules and lets users add, disable and delete rules', async () => {
+    const rules = await api(server, 'GET', '/_matrix/client/v3/pushrules/', { token: alice.accessToken });
+    expect(rules.body.global.override[0].rule_id).toBe('.m.rule.master');
+    expect(rules.body.global.underride.map((r: any) => r.rule_id)).toContain('.m.rule.message');
+    await api(server, 'PUT', '/_matrix/client/v3/pushrules/global/content/cake', { token: alice.accessToken, body: { pattern: 'cake', actions: ['notify'] } });
+    expect((await api(server, 'GET', '/_matrix/client/v3/pushrules/global/content/cake', { token: alice.accessToken })).body.pattern).toBe('cake');
+    await api(server, 'PUT', '/_matrix/client/v3/pushrules/global/override/.m.rule.master/enabled', { token: alice.accessToken, body: { enabled: true } });
+    expect((await api(server, 'GET', '/_matrix/client/v3/pushrules/global/override/.m.rule.master/enabled', { token: alice.accessToken })).body).toEqual({ enabled: true });
+    expect((await api(server, 'DELETE', '/_matrix/client/v3/pushrules/global/override/.m.rule.master', { token: alice.accessToken })).status).toBe(403);
+    await api(server, 'DELETE', '/_matrix/client/v3/pushrules/global/content/cake', { token: alice.accessToken });
+    expect((await api(server, 'GET', '/_matrix/client/v3/pushrules/global/content/cake', { token: alice.accessToken })).status).toBe(404);
+  });
+
+  it('keeps profiles and presence', async () => {
+    await api(server, 'PUT', `/_matrix/client/v3/profile/${enc(alice.userId)}/avatar_url`, { token: alice.accessToken, body: { avatar_url: 'mxc://example.org/abc' } });
+    expect((await api(server, 'GET', `/_matrix/client/v3/profile/${enc(alice.userId)}`)).body).toEqual({ displayname: 'alice', avatar_url: 'mxc://example.org/abc' });
+    expect((await api(server, 'PUT', `/_matrix/client/v3/profile/${enc(bob.userId)}/displayname`, { token: alice.accessToken, body: { displayname: 'x' } })).status).toBe(403);
+    await api(server, 'PUT', `/_matrix/client/v3/presence/${enc(alice.userId)}/status`, { token: alice.accessToken, body: { presence: 'unavailable', status_msg: 'lunch' } });
+    const presence = await api(server, 'GET', `/_matrix/client/v3/presence/${enc(alice.userId)}/status`, { token: bob.accessToken });
+    expect(presence.body).toMatchObject({ presence: 'unavailable', status_msg: 'lunch' });
+  });
+});
+
+describe('rooms', () => {
+  it('serves state, members with filters and at, and joined members', async () => {
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Members', topic: 'about' });
+    const beforeBob = (await api(server, 'GET', '/_matrix/client/v3/sync', { token: alice.accessToken })).body.next_batch;
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
+    const state = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/state`, { token: bob.accessToken });
+    expect(state.body.map((e: any) => e.type)).toEqual(expect.arrayContaining(['m.room.create', 'm.room.name', 'm.room.topic', 'm.room.power_levels']));
+    expect((await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.name`, { token: bob.accessToken })).body).toEqual({ name: 'Members' });
+    expect((await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.name/?format=event`, { token: bob.accessToken, unchecked: true })).body.type).toBe('m.room.name');
+    const members = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/members?membership=join`, { token: bob.accessToken });
+    expect(members.body.chunk.map((e: any) => e.state_key).sort()).toEqual([alice.userId, bob.userId].sort());
+    const before = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/members?at=${beforeBob}`, { token: bob.accessToken });
+    expect(before.body.chunk.map((e: any) => e.state_key)).toEqual([alice.userId]);
+    const joined = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/joined_members`, { token: bob.accessToken });
+    expect(Object.keys(joined.body.joined).sort()).toEqual([alice.userId, bob.userId].sort());
+    expect((await api(server, 'GET', '/_matrix/client/v3/joined_rooms', { token: bob.accessToken })).body.joined_rooms).toContain(roomId);
+    const carolOutside = await register(server, 'erin');
+    expect((await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/state`, { token: carolOutside.accessToken })).status).toBe(403);
+  });
+
+  it('sets state with a state key, gives /context around an event', async () => {
+    const roomId = await createRoom(alice);
+    await api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/state/org.example.widget/${enc('a/b')}`, { token: alice.accessToken, body: { url: 'x' } });
+    expect((await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/state/org.example.widget/${enc('a/b')}`, { token: alice.accessToken })).body).toEqual({ url: 'x' });
+    const ids: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      ids.push((await api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/c${i}`, { token: alice.accessToken, body: { msgtype: 'm.text', body: `c${i}` } })).body.event_id);
+    }
+    const context = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/context/${enc(ids[3]!)}?limit=4`, { token: alice.accessToken });
+    expect(context.body.event.content.body).toBe('c3');
+    expect(context.body.events_before.map((e: any) => e.content.body)).toEqual(['c2', 'c1']);
+    expect(context.body.events_after.map((e: any) => e.content.body)).toEqual(['c4', 'c5']);
+    expect(context.body.state.some((e: any) => e.type === 'm.room.create')).toBe(true);
+  });
+
+  it('publishes aliases and the public room directory', async () => {
+    const roomId = await createRoom(alice, { preset: 'public_chat', visibility: 'public', name: 'Town square', room_alias_name: 'town' });
+    const alias = `#town:${server.homeserver.serverName}`;
+    expect((await api(server, 'GET', `/_matrix/client/v3/directory/room/${enc(alias)}`)).body.room_id).toBe(roomId);
+    expect((await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/aliases`, { token: alice.accessToken })).body.aliases).toEqual([alias]);
+    const listing = await api(server, 'GET', '/_matrix/client/v3/publicRooms');
+    expect(listing.body.chunk.find((r: any) => r.room_id === roomId)).toMatchObject({ name: 'Town square', canonical_alias: alias, join_rule: 'public' });
+    const search = await api(server, 'POST', '/_matrix/client/v3/publicRooms', { token: bob.accessToken, body: { filter: { generic_search_term: 'square' } } });
+    expect(search.body.chunk.map((r: any) => r.room_id)).toEqual([roomId]);
+    await api(server, 'PUT', `/_matrix/client/v3/directory/list/room/${enc(roomId)}`, { token: alice.accessToken, body: { visibility: 'private' } });
+    expect((await api(server, 'GET', `/_matrix/client/v3/directory/list/room/${enc(roomId)}`)).body.visibility).toBe('private');
+    const other = `#other:${server.homeserver.serverName}`;
+    await api(server, 'PUT', `/_matrix/client/v3/directory/room/${enc(other)}`, { token: alice.accessToken, body: { room_id: roomId } });
+    expect((await api(server, 'DELETE', `/_matrix/client/v3/directory/room/${enc(other)}`, { token: bob.accessToken })).status).toBe(403);
+    expect((await api(server, 'DELETE', `/_matrix/client/v3/directory/room/${enc(other)}`, { token: alice.accessToken })).status).toBe(200);
+    const joined = await api(server, 'POST', `/_matrix/client/v3/join/${enc(alias)}`, { token: bob.accessToken, body: {} });
+    expect(joined.body.room_id).toBe(roomId);
+  });
+
+  it('keeps receipts and read markers', async () => {
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
+    const { event_id: eventId } = (await api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/r1`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'hi' } })).body;
+    let sync = await api(server, 'GET', '/_matrix/client/v3/sync', { token: bob.accessToken });
+    expect(sync.body.rooms.join[roomId].unread_notifications.notification_count).toBe(1);
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/read_markers`, { token: bob.accessToken, body: { 'm.fully_read': eventId, 'm.read': eventId } });
+    sync = await api(server, 'GET', '/_matrix/client/v3/sync', { token: bob.accessToken });
+    const receipt = sync.body.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.receipt');
+    expect(receipt.content[eventId]['m.read'][bob.userId].ts).toBeGreaterThan(0);
+    expect(sync.body.rooms.join[roomId].unread_notifications.notification_count).toBe(0);
+    expect(sync.body.rooms.join[roomId].account_data.events.find((e: any) => e.type === 'm.fully_read').content.event_id).toBe(eventId);
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/receipt/m.read.private/${enc(eventId)}`, { token: bob.accessToken, body: {} });
+    const aliceView = await api(server, 'GET', '/_matrix/client/v3/sync', { token: alice.accessToken });
+    const aliceReceipts = aliceView.body.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.receipt');
+    expect(aliceReceipts.content[eventId]['m.read.private']).toBeUndefined();
+  });
+
+  it('forgets a left room', async () => {
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
+    expect((await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/forget`, { token: bob.accessToken, body: {} })).status).toBe(400);
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} });
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/forget`, { token: bob.accessToken, body: {} });
+    const sync = await api(server, 'GET', `/_matrix/client/v3/sync?filter=${enc(JSON.stringify({ room: { include_leave: true } }))}`, { token: bob.accessToken });
+    expect(sync.body.rooms.leave[roomId]).toBeUndefined();
+  });
+});

@@ -1,0 +1,78 @@
+import initSqlJs from 'sql.js';
+import { createHomeserver, homeserverSchemas, type Homeserver, type HomeserverOptions } from '../../src/homeserver.ts';
+import { startHttpServer } from '../../src/node/http-server.ts';
+import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
+import { validateClientRequest, validateClientResponse } from '../support/spec-schema.ts';
+
+export interface TestServer {
+  url: string;
+  homeserver: Homeserver;
+  close(): Promise<void>;
+}
+
+/** A homeserver on 127.0.0.1 over real HTTP, with an in-memory database. */
+export async function startTestServer(options: Partial<Omit<HomeserverOptions, 'database' | 'seed'>> = {}): Promise<TestServer> {
+  const database = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas });
+  const homeserver = await createHomeserver({
+    database,
+    seed: crypto.getRandomValues(new Uint8Array(32)),
+    rateLimits: false,
+    passwordIterations: 1000,
+    log: (message, error) => console.error(message, error),
+    ...options,
+  });
+  const http = await startHttpServer(homeserver.fetch);
+  return {
+    url: http.url,
+    homeserver,
+    close: async () => {
+      await http.close();
+      await homeserver.close();
+    },
+  };
+}
+
+export interface Account {
+  userId: string;
+  accessToken: string;
+  deviceId: string;
+}
+
+/**
+ * Raw HTTP against a test server, returning status and parsed body. Requests and
+ * responses are checked against the spec's OpenAPI definitions unless `unchecked`
+ * (for paths the spec does not define, or bodies that are wrong on purpose).
+ */
+export async function api(
+  server: { url: string },
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string>; unchecked?: boolean } = {},
+): Promise<{ status: number; body: any; headers: Headers }> {
+  if (!options.unchecked && options.body !== undefined) validateClientRequest(method, path, options.body);
+  const headers: Record<string, string> = { ...(options.headers ?? {}) };
+  if (options.token) headers['authorization'] = `Bearer ${options.token}`;
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] = 'application/json';
+  }
+  const response = await fetch(server.url + path, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: leave as text
+  }
+  if (!options.unchecked) validateClientResponse(method, path, response.status, parsed);
+  return { status: response.status, body: parsed, headers: response.headers };
+}
+
+export async function register(server: { url: string }, username: string, password = 'correct horse battery staple'): Promise<Account> {
+  const { status, body } = await api(server, 'POST', '/_matrix/client/v3/register', {
+    body: { username, password, auth: { type: 'm.login.dummy' } },
+  });
+  if (status !== 200) throw new Error(`register ${username} failed: ${status} ${JSON.stringify(body)}`);
+  return { userId: body.user_id, accessToken: body.access_token, deviceId: body.device_id };
+}

@@ -1,0 +1,141 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+
+let server: TestServer;
+let alice: Account;
+let bob: Account;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  alice = await register(server, 'alice');
+  bob = await register(server, 'bob');
+});
+afterAll(() => server.close());
+
+const enc = encodeURIComponent;
+const sync = (account: Account, query = '') => api(server, 'GET', `/_matrix/client/v3/sync${query}`, { token: account.accessToken });
+const send = (account: Account, roomId: string, body: string, txn = `t${Math.random()}`) =>
+  api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/${enc(txn)}`, { token: account.accessToken, body: { msgtype: 'm.text', body } });
+const createRoom = async (account: Account, body: object = {}) =>
+  (await api(server, 'POST', '/_matrix/client/v3/createRoom', { token: account.accessToken, body })).body.room_id as string;
+
+describe('/sync', () => {
+  it('never returns an event twice across incremental syncs', async () => {
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
+    let since = (await sync(bob)).body.next_batch;
+    const seen = new Map<string, number>();
+    const sending = (async () => {
+      for (let i = 0; i < 40; i++) await send(alice, roomId, `m${i}`);
+    })();
+    let done = false;
+    void sending.then(() => (done = true));
+    while (!done || seen.size < 40) {
+      const r = await sync(bob, `?since=${since}&timeout=2000`);
+      for (const event of r.body.rooms.join[roomId]?.timeline.events ?? []) seen.set(event.event_id, (seen.get(event.event_id) ?? 0) + 1);
+      for (const event of r.body.rooms.join[roomId]?.state.events ?? []) seen.set(event.event_id, (seen.get(event.event_id) ?? 0) + 1);
+      since = r.body.next_batch;
+      if (done && r.body.rooms.join[roomId] === undefined) break;
+    }
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    expect(seen.size).toBe(40);
+  });
+
+  it('wakes a waiting long-poll as soon as a message is sent', async () => {
+    const roomId = await createRoom(alice);
+    const since = (await sync(alice)).body.next_batch;
+    const started = Date.now();
+    const polling = sync(alice, `?since=${since}&timeout=20000`);
+    await new Promise((r) => setTimeout(r, 100));
+    await send(alice, roomId, 'wake up');
+    const r = await polling;
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(r.body.rooms.join[roomId].timeline.events.map((e: any) => e.content.body)).toEqual(['wake up']);
+  });
+
+  it('returns after the timeout with the same position when nothing happens', async () => {
+    const since = (await sync(alice)).body.next_batch;
+    const started = Date.now();
+    const r = await sync(alice, `?since=${since}&timeout=300`);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(r.body.next_batch).toBe(since);
+  });
+
+  it('limits the timeline and gives a prev_batch that /messages continues from', async () => {
+    const roomId = await createRoom(alice);
+    for (let i = 0; i < 15; i++) await send(alice, roomId, `n${i}`);
+    const filter = JSON.stringify({ room: { timeline: { limit: 5 } } });
+    const r = await sync(alice, `?filter=${enc(filter)}`);
+    const timeline = r.body.rooms.join[roomId].timeline;
+    expect(timeline.limited).toBe(true);
+    expect(timeline.events.map((e: any) => e.content.body)).toEqual(['n10', 'n11', 'n12', 'n13', 'n14']);
+    const older = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=3&from=${timeline.prev_batch}`, { token: alice.accessToken });
+    expect(older.body.chunk.map((e: any) => e.content.body)).toEqual(['n9', 'n8', 'n7']);
+    const forward = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=f&limit=3&from=${older.body.end}`, { token: alice.accessToken });
+    expect(forward.body.chunk.map((e: any) => e.content.body)).toEqual(['n7', 'n8', 'n9']);
+  });
+
+  it('stores filters and applies types, not_types and lazy_load_members', async () => {
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
+    await send(alice, roomId, 'hello');
+    const created = await api(server, 'POST', `/_matrix/client/v3/user/${enc(bob.userId)}/filter`, {
+      token: bob.accessToken,
+      body: { room: { rooms: [roomId], timeline: { types: ['m.room.message'] }, state: { lazy_load_members: true } } },
+    });
+    const r = await sync(bob, `?filter=${created.body.filter_id}`);
+    const room = r.body.rooms.join[roomId];
+    expect(Object.keys(r.body.rooms.join)).toEqual([roomId]);
+    expect(room.timeline.events.map((e: any) => e.type)).toEqual(['m.room.message']);
+    const members = room.state.events.filter((e: any) => e.type === 'm.room.member').map((e: any) => e.state_key).sort();
+    expect(members).toEqual([alice.userId, bob.userId].sort());
+  });
+
+  it('lists invites with stripped state and left rooms', async () => {
+    const roomId = await createRoom(alice, { name: 'Secret', invite: [bob.userId] });
+    const since = (await sync(bob)).body.next_batch;
+    const initial = await sync(bob);
+    expect(initial.body.rooms.invite[roomId].invite_state.events.some((e: any) => e.type === 'm.room.name' && e.content.name === 'Secret')).toBe(true);
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} });
+    const after = await sync(bob, `?since=${since}`);
+    expect(after.body.rooms.leave[roomId].timeline.events.at(-1).content.membership).toBe('leave');
+  });
+
+  it('keeps tokens valid across a restart of the homeserver', async () => {
+    const { default: initSqlJs } = await import('sql.js');
+    const { openSqlJsDatabase } = await import('../../src/storage/sqljs-database.ts');
+    const { createHomeserver, homeserverSchemas } = await import('../../src/homeserver.ts');
+    const sqlJs = await initSqlJs();
+    const seed = crypto.getRandomValues(new Uint8Array(32));
+    const first = await createHomeserver({ database: await openSqlJsDatabase({ sqlJs, schemas: homeserverSchemas }), seed, rateLimits: false, passwordIterations: 1000 });
+    const call = async (hs: typeof first, method: string, path: string, token?: string, body?: unknown) => {
+      const response = await hs.fetch(new Request(`http://localhost${path}`, {
+        method, headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+      }));
+      return (await response.json()) as any;
+    };
+    const account = await call(first, 'POST', '/_matrix/client/v3/register', undefined, { username: 'restart', password: 'p', auth: { type: 'm.login.dummy' } });
+    const roomId = (await call(first, 'POST', '/_matrix/client/v3/createRoom', account.access_token, {})).room_id;
+    const since = (await call(first, 'GET', '/_matrix/client/v3/sync', account.access_token)).next_batch;
+    const image = (first.services.users as any).options.db.db.export() as Uint8Array;
+    await first.close();
+
+    const second = await createHomeserver({ database: await openSqlJsDatabase({ sqlJs, schemas: homeserverSchemas, image }), seed, rateLimits: false, passwordIterations: 1000 });
+    await call(second, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/after`, account.access_token, { msgtype: 'm.text', body: 'after restart' });
+    const r = await call(second, 'GET', `/_matrix/client/v3/sync?since=${since}`, account.access_token);
+    expect(r.rooms.join[roomId].timeline.events.map((e: any) => e.content.body)).toEqual(['after restart']);
+    await second.close();
+  });
+});
+
+describe('idempotent sends', () => {
+  it('returns the same event for a repeated txnId from the same device', async () => {
+    const roomId = await createRoom(alice);
+    const first = await send(alice, roomId, 'once', 'same-txn');
+    const second = await send(alice, roomId, 'once', 'same-txn');
+    expect(second.body.event_id).toBe(first.body.event_id);
+    const messages = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=20`, { token: alice.accessToken });
+    expect(messages.body.chunk.filter((e: any) => e.content.body === 'once')).toHaveLength(1);
+    expect(messages.body.chunk.find((e: any) => e.content.body === 'once').unsigned.transaction_id).toBe('same-txn');
+  });
+});

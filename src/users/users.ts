@@ -28,6 +28,8 @@ export interface Profile {
 export interface DeviceListener {
   devicesAdded(tx: WriteTransaction, userId: string, deviceIds: string[]): void;
   devicesRemoved(tx: WriteTransaction, userId: string, deviceIds: string[]): void;
+  /** Called after the transaction that added or removed devices committed (to wake /sync). */
+  devicesCommitted?(userId: string): void;
 }
 
 export interface UsersOptions {
@@ -105,7 +107,7 @@ export class Users {
     const id = deviceId ?? randomString(this.options.random, 10, DEVICE_ID_ALPHABET);
     const token = randomToken(this.options.random);
     const now = this.options.now();
-    await this.options.db.transaction((tx) => {
+    const added = await this.options.db.transaction((tx) => {
       const existing = tx.get('SELECT 1 FROM devices WHERE user_id = ? AND device_id = ?', [userId, id]);
       if (!existing) {
         tx.run('INSERT INTO devices (user_id, device_id, display_name, created_ts, last_seen_ts) VALUES (?, ?, ?, ?, ?)', [
@@ -114,7 +116,9 @@ export class Users {
         for (const listener of this.deviceListeners) listener.devicesAdded(tx, userId, [id]);
       }
       tx.run('INSERT INTO access_tokens (token_hash, user_id, device_id, created_ts) VALUES (?, ?, ?, ?)', [hashToken(token), userId, id, now]);
+      return !existing;
     });
+    if (added) for (const listener of this.deviceListeners) listener.devicesCommitted?.(userId);
     return { userId, deviceId: id, accessToken: token };
   }
 
@@ -146,15 +150,17 @@ export class Users {
   /** Deletes devices with their access tokens (logging them out). */
   async deleteDevices(userId: string, deviceIds: string[], ): Promise<void> {
     if (deviceIds.length === 0) return;
-    await this.options.db.transaction((tx) => {
+    const removedAny = await this.options.db.transaction((tx) => {
       const removed: string[] = [];
       for (const deviceId of deviceIds) {
         tx.run('DELETE FROM access_tokens WHERE user_id = ? AND device_id = ?', [userId, deviceId]);
         if (tx.run('DELETE FROM devices WHERE user_id = ? AND device_id = ?', [userId, deviceId]).changes > 0) removed.push(deviceId);
       }
       if (removed.length > 0) for (const listener of this.deviceListeners) listener.devicesRemoved(tx, userId, removed);
+      return removed.length > 0;
     });
     this.forgetSessions((s) => s.userId === userId && deviceIds.includes(s.deviceId));
+    if (removedAny) for (const listener of this.deviceListeners) listener.devicesCommitted?.(userId);
   }
 
   /** Invalidates every access token of a user except those of one device. */

@@ -226,6 +226,25 @@ export class Rooms {
     return rows.map((r) => r.room_id);
   }
 
+  /**
+   * Membership events in the stream range (from, to], oldest first, in the rooms where a
+   * local user is joined now or whose own membership changed in that range (for device lists).
+   */
+  async memberChanges(userId: string, from: number, to: number): Promise<{ roomId: string; userId: string; membership: string }[]> {
+    const rows = await this.options.db.all<{ room_id: string; state_key: string; json: string }>(
+      `SELECT room_id, state_key, json FROM events
+       WHERE type = 'm.room.member' AND stream_ordering > ? AND stream_ordering <= ? AND room_id IN (
+         SELECT room_id FROM local_memberships WHERE user_id = ? AND (membership = 'join' OR stream_ordering > ?))
+       ORDER BY stream_ordering`,
+      [from, to, userId, from],
+    );
+    return rows.map((r) => ({
+      roomId: r.room_id,
+      userId: r.state_key,
+      membership: String((JSON.parse(r.json) as RoomEvent).content['membership'] ?? ''),
+    }));
+  }
+
   /** The txnId a device used to send an event, for unsigned.transaction_id. */
   async transactionIdOf(eventId: string, userId: string, deviceId: string): Promise<string | undefined> {
     const row = await this.options.db.get<{ txn_id: string }>(

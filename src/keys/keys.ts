@@ -1,0 +1,724 @@
+import { decodeBase64 } from '../crypto/base64.ts';
+import { canonicalJson } from '../crypto/canonical-json.ts';
+import type { Ed25519Backend } from '../crypto/ed25519.ts';
+import { verifyJsonSignature, type Signatures } from '../crypto/signing.ts';
+import { serverNameOf } from '../events/identifiers.ts';
+import type { Database, WriteTransaction } from '../storage/database.ts';
+import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
+import { KeyBackup } from './backup.ts';
+import { KeysError, keysBadJson, keysInvalidParam, keysInvalidSignature } from './errors.ts';
+import { ToDevice } from './to-device.ts';
+
+/** A device's identity keys, as uploaded to /keys/upload and returned by /keys/query. */
+export interface DeviceKeys {
+  user_id: string;
+  device_id: string;
+  algorithms: string[];
+  keys: Record<string, string>;
+  signatures: Signatures;
+  [key: string]: unknown;
+}
+
+/** A cross-signing key (master, self-signing or user-signing). */
+export interface CrossSigningKey {
+  user_id: string;
+  usage: string[];
+  keys: Record<string, string>;
+  signatures?: Signatures;
+  [key: string]: unknown;
+}
+
+export type CrossSigningKeyType = 'master' | 'self_signing' | 'user_signing';
+
+/** A one-time or fallback key: a bare string (curve25519) or a signed object (signed_curve25519). */
+export type OneTimeKey = string | Record<string, unknown>;
+
+export interface UploadKeysRequest {
+  device_keys?: DeviceKeys;
+  one_time_keys?: Record<string, OneTimeKey>;
+  fallback_keys?: Record<string, OneTimeKey>;
+}
+
+export interface CrossSigningUpload {
+  master_key?: CrossSigningKey;
+  self_signing_key?: CrossSigningKey;
+  user_signing_key?: CrossSigningKey;
+}
+
+/** A membership event in a room, as the device-list computation needs it. */
+export interface MemberChange {
+  roomId: string;
+  userId: string;
+  membership: string;
+}
+
+/** What the keys component needs to know about rooms (the room engine provides it). */
+export interface KeysMembership {
+  roomsOf(userId: string, memberships?: string[]): Promise<string[]>;
+  members(roomId: string, membership?: string): Promise<string[]>;
+  /**
+   * Membership events in (from, to], oldest first, in the rooms where `userId` is joined
+   * now or whose own membership changed in that range.
+   */
+  memberChanges(userId: string, from: number, to: number): Promise<MemberChange[]>;
+}
+
+/** What the keys component needs to know about accounts and devices (the users component provides it). */
+export interface KeysDirectory {
+  isLocal(userId: string): boolean;
+  listDevices(userId: string): Promise<{ device_id: string; display_name: string | null }[]>;
+}
+
+export interface KeysOptions {
+  db: Database;
+  ed25519: Ed25519Backend;
+  notify: StreamNotify;
+  membership: KeysMembership;
+  users: KeysDirectory;
+  log?: (message: string, error?: unknown) => void;
+}
+
+/** The /sync request and response parts the keys component fills in (structurally Sync's SyncExtension). */
+export interface KeysSyncRequest {
+  userId: string;
+  deviceId: string;
+  since: number;
+  upTo: number;
+  initial: boolean;
+}
+export interface KeysSyncResponse {
+  to_device?: { events: object[] };
+  device_lists?: { changed: string[]; left: string[] };
+  device_one_time_keys_count?: Record<string, number>;
+  device_unused_fallback_key_types?: string[];
+}
+
+/** One m.device_list_update EDU's content, for federation to send to peers. */
+export interface DeviceListUpdate {
+  user_id: string;
+  device_id: string;
+  stream_id: number;
+  prev_id: number[];
+  deleted?: true;
+  device_display_name?: string;
+  keys?: DeviceKeys;
+}
+
+type KeyChange = { userId: string; kind: string; audience: string | null };
+
+/** The one-time key algorithm clients count on seeing, even at zero. */
+const SIGNED_CURVE25519 = 'signed_curve25519';
+
+const withoutSignatures = (object: object): string => {
+  const { signatures: _s, unsigned: _u, ...rest } = object as Record<string, unknown>;
+  return canonicalJson(rest);
+};
+
+function splitKeyId(id: string): [string, string] {
+  const colon = id.indexOf(':');
+  if (colon <= 0 || colon === id.length - 1) throw keysBadJson(`key ID ${JSON.stringify(id)} is not of the form <algorithm>:<key_id>`);
+  return [id.slice(0, colon), id.slice(colon + 1)];
+}
+
+function decodeKey(text: string): Uint8Array | undefined {
+  try {
+    const bytes = decodeBase64(text);
+    return bytes.length === 32 ? bytes : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * End-to-end encryption on the server: device keys, one-time and fallback keys,
+ * cross-signing keys and signatures, device list changes (for /sync, /keys/changes
+ * and, later, federation), to-device messages and key backup.
+ */
+export class Keys {
+  readonly toDevice: ToDevice;
+  readonly backup: KeyBackup;
+  /** Device list changes recorded inside a users transaction, announced once it commits. */
+  private readonly pendingDeviceChanges = new Map<string, number>();
+
+  constructor(private readonly options: KeysOptions) {
+    this.toDevice = new ToDevice(options.db, options.notify, options.users);
+    this.backup = new KeyBackup(options.db);
+  }
+
+  private get db(): Database {
+    return this.options.db;
+  }
+
+  private async verify(object: object, signer: string, keyId: string, publicKey: string): Promise<boolean> {
+    const key = decodeKey(publicKey);
+    return key !== undefined && verifyJsonSignature(object, signer, keyId, key, this.options.ed25519);
+  }
+
+  // ------------------------------------------------------------ /keys/upload
+
+  /** Stores a device's keys (client-server POST /keys/upload); returns its one-time key counts. */
+  async upload(userId: string, deviceId: string, request: UploadKeysRequest): Promise<Record<string, number>> {
+    let deviceJson: string | undefined;
+    if (request.device_keys) {
+      const { unsigned: _unsigned, ...deviceKeys } = request.device_keys;
+      await this.checkDeviceKeys(userId, deviceId, deviceKeys as DeviceKeys);
+      deviceJson = canonicalJson(deviceKeys);
+    }
+    const oneTimeKeys = Object.entries(request.one_time_keys ?? {}).map(([id, key]) => [...splitKeyId(id), canonicalJson(key)] as const);
+    const fallbackKeys = Object.entries(request.fallback_keys ?? {}).map(([id, key]) => [...splitKeyId(id), canonicalJson(key)] as const);
+    const fallbackAlgorithms = new Set(fallbackKeys.map(([algorithm]) => algorithm));
+    if (fallbackAlgorithms.size !== fallbackKeys.length) throw keysInvalidParam('at most one fallback key per algorithm may be uploaded');
+
+    const { counts, position } = await this.db.transaction((tx) => {
+      let position: number | undefined;
+      if (deviceJson !== undefined) {
+        const existing = tx.get<{ key_json: string }>('SELECT key_json FROM device_keys WHERE user_id = ? AND device_id = ?', [userId, deviceId]);
+        if (existing?.key_json !== deviceJson) {
+          tx.run(
+            `INSERT INTO device_keys (user_id, device_id, key_json) VALUES (?, ?, ?)
+             ON CONFLICT (user_id, device_id) DO UPDATE SET key_json = excluded.key_json`,
+            [userId, deviceId, deviceJson],
+          );
+          // Signatures others made over the old keys no longer apply.
+          if (existing) tx.run('DELETE FROM key_signatures WHERE target_user_id = ? AND target_key_id = ?', [userId, deviceId]);
+          position = this.recordDeviceChange(tx, userId, deviceId, false);
+        }
+      }
+      for (const [algorithm, keyId, json] of oneTimeKeys) {
+        const existing = tx.get<{ key_json: string }>(
+          'SELECT key_json FROM one_time_keys WHERE user_id = ? AND device_id = ? AND algorithm = ? AND key_id = ?',
+          [userId, deviceId, algorithm, keyId],
+        );
+        if (existing) {
+          if (existing.key_json !== json) throw keysInvalidParam(`one-time key ${algorithm}:${keyId} already exists with different content`);
+          continue;
+        }
+        tx.run('INSERT INTO one_time_keys (user_id, device_id, algorithm, key_id, key_json) VALUES (?, ?, ?, ?, ?)', [
+          userId, deviceId, algorithm, keyId, json,
+        ]);
+      }
+      for (const [algorithm, keyId, json] of fallbackKeys) {
+        const existing = tx.get<{ key_id: string; key_json: string }>(
+          'SELECT key_id, key_json FROM fallback_keys WHERE user_id = ? AND device_id = ? AND algorithm = ?', [userId, deviceId, algorithm],
+        );
+        // Re-uploading the current fallback key keeps whether it was used.
+        if (existing && existing.key_id === keyId && existing.key_json === json) continue;
+        tx.run(
+          `INSERT INTO fallback_keys (user_id, device_id, algorithm, key_id, key_json, used) VALUES (?, ?, ?, ?, ?, 0)
+           ON CONFLICT (user_id, device_id, algorithm) DO UPDATE SET key_id = excluded.key_id, key_json = excluded.key_json, used = 0`,
+          [userId, deviceId, algorithm, keyId, json],
+        );
+      }
+      return { counts: oneTimeKeyCounts(tx.all<{ algorithm: string; n: number }>(COUNT_SQL, [userId, deviceId])), position };
+    });
+    if (position !== undefined) await this.announce(position, [{ userId, kind: 'device', audience: null }]);
+    return counts;
+  }
+
+  private async checkDeviceKeys(userId: string, deviceId: string, keys: DeviceKeys): Promise<void> {
+    if (keys.user_id !== userId) throw keysBadJson('device_keys.user_id does not match the authenticated user');
+    if (keys.device_id !== deviceId) throw keysBadJson('device_keys.device_id does not match the authenticated device');
+    const keyId = `ed25519:${deviceId}`;
+    const publicKey = keys.keys[keyId];
+    if (publicKey === undefined) throw keysInvalidParam(`device_keys.keys must include ${keyId}`);
+    if (!decodeKey(publicKey)) throw keysInvalidParam(`${keyId} is not an unpadded base64 ed25519 public key`);
+    if (!(await this.verify(keys, userId, keyId, publicKey))) {
+      throw keysInvalidSignature(`device_keys must be signed by ${keyId}`);
+    }
+  }
+
+  /** One-time key counts and unused fallback key algorithms for a device (for /sync). */
+  async keyCounts(userId: string, deviceId: string): Promise<{ counts: Record<string, number>; unusedFallback: string[] }> {
+    const counts = oneTimeKeyCounts(await this.db.all<{ algorithm: string; n: number }>(COUNT_SQL, [userId, deviceId]));
+    const fallback = await this.db.all<{ algorithm: string }>(
+      'SELECT algorithm FROM fallback_keys WHERE user_id = ? AND device_id = ? AND used = 0 ORDER BY algorithm', [userId, deviceId],
+    );
+    return { counts, unusedFallback: fallback.map((r) => r.algorithm) };
+  }
+
+  // ------------------------------------------------------------- /keys/query
+
+  /** Device and cross-signing keys of the given users (client-server POST /keys/query). */
+  async query(requesterId: string, request: Record<string, string[]>): Promise<{
+    device_keys: Record<string, Record<string, DeviceKeys>>;
+    master_keys: Record<string, CrossSigningKey>;
+    self_signing_keys: Record<string, CrossSigningKey>;
+    user_signing_keys: Record<string, CrossSigningKey>;
+    failures: Record<string, Record<string, unknown>>;
+  }> {
+    const result = {
+      device_keys: {} as Record<string, Record<string, DeviceKeys>>,
+      master_keys: {} as Record<string, CrossSigningKey>,
+      self_signing_keys: {} as Record<string, CrossSigningKey>,
+      user_signing_keys: {} as Record<string, CrossSigningKey>,
+      failures: {} as Record<string, Record<string, unknown>>,
+    };
+    for (const [userId, deviceIds] of Object.entries(request)) {
+      if (!this.options.users.isLocal(userId)) {
+        result.failures[serverNameOf(userId)] = { errcode: 'M_UNKNOWN', error: 'federation is not available yet' };
+        continue;
+      }
+      const wanted = deviceIds.length > 0 ? new Set(deviceIds) : undefined;
+      const names = new Map((await this.options.users.listDevices(userId)).map((d) => [d.device_id, d.display_name]));
+      const signatures = await this.db.all<{ target_key_id: string; signer_user_id: string; signer_key_id: string; signature: string }>(
+        'SELECT target_key_id, signer_user_id, signer_key_id, signature FROM key_signatures WHERE target_user_id = ?', [userId],
+      );
+      const addSignatures = (object: { signatures?: Signatures }, targetKeyId: string, signers: string[]) => {
+        for (const s of signatures) {
+          if (s.target_key_id !== targetKeyId || !signers.includes(s.signer_user_id)) continue;
+          object.signatures ??= {};
+          object.signatures[s.signer_user_id] = { ...(object.signatures[s.signer_user_id] ?? {}), [s.signer_key_id]: s.signature };
+        }
+      };
+
+      const devices: Record<string, DeviceKeys> = {};
+      for (const row of await this.db.all<{ device_id: string; key_json: string }>('SELECT device_id, key_json FROM device_keys WHERE user_id = ? ORDER BY device_id', [userId])) {
+        if (wanted && !wanted.has(row.device_id)) continue;
+        if (!names.has(row.device_id)) continue;
+        const keys = JSON.parse(row.key_json) as DeviceKeys;
+        // A device's keys carry the signatures of its owner's self-signing key.
+        addSignatures(keys, row.device_id, [userId]);
+        const name = names.get(row.device_id);
+        keys['unsigned'] = name ? { device_display_name: name } : {};
+        devices[row.device_id] = keys;
+      }
+      result.device_keys[userId] = devices;
+
+      for (const row of await this.db.all<{ key_type: string; public_key: string; key_json: string }>(
+        'SELECT key_type, public_key, key_json FROM cross_signing_keys WHERE user_id = ?', [userId],
+      )) {
+        const key = JSON.parse(row.key_json) as CrossSigningKey;
+        if (row.key_type === 'master') {
+          // Signatures by the owner's devices, and by the requester's user-signing key.
+          addSignatures(key, row.public_key, [...new Set([userId, requesterId])]);
+          result.master_keys[userId] = key;
+        } else if (row.key_type === 'self_signing') {
+          result.self_signing_keys[userId] = key;
+        } else if (row.key_type === 'user_signing' && userId === requesterId) {
+          result.user_signing_keys[userId] = key;
+        }
+      }
+    }
+    return result;
+  }
+
+  // ------------------------------------------------------------- /keys/claim
+
+  /**
+   * Claims one key per (user, device, algorithm) (client-server POST /keys/claim): the
+   * oldest one-time key, which is deleted, or else the fallback key, which is marked used.
+   */
+  async claim(request: Record<string, Record<string, string>>): Promise<{
+    one_time_keys: Record<string, Record<string, Record<string, OneTimeKey>>>;
+    failures: Record<string, Record<string, unknown>>;
+  }> {
+    const failures: Record<string, Record<string, unknown>> = {};
+    const local: [string, string, string][] = [];
+    for (const [userId, devices] of Object.entries(request)) {
+      if (!this.options.users.isLocal(userId)) {
+        failures[serverNameOf(userId)] = { errcode: 'M_UNKNOWN', error: 'federation is not available yet' };
+        continue;
+      }
+      for (const [deviceId, algorithm] of Object.entries(devices)) local.push([userId, deviceId, algorithm]);
+    }
+    const claimed = await this.db.transaction((tx) => {
+      const out: Record<string, Record<string, Record<string, OneTimeKey>>> = {};
+      for (const [userId, deviceId, algorithm] of local) {
+        const oneTime = tx.get<{ seq: number; key_id: string; key_json: string }>(
+          'SELECT seq, key_id, key_json FROM one_time_keys WHERE user_id = ? AND device_id = ? AND algorithm = ? ORDER BY seq LIMIT 1',
+          [userId, deviceId, algorithm],
+        );
+        let found: { key_id: string; key_json: string } | undefined = oneTime;
+        if (oneTime) {
+          tx.run('DELETE FROM one_time_keys WHERE seq = ?', [oneTime.seq]);
+        } else {
+          found = tx.get<{ key_id: string; key_json: string }>(
+            'SELECT key_id, key_json FROM fallback_keys WHERE user_id = ? AND device_id = ? AND algorithm = ?', [userId, deviceId, algorithm],
+          );
+          if (found) tx.run('UPDATE fallback_keys SET used = 1 WHERE user_id = ? AND device_id = ? AND algorithm = ?', [userId, deviceId, algorithm]);
+        }
+        if (!found) continue;
+        out[userId] ??= {};
+        out[userId][deviceId] = { [`${algorithm}:${found.key_id}`]: JSON.parse(found.key_json) as OneTimeKey };
+      }
+      return out;
+    });
+    return { one_time_keys: claimed, failures };
+  }
+
+  // ---------------------------------------------------------- cross-signing
+
+  private async crossSigningKeys(userId: string): Promise<Map<CrossSigningKeyType, { publicKey: string; key: CrossSigningKey; json: string }>> {
+    const rows = await this.db.all<{ key_type: string; public_key: string; key_json: string }>(
+      'SELECT key_type, public_key, key_json FROM cross_signing_keys WHERE user_id = ?', [userId],
+    );
+    return new Map(rows.map((r) => [r.key_type as CrossSigningKeyType, { publicKey: r.public_key, key: JSON.parse(r.key_json) as CrossSigningKey, json: r.key_json }]));
+  }
+
+  /**
+   * Whether uploading these cross-signing keys needs user-interactive auth: only when the
+   * user already has a master key and the request would replace any key (client-server
+   * POST /keys/device_signing/upload, since v1.11). First-time setup and an identical
+   * retry need none.
+   */
+  async crossSigningUploadNeedsAuth(userId: string, upload: CrossSigningUpload): Promise<boolean> {
+    const existing = await this.crossSigningKeys(userId);
+    if (!existing.has('master')) return false;
+    for (const [type, key] of uploadEntries(upload)) {
+      if (existing.get(type)?.json !== canonicalJson(key)) return true;
+    }
+    return false;
+  }
+
+  /** Checks and stores cross-signing keys (client-server POST /keys/device_signing/upload). */
+  async uploadCrossSigningKeys(userId: string, upload: CrossSigningUpload): Promise<void> {
+    const existing = await this.crossSigningKeys(userId);
+    const entries = uploadEntries(upload);
+    const checked = new Map<CrossSigningKeyType, string>();
+    for (const [type, key] of entries) checked.set(type, checkCrossSigningKey(key, userId, type));
+    const masterPublic = checked.get('master') ?? existing.get('master')?.publicKey;
+    if (masterPublic === undefined) throw new KeysError(400, 'M_MISSING_PARAM', 'no master key is uploaded or stored');
+    for (const [type, key] of entries) {
+      if (type === 'master') continue;
+      if (!(await this.verify(key, userId, `ed25519:${masterPublic}`, masterPublic))) {
+        throw keysInvalidSignature(`the ${type} key must be signed by the master key`);
+      }
+    }
+    const deviceIds = new Set((await this.options.users.listDevices(userId)).map((d) => d.device_id));
+    for (const publicKey of checked.values()) {
+      if (deviceIds.has(publicKey)) throw new KeysError(403, 'M_FORBIDDEN', 'a cross-signing public key is the same as a device ID');
+    }
+
+    const { position, changes } = await this.db.transaction((tx) => {
+      const stored = tx.get<{ public_key: string }>("SELECT public_key FROM cross_signing_keys WHERE user_id = ? AND key_type = 'master'", [userId]);
+      if (!checked.has('master') && stored?.public_key !== masterPublic) throw keysInvalidSignature('the master key changed meanwhile');
+      const changes: KeyChange[] = [];
+      for (const [type, key] of entries) {
+        const json = canonicalJson(key);
+        const current = tx.get<{ key_json: string }>('SELECT key_json FROM cross_signing_keys WHERE user_id = ? AND key_type = ?', [userId, type]);
+        if (current?.key_json === json) continue;
+        tx.run(
+          `INSERT INTO cross_signing_keys (user_id, key_type, public_key, key_json) VALUES (?, ?, ?, ?)
+           ON CONFLICT (user_id, key_type) DO UPDATE SET public_key = excluded.public_key, key_json = excluded.key_json`,
+          [userId, type, checked.get(type)!, json],
+        );
+        // Only the user needs to hear of a new user-signing key; everyone sharing a room hears of the others.
+        changes.push({ userId, kind: type, audience: type === 'user_signing' ? userId : null });
+      }
+      if (changes.length === 0) return { position: undefined, changes };
+      const position = nextStreamId(tx);
+      for (const change of changes) this.insertKeyChange(tx, position, change);
+      return { position, changes };
+    });
+    if (position !== undefined) await this.announce(position, changes);
+  }
+
+  // ------------------------------------------------------- signatures upload
+
+  /**
+   * Adds signatures to stored keys (client-server POST /keys/signatures/upload): the
+   * user's self-signing key over their devices, their devices over their master key, and
+   * their user-signing key over other users' master keys. Each failure is reported per key.
+   */
+  async uploadSignatures(userId: string, request: Record<string, Record<string, Record<string, unknown>>>): Promise<{
+    failures: Record<string, Record<string, { errcode: string; error: string }>>;
+  }> {
+    const failures: Record<string, Record<string, { errcode: string; error: string }>> = {};
+    const fail = (targetUser: string, keyId: string, error: KeysError) => {
+      failures[targetUser] ??= {};
+      failures[targetUser][keyId] = { errcode: error.errcode, error: error.message };
+    };
+    const own = await this.crossSigningKeys(userId);
+    type Accepted = { targetUser: string; targetKey: string; signerKeyId: string; signature: string; change: KeyChange; deviceId?: string };
+    const accepted: Accepted[] = [];
+
+    for (const [targetUser, objects] of Object.entries(request)) {
+      for (const [keyId, object] of Object.entries(objects)) {
+        try {
+          accepted.push(...(await this.checkSignedObject(userId, own, targetUser, keyId, object)));
+        } catch (error) {
+          if (!(error instanceof KeysError)) throw error;
+          fail(targetUser, keyId, error);
+        }
+      }
+    }
+    if (accepted.length === 0) return { failures };
+
+    const { position, changes } = await this.db.transaction((tx) => {
+      let position = 0;
+      const changes: KeyChange[] = [];
+      for (const a of accepted) {
+        tx.run(
+          `INSERT INTO key_signatures (target_user_id, target_key_id, signer_user_id, signer_key_id, signature) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (target_user_id, target_key_id, signer_user_id, signer_key_id) DO UPDATE SET signature = excluded.signature`,
+          [a.targetUser, a.targetKey, userId, a.signerKeyId, a.signature],
+        );
+        changes.push(a.change);
+        // A newly signed device is a device list update federation will send; other signatures only concern /sync.
+        if (a.deviceId !== undefined) {
+          position = this.recordDeviceChange(tx, a.targetUser, a.deviceId, false);
+        } else {
+          position = nextStreamId(tx);
+          this.insertKeyChange(tx, position, a.change);
+        }
+      }
+      return { position, changes };
+    });
+    await this.announce(position, changes);
+    return { failures };
+  }
+
+  private async checkSignedObject(
+    userId: string,
+    own: Map<CrossSigningKeyType, { publicKey: string; key: CrossSigningKey; json: string }>,
+    targetUser: string,
+    keyId: string,
+    object: Record<string, unknown>,
+  ): Promise<{ targetUser: string; targetKey: string; signerKeyId: string; signature: string; change: KeyChange; deviceId?: string }[]> {
+    const mine = (object['signatures'] as Signatures | undefined)?.[userId];
+    if (typeof mine !== 'object' || mine === null) throw keysInvalidParam(`no signatures by ${userId}`);
+    const verifyAll = async (accept: (signerKeyId: string) => string | undefined) => {
+      const out: { signerKeyId: string; signature: string }[] = [];
+      for (const [signerKeyId, signature] of Object.entries(mine)) {
+        const publicKey = accept(signerKeyId);
+        if (publicKey === undefined) continue;
+        if (typeof signature !== 'string' || !(await this.verify(object, userId, signerKeyId, publicKey))) {
+          throw keysInvalidSignature(`invalid signature ${signerKeyId}`);
+        }
+        out.push({ signerKeyId, signature });
+      }
+      if (out.length === 0) throw keysInvalidParam('no signature by a key that may sign this');
+      return out;
+    };
+    const mustMatch = (storedJson: string) => {
+      if (withoutSignatures(JSON.parse(storedJson) as object) !== withoutSignatures(object)) {
+        throw keysInvalidParam('the signed object does not match the stored key');
+      }
+    };
+
+    if (targetUser === userId) {
+      const master = own.get('master');
+      if (master && keyId === master.publicKey) {
+        // A device of the user signs their master key.
+        mustMatch(master.json);
+        const devices = new Map(
+          (await this.db.all<{ device_id: string; key_json: string }>('SELECT device_id, key_json FROM device_keys WHERE user_id = ?', [userId])).map(
+            (r) => [r.device_id, JSON.parse(r.key_json) as DeviceKeys],
+          ),
+        );
+        const signed = await verifyAll((signerKeyId) => {
+          const deviceId = signerKeyId.startsWith('ed25519:') ? signerKeyId.slice('ed25519:'.length) : undefined;
+          return deviceId === undefined ? undefined : devices.get(deviceId)?.keys[signerKeyId];
+        });
+        return signed.map((s) => ({ targetUser, targetKey: keyId, ...s, change: { userId, kind: 'signature', audience: null } }));
+      }
+      const device = await this.db.get<{ key_json: string }>('SELECT key_json FROM device_keys WHERE user_id = ? AND device_id = ?', [userId, keyId]);
+      if (!device) throw new KeysError(404, 'M_NOT_FOUND', `unknown device or key ${keyId}`);
+      // The user's self-signing key signs one of their devices.
+      mustMatch(device.key_json);
+      const selfSigning = own.get('self_signing');
+      if (!selfSigning) throw keysInvalidParam('the user has no self-signing key');
+      const signed = await verifyAll((signerKeyId) => (signerKeyId === `ed25519:${selfSigning.publicKey}` ? selfSigning.publicKey : undefined));
+      return signed.map((s) => ({ targetUser, targetKey: keyId, ...s, deviceId: keyId, change: { userId, kind: 'device', audience: null } }));
+    }
+
+    // The user's user-signing key signs another user's master key; only the signer hears of it.
+    if (!this.options.users.isLocal(targetUser)) throw new KeysError(404, 'M_NOT_FOUND', 'federation is not available yet');
+    const theirs = await this.crossSigningKeys(targetUser);
+    const master = theirs.get('master');
+    if (!master || master.publicKey !== keyId) throw new KeysError(404, 'M_NOT_FOUND', `${keyId} is not ${targetUser}'s master key`);
+    mustMatch(master.json);
+    const userSigning = own.get('user_signing');
+    if (!userSigning) throw keysInvalidParam('the user has no user-signing key');
+    const signed = await verifyAll((signerKeyId) => (signerKeyId === `ed25519:${userSigning.publicKey}` ? userSigning.publicKey : undefined));
+    return signed.map((s) => ({ targetUser, targetKey: keyId, ...s, change: { userId: targetUser, kind: 'signature', audience: userId } }));
+  }
+
+  // ---------------------------------------------------------- device lists
+
+  private insertKeyChange(tx: WriteTransaction, position: number, change: KeyChange): void {
+    tx.run('INSERT INTO key_changes (stream_id, user_id, kind, audience) VALUES (?, ?, ?, ?)', [position, change.userId, change.kind, change.audience]);
+  }
+
+  /** Records a change of a local device: for /sync, and on the outbound stream federation reads. */
+  private recordDeviceChange(tx: WriteTransaction, userId: string, deviceId: string, deleted: boolean): number {
+    const position = nextStreamId(tx);
+    const prev = tx.get<{ id: number | null }>('SELECT MAX(stream_id) AS id FROM device_list_stream WHERE user_id = ?', [userId]);
+    tx.run('INSERT INTO device_list_stream (stream_id, user_id, device_id, prev_id, deleted) VALUES (?, ?, ?, ?, ?)', [
+      position, userId, deviceId, prev?.id ?? null, deleted ? 1 : 0,
+    ]);
+    this.insertKeyChange(tx, position, { userId, kind: 'device', audience: null });
+    return position;
+  }
+
+  /** Wakes the /sync long-polls of everyone who should hear of these changes. */
+  private async announce(position: number, changes: KeyChange[]): Promise<void> {
+    const userIds = new Set<string>();
+    for (const change of changes) {
+      if (change.audience !== null) {
+        userIds.add(change.audience);
+        continue;
+      }
+      userIds.add(change.userId);
+      for (const user of await this.sharingRoomsWith(change.userId)) userIds.add(user);
+    }
+    this.options.notify({ position, userIds: [...userIds] });
+  }
+
+  /** Users joined to any room the user is joined to (the user included), and those rooms. */
+  private async sharingRoomsWith(userId: string): Promise<Set<string>> {
+    return (await this.sharedRooms(userId)).users;
+  }
+
+  private async sharedRooms(userId: string): Promise<{ rooms: Set<string>; users: Set<string> }> {
+    const rooms = new Set(await this.options.membership.roomsOf(userId, ['join']));
+    const users = new Set<string>([userId]);
+    for (const roomId of rooms) {
+      for (const member of await this.options.membership.members(roomId, 'join')) users.add(member);
+    }
+    return { rooms, users };
+  }
+
+  /**
+   * Users whose device lists `userId` should refresh or drop for (since, upTo]:
+   * `changed` holds users sharing a room whose devices or cross-signing keys changed,
+   * users who joined a shared room, and every member of a room the user joined;
+   * `left` holds users the user no longer shares any room with.
+   */
+  async deviceListChanges(userId: string, since: number, upTo: number): Promise<{ changed: string[]; left: string[] }> {
+    const keyRows = await this.db.all<{ user_id: string; audience: string | null }>(
+      'SELECT DISTINCT user_id, audience FROM key_changes WHERE stream_id > ? AND stream_id <= ?', [since, upTo],
+    );
+    const memberEvents = await this.options.membership.memberChanges(userId, since, upTo);
+    if (keyRows.length === 0 && memberEvents.length === 0) return { changed: [], left: [] };
+
+    const shared = await this.sharedRooms(userId);
+    const changed = new Set<string>();
+    for (const row of keyRows) {
+      if (row.audience === null ? shared.users.has(row.user_id) : row.audience === userId) changed.add(row.user_id);
+    }
+    const maybeLeft = new Set<string>();
+    for (const event of memberEvents) {
+      const { roomId, membership } = event;
+      const gone = membership === 'leave' || membership === 'ban';
+      if (event.userId === userId) {
+        // The user joined a room: its members' devices matter now. Left it: perhaps no longer.
+        if (membership !== 'join' && !gone) continue;
+        for (const member of await this.options.membership.members(roomId, 'join')) {
+          if (member !== userId) (membership === 'join' ? changed : maybeLeft).add(member);
+        }
+      } else if (membership === 'join' && shared.rooms.has(roomId)) {
+        changed.add(event.userId);
+      } else if (gone) {
+        maybeLeft.add(event.userId);
+      }
+    }
+    const left = [...maybeLeft].filter((u) => !shared.users.has(u));
+    for (const user of left) changed.delete(user);
+    return { changed: [...changed].sort(), left: left.sort() };
+  }
+
+  /**
+   * The outbound device list stream of a local user after `afterStreamId`: the
+   * m.device_list_update EDUs federation sends to peers, oldest first, each with the
+   * device's current keys and name (or `deleted`).
+   */
+  async deviceListUpdates(userId: string, afterStreamId = 0, limit = 100): Promise<DeviceListUpdate[]> {
+    const rows = await this.db.all<{ stream_id: number; device_id: string; prev_id: number | null; deleted: number }>(
+      'SELECT stream_id, device_id, prev_id, deleted FROM device_list_stream WHERE user_id = ? AND stream_id > ? ORDER BY stream_id LIMIT ?',
+      [userId, afterStreamId, limit],
+    );
+    const names = new Map((await this.options.users.listDevices(userId)).map((d) => [d.device_id, d.display_name]));
+    const updates: DeviceListUpdate[] = [];
+    for (const row of rows) {
+      const update: DeviceListUpdate = { user_id: userId, device_id: row.device_id, stream_id: row.stream_id, prev_id: row.prev_id === null ? [] : [row.prev_id] };
+      const keys = row.deleted ? undefined : (await this.query(userId, { [userId]: [row.device_id] })).device_keys[userId]?.[row.device_id];
+      if (row.deleted || !names.has(row.device_id)) update.deleted = true;
+      else {
+        const name = names.get(row.device_id);
+        if (name) update.device_display_name = name;
+        if (keys) {
+          const { unsigned: _u, ...signed } = keys;
+          update.keys = signed as DeviceKeys;
+        }
+      }
+      updates.push(update);
+    }
+    return updates;
+  }
+
+  // ----------------------------------------------- users DeviceListener
+
+  /** A device was created (login): a device list change, announced once the transaction commits. */
+  devicesAdded(tx: WriteTransaction, userId: string, deviceIds: string[]): void {
+    for (const deviceId of deviceIds) this.pendingDeviceChanges.set(userId, this.recordDeviceChange(tx, userId, deviceId, false));
+  }
+
+  /** Devices were deleted: their keys and pending messages go with them, and it is a device list change. */
+  devicesRemoved(tx: WriteTransaction, userId: string, deviceIds: string[]): void {
+    for (const deviceId of deviceIds) {
+      for (const table of ['device_keys', 'one_time_keys', 'fallback_keys', 'to_device_messages', 'to_device_txns']) {
+        tx.run(`DELETE FROM ${table} WHERE user_id = ? AND device_id = ?`, [userId, deviceId]);
+      }
+      tx.run('DELETE FROM key_signatures WHERE target_user_id = ? AND target_key_id = ?', [userId, deviceId]);
+      this.pendingDeviceChanges.set(userId, this.recordDeviceChange(tx, userId, deviceId, true));
+    }
+  }
+
+  /** The users transaction that added or removed devices committed: wake those who should know. */
+  devicesCommitted(userId: string): void {
+    const position = this.pendingDeviceChanges.get(userId);
+    if (position === undefined) return;
+    this.pendingDeviceChanges.delete(userId);
+    this.announce(position, [{ userId, kind: 'device', audience: null }]).catch((error) => this.options.log?.('announcing a device change failed', error));
+  }
+
+  // ----------------------------------------------------- sync extension
+
+  /** Fills the /sync parts this component owns (Sync's SyncExtension). */
+  async contribute(request: KeysSyncRequest, response: KeysSyncResponse): Promise<void> {
+    const { userId, deviceId, since, upTo } = request;
+    const messages = await this.toDevice.deliver(userId, deviceId, since, upTo);
+    if (messages.length > 0 || !request.initial) response.to_device = { events: messages };
+    // Device lists are only for incremental syncs; after an initial one clients use /keys/query.
+    if (!request.initial) response.device_lists = await this.deviceListChanges(userId, since, upTo);
+    const { counts, unusedFallback } = await this.keyCounts(userId, deviceId);
+    response.device_one_time_keys_count = counts;
+    response.device_unused_fallback_key_types = unusedFallback;
+  }
+
+  /** The client synced from `since`: to-device messages delivered up to there are done with. */
+  async acknowledge(userId: string, deviceId: string, since: number): Promise<void> {
+    await this.toDevice.acknowledge(userId, deviceId, since);
+  }
+}
+
+const COUNT_SQL = 'SELECT algorithm, COUNT(*) AS n FROM one_time_keys WHERE user_id = ? AND device_id = ? GROUP BY algorithm';
+
+function oneTimeKeyCounts(rows: { algorithm: string; n: number }[]): Record<string, number> {
+  // signed_curve25519 is always present: some clients read its absence as "unknown" and never upload.
+  const counts: Record<string, number> = { [SIGNED_CURVE25519]: 0 };
+  for (const row of rows) counts[row.algorithm] = row.n;
+  return counts;
+}
+
+function uploadEntries(upload: CrossSigningUpload): [CrossSigningKeyType, CrossSigningKey][] {
+  const entries: [CrossSigningKeyType, CrossSigningKey][] = [];
+  if (upload.master_key) entries.push(['master', upload.master_key]);
+  if (upload.self_signing_key) entries.push(['self_signing', upload.self_signing_key]);
+  if (upload.user_signing_key) entries.push(['user_signing', upload.user_signing_key]);
+  return entries;
+}
+
+/** Checks a cross-signing key's shape; returns its public key. */
+function checkCrossSigningKey(key: CrossSigningKey, userId: string, type: CrossSigningKeyType): string {
+  if (key.user_id !== userId) throw keysInvalidParam(`the ${type} key's user_id must be ${userId}`);
+  if (!key.usage.includes(type)) throw keysInvalidParam(`the ${type} key's usage must include ${type}`);
+  const entries = Object.entries(key.keys);
+  if (entries.length !== 1) throw keysInvalidParam(`the ${type} key must have exactly one public key`);
+  const [keyId, publicKey] = entries[0]!;
+  if (keyId !== `ed25519:${publicKey}` || !decodeKey(publicKey)) {
+    throw keysInvalidParam(`the ${type} key must be an ed25519 public key named ed25519:<public key>`);
+  }
+  return publicKey;
+}

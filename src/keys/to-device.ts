@@ -1,0 +1,108 @@
+import type { Database } from '../storage/database.ts';
+import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
+
+/** The spec's recommended cap on to-device messages per /sync response. */
+export const MAX_TO_DEVICE_PER_SYNC = 100;
+
+export interface ToDeviceEvent {
+  sender: string;
+  type: string;
+  content: Record<string, unknown>;
+}
+
+interface Directory {
+  isLocal(userId: string): boolean;
+  listDevices(userId: string): Promise<{ device_id: string }[]>;
+}
+
+/**
+ * Send-to-device messaging (client-server §Send-to-Device messaging). Messages wait
+ * for their device; a /sync carries up to 100 of them in arrival order and marks them
+ * with its next_batch position; a later /sync from that position or beyond
+ * acknowledges them and they are deleted. A /sync retried from an older token gets
+ * them again, so a lost response loses nothing.
+ */
+export class ToDevice {
+  constructor(
+    private readonly db: Database,
+    private readonly notify: StreamNotify,
+    private readonly users: Directory,
+  ) {}
+
+  /**
+   * Queues one message per target device (client-server PUT /sendToDevice). `*` means
+   * every device of the user. A repeated transaction ID from the same device is a no-op.
+   * Messages for other servers are dropped until federation exists.
+   */
+  async send(
+    sender: { userId: string; deviceId: string },
+    txnId: string,
+    type: string,
+    messages: Record<string, Record<string, Record<string, unknown>>>,
+  ): Promise<void> {
+    const targets: { userId: string; deviceId: string; content: string }[] = [];
+    for (const [userId, byDevice] of Object.entries(messages)) {
+      if (!this.users.isLocal(userId)) continue;
+      const devices = (await this.users.listDevices(userId)).map((d) => d.device_id);
+      const contents = new Map<string, Record<string, unknown>>();
+      // A message for a named device wins over the same device reached through `*`.
+      if (byDevice['*'] !== undefined) for (const deviceId of devices) contents.set(deviceId, byDevice['*']);
+      for (const [deviceId, content] of Object.entries(byDevice)) {
+        if (deviceId !== '*' && devices.includes(deviceId)) contents.set(deviceId, content);
+      }
+      for (const [deviceId, content] of contents) targets.push({ userId, deviceId, content: JSON.stringify(content) });
+    }
+    const position = await this.db.transaction((tx) => {
+      const seen = tx.get('SELECT 1 FROM to_device_txns WHERE user_id = ? AND device_id = ? AND txn_id = ?', [sender.userId, sender.deviceId, txnId]);
+      if (seen) return undefined;
+      tx.run('INSERT INTO to_device_txns (user_id, device_id, txn_id) VALUES (?, ?, ?)', [sender.userId, sender.deviceId, txnId]);
+      if (targets.length === 0) return undefined;
+      const position = nextStreamId(tx);
+      for (const t of targets) {
+        tx.run('INSERT INTO to_device_messages (user_id, device_id, stream_id, sender, type, content) VALUES (?, ?, ?, ?, ?, ?)', [
+          t.userId, t.deviceId, position, sender.userId, type, t.content,
+        ]);
+      }
+      return position;
+    });
+    if (position !== undefined) this.notify({ position, userIds: [...new Set(targets.map((t) => t.userId))] });
+  }
+
+  /**
+   * The messages a /sync from `since` up to `upTo` carries: those stored by `upTo` that no
+   * response up to `since` carried. They are marked as carried by this response.
+   *
+   * When more wait than one response may carry, the stream is advanced by one position,
+   * so the next response has a later next_batch than this one: an acknowledgement of
+   * this response's position then never covers messages only a later response carried.
+   */
+  async deliver(userId: string, deviceId: string, since: number, upTo: number): Promise<ToDeviceEvent[]> {
+    const rows = await this.db.all<{ id: number; sender: string; type: string; content: string }>(
+      `SELECT id, sender, type, content FROM to_device_messages
+       WHERE user_id = ? AND device_id = ? AND stream_id <= ? AND (delivered_at IS NULL OR delivered_at > ?)
+       ORDER BY id LIMIT ?`,
+      [userId, deviceId, upTo, since, MAX_TO_DEVICE_PER_SYNC + 1],
+    );
+    if (rows.length === 0) return [];
+    const more = rows.length > MAX_TO_DEVICE_PER_SYNC;
+    const carried = rows.slice(0, MAX_TO_DEVICE_PER_SYNC);
+    await this.db.transaction((tx) => {
+      for (const row of carried) tx.run('UPDATE to_device_messages SET delivered_at = ? WHERE id = ?', [upTo, row.id]);
+      if (more) nextStreamId(tx);
+    });
+    return carried.map((r) => ({ sender: r.sender, type: r.type, content: JSON.parse(r.content) as Record<string, unknown> }));
+  }
+
+  /** Deletes the messages that responses up to `since` carried: the client has them. */
+  async acknowledge(userId: string, deviceId: string, since: number): Promise<void> {
+    const sql = 'FROM to_device_messages WHERE user_id = ? AND device_id = ? AND delivered_at IS NOT NULL AND delivered_at <= ?';
+    const params = [userId, deviceId, since];
+    if (!(await this.db.get(`SELECT 1 ${sql} LIMIT 1`, params))) return;
+    await this.db.transaction((tx) => tx.run(`DELETE ${sql}`, params));
+  }
+
+  /** How many messages wait for a device (for tests and diagnostics). */
+  async pending(userId: string, deviceId: string): Promise<number> {
+    return (await this.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM to_device_messages WHERE user_id = ? AND device_id = ?', [userId, deviceId]))!.n;
+  }
+}

@@ -5,6 +5,8 @@ import { UserInteractiveAuth } from './client/uia.ts';
 import { defaultEd25519Backend, type Ed25519Backend } from './crypto/ed25519.ts';
 import { HEARTH_KEY_ID, publicKeyFromServerName, serverNameFromPublicKey } from './crypto/identity.ts';
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
+import { Keys } from './keys/keys.ts';
+import { keysSchema } from './keys/schema.ts';
 import { roomsSchema } from './rooms/schema.ts';
 import { Rooms } from './rooms/rooms.ts';
 import type { ComponentSchema, Database } from './storage/database.ts';
@@ -15,7 +17,7 @@ import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema];
 
 export interface HomeserverOptions {
   /** The database, opened by the host (with durable persistence) using homeserverSchemas. */
@@ -72,6 +74,9 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     resolveVerifyKey: async (server, keyId) => (keyId === HEARTH_KEY_ID ? publicKeyFromServerName(server) : undefined),
   });
   sync = new Sync(db, rooms, users, now);
+  const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log });
+  users.addDeviceListener(keys);
+  sync.addExtension(keys);
 
   const services: ClientServices = {
     config: {
@@ -81,6 +86,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     users,
     rooms,
     sync,
+    keys,
     uia: new UserInteractiveAuth(random, now),
     rateLimiter: options.rateLimits === false ? undefined : new RateLimiter(options.rateLimits ?? DEFAULT_RATE_LIMITS, now),
     random,

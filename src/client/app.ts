@@ -3,11 +3,13 @@ import { cors } from 'hono/cors';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { CanonicalJsonError } from '../crypto/canonical-json.ts';
 import { UnsupportedRoomVersionError } from '../events/room-versions.ts';
+import { KeysError } from '../keys/errors.ts';
 import { RoomError } from '../rooms/errors.ts';
 import { TokenError } from '../sync/token.ts';
 import type { Env } from './context.ts';
 import { MatrixError, unrecognized } from './errors.ts';
 import { accountRoutes } from './routes/account.ts';
+import { keysRoutes } from './routes/keys.ts';
 import { knownPathOtherMethod } from './routes/route.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { syncRoutes } from './routes/sync.ts';
@@ -30,6 +32,7 @@ export function toMatrixError(error: unknown): MatrixError {
         return new MatrixError(400, 'M_BAD_JSON', error.message);
     }
   }
+  if (error instanceof KeysError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
   if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
   if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);
   if (error instanceof TokenError) return new MatrixError(400, 'M_INVALID_PARAM', error.message);
@@ -70,6 +73,7 @@ export function createClientApp(services: ClientServices, log: (message: string,
   accountRoutes(app);
   roomRoutes(app);
   syncRoutes(app);
+  keysRoutes(app);
   app.notFound((c) =>
     errorResponse(
       knownPathOtherMethod(app, c.req.method, new URL(c.req.url).pathname)

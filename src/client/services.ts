@@ -1,4 +1,5 @@
 import type { RandomBytes } from '../crypto/random.ts';
+import type { Keys } from '../keys/keys.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
@@ -18,6 +19,7 @@ export interface ClientServices {
   users: Users;
   rooms: Rooms;
   sync: Sync;
+  keys: Keys;
   uia: UserInteractiveAuth;
   rateLimiter: RateLimiter | undefined;
   random: RandomBytes;

@@ -37,7 +37,7 @@ const registerSchema = z
   })
   .loose();
 
-const passwordAuthFlows = [{ stages: ['m.login.password'] }];
+export const passwordAuthFlows = [{ stages: ['m.login.password'] }];
 
 /** Resolves a login identifier (m.id.user with a localpart or full ID) to a local user ID. */
 function userIdFrom(c: Ctx, identifier: { type: string; user?: string } | undefined, legacyUser: string | undefined): string {
@@ -49,7 +49,7 @@ function userIdFrom(c: Ctx, identifier: { type: string; user?: string } | undefi
 }
 
 /** A UIA stage check for m.login.password that must authenticate `userId` itself. */
-function passwordStage(c: Ctx, userId: string) {
+export function passwordStage(c: Ctx, userId: string) {
   return async (stage: string, auth: Record<string, unknown>): Promise<boolean> => {
     if (stage !== 'm.login.password') return false;
     const parsed = z.object({ identifier: identifierSchema.optional(), user: z.string().optional(), password: z.string() }).safeParse(auth);

@@ -134,6 +134,7 @@ export class Sync {
         }
         if (!(await listener.changed)) {
           // Timed out with nothing new: answer with the same position.
+          for (const extension of this.extensions) await extension.acknowledge?.(request.userId, request.deviceId, since.stream);
           return response;
         }
       } finally {

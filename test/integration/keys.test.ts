@@ -451,6 +451,17 @@ describe('PUT /sendToDevice', () => {
     expect((await sync(bob, bobToken)).to_device.events).toEqual([]);
   });
 
+  it('a long-poll that times out still acknowledges', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    await send(alice, 'm.test', 'a1', { messages: { [bob.userId]: { [bob.deviceId]: { n: 1 } } } });
+    const first = await sync(bob);
+    expect(first.to_device.events).toHaveLength(1);
+    const idle = await sync(bob, first.next_batch, 300);
+    expect(idle.to_device.events).toEqual([]);
+    expect(await server.homeserver.services.keys.toDevice.pending(bob.userId, bob.deviceId)).toBe(0);
+  });
+
   it('wakes the recipient’s waiting /sync', async () => {
     const alice = await newUser('alice');
     const bob = await newUser('bob');

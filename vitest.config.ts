@@ -18,6 +18,8 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          // matrix-js-sdk logs to the console directly; show it only for failing tests.
+          silent: 'passed-only',
           environment: 'node',
           setupFiles,
           testTimeout: 60_000,

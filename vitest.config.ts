@@ -5,6 +5,8 @@ const setupFiles = ['./src/node/polyfills.ts'];
 export default defineConfig({
   test: {
     reporters: ['default'],
+    // matrix-js-sdk logs to the console directly; show output only for failing tests.
+    silent: 'passed-only',
     projects: [
       {
         test: {
@@ -18,8 +20,6 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          // matrix-js-sdk logs to the console directly; show it only for failing tests.
-          silent: 'passed-only',
           environment: 'node',
           setupFiles,
           testTimeout: 60_000,

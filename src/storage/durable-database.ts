@@ -1,0 +1,305 @@
+import type { SqlJsStatic } from 'sql.js';
+import { crc32 } from './crc32.ts';
+import type { ComponentSchema, Database, Row, SqlParams, WriteTransaction } from './database.ts';
+import { StorageError } from './errors.ts';
+import { applyMigrations } from './migrations.ts';
+import type { LogEntry, Persistence } from './persistence.ts';
+import { encodeLogEntry, verifyLogEntry } from './redo-log.ts';
+import { SqlJsDriver, type CommitSink } from './sqljs-database.ts';
+
+/**
+ * When to fold the redo log into a new snapshot. A snapshot costs time
+ * proportional to the database (export + store: about 50 ms per MB in Chromium),
+ * so it is taken once the log reaches a fixed fraction of the image: the
+ * snapshot cost per committed byte then stays flat as the database grows. The
+ * log is capped so start-up replay stays short. See README.md for the figures
+ * behind the defaults.
+ */
+export interface SnapshotPolicy {
+  /** Never snapshot for less log than this. */
+  minLogBytes: number;
+  /** Snapshot once the log reaches this fraction of the image size… */
+  logToImageRatio: number;
+  /** …but always once it reaches this much (bounds replay at start-up). */
+  maxLogBytes: number;
+  /** After this long without a write… */
+  idleMs: number;
+  /** …snapshot if the log holds at least this much. */
+  idleMinLogBytes: number;
+}
+
+export const DEFAULT_SNAPSHOT_POLICY: SnapshotPolicy = {
+  minLogBytes: 1 << 20,
+  logToImageRatio: 0.25,
+  maxLogBytes: 16 << 20,
+  idleMs: 30_000,
+  idleMinLogBytes: 256 << 10,
+};
+
+export interface OpenDurableOptions {
+  sqlJs: SqlJsStatic;
+  /** Taken over: closed by close(), or at once if opening fails. */
+  persistence: Persistence;
+  schemas: ComponentSchema[];
+  /** Time source for the migrations table (default Date.now). */
+  now?: () => number;
+  snapshotPolicy?: Partial<SnapshotPolicy>;
+  /** Start-up check: 'quick' (default) PRAGMA quick_check, 'full' PRAGMA integrity_check. */
+  integrityCheck?: 'quick' | 'full' | 'none';
+  /** Background snapshot failures (writes are unaffected: the log keeps everything). Default: console.warn. */
+  onBackgroundError?: (error: unknown) => void;
+}
+
+export interface DurableStats {
+  /** seq of the newest durable log entry (0 when none yet). */
+  lastSeq: number;
+  /** seq the newest snapshot covers. */
+  snapshotSeq: number;
+  /** Log entries and bytes not yet covered by a snapshot. */
+  logEntries: number;
+  logBytes: number;
+  /** Image size at the last snapshot or open. */
+  imageBytes: number;
+  snapshotsTaken: number;
+  /** At open: entries replayed, and torn or damaged tail entries discarded. */
+  replayedAtOpen: number;
+  discardedAtOpen: number;
+}
+
+function corrupt(message: string): StorageError {
+  return new StorageError('corrupt', message);
+}
+
+/**
+ * A sql.js database made durable through a redo log and snapshots, on any
+ * Persistence backend. Every write transaction's promise resolves only after
+ * its redo record is durable; if persisting fails it rejects with StorageError
+ * and the in-memory database is rolled back to match what is stored.
+ */
+export class DurableDatabase implements Database, CommitSink {
+  private readonly policy: SnapshotPolicy;
+  private lastSeq: number;
+  private snapshotSeq: number;
+  private logEntries: number;
+  private logBytes: number;
+  private imageBytes: number;
+  private snapshotsTaken = 0;
+  private snapshotRunning: Promise<void> | null = null;
+  /** After a failed snapshot, wait for this much log before trying again. */
+  private snapshotRetryAtBytes = 0;
+  private idleTimer: ReturnType<typeof setTimeout> | undefined;
+  private closePromise: Promise<void> | null = null;
+  private readonly replayedAtOpen: number;
+  private readonly discardedAtOpen: number;
+
+  constructor(
+    private readonly driver: SqlJsDriver,
+    private readonly persistence: Persistence,
+    state: { lastSeq: number; snapshotSeq: number; logEntries: number; logBytes: number; imageBytes: number; replayed: number; discarded: number },
+    policy: Partial<SnapshotPolicy> | undefined,
+    private readonly onBackgroundError: (error: unknown) => void,
+  ) {
+    this.policy = { ...DEFAULT_SNAPSHOT_POLICY, ...policy };
+    this.lastSeq = state.lastSeq;
+    this.snapshotSeq = state.snapshotSeq;
+    this.logEntries = state.logEntries;
+    this.logBytes = state.logBytes;
+    this.imageBytes = state.imageBytes;
+    this.replayedAtOpen = state.replayed;
+    this.discardedAtOpen = state.discarded;
+    driver.setCommitSink(this);
+  }
+
+  get<T extends Row = Row>(sql: string, params?: SqlParams): Promise<T | undefined> {
+    return this.driver.get<T>(sql, params);
+  }
+
+  all<T extends Row = Row>(sql: string, params?: SqlParams): Promise<T[]> {
+    return this.driver.all<T>(sql, params);
+  }
+
+  transaction<T>(fn: (tx: WriteTransaction) => T): Promise<T> {
+    return this.driver.transaction(fn);
+  }
+
+  /** CommitSink: called by the driver with the write group's transaction still open. */
+  async persist(redoPayload: Uint8Array): Promise<void> {
+    const seq = this.lastSeq + 1;
+    const bytes = encodeLogEntry(seq, redoPayload);
+    await this.persistence.append({ seq, bytes });
+    this.lastSeq = seq;
+    this.logEntries++;
+    this.logBytes += bytes.length;
+    this.afterAppend();
+  }
+
+  stats(): DurableStats {
+    return {
+      lastSeq: this.lastSeq,
+      snapshotSeq: this.snapshotSeq,
+      logEntries: this.logEntries,
+      logBytes: this.logBytes,
+      imageBytes: this.imageBytes,
+      snapshotsTaken: this.snapshotsTaken,
+      replayedAtOpen: this.replayedAtOpen,
+      discardedAtOpen: this.discardedAtOpen,
+    };
+  }
+
+  private snapshotThreshold(): number {
+    const { minLogBytes, logToImageRatio, maxLogBytes } = this.policy;
+    return Math.max(minLogBytes, Math.min(maxLogBytes, logToImageRatio * this.imageBytes));
+  }
+
+  private afterAppend(): void {
+    if (this.closePromise) return;
+    if (this.logBytes >= this.snapshotThreshold() && this.logBytes >= this.snapshotRetryAtBytes) this.startBackgroundSnapshot();
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      if (this.logBytes >= this.policy.idleMinLogBytes) this.startBackgroundSnapshot();
+    }, this.policy.idleMs);
+    // Under Node an idle timer must not keep the process alive.
+    (this.idleTimer as { unref?: () => void }).unref?.();
+  }
+
+  private startBackgroundSnapshot(): void {
+    if (this.snapshotRunning || this.closePromise) return;
+    void this.snapshot().catch((error: unknown) => {
+      this.snapshotRetryAtBytes = this.logBytes + this.policy.minLogBytes;
+      this.onBackgroundError(error);
+    });
+  }
+
+  /**
+   * Folds the log into a new snapshot now and waits for it. Writes keep going
+   * meanwhile; only export() itself (synchronous, ~15 ms per MB) holds them up.
+   */
+  snapshot(): Promise<void> {
+    if (this.snapshotRunning) return this.snapshotRunning.then(() => this.snapshot());
+    const running = this.takeSnapshot().finally(() => {
+      this.snapshotRunning = null;
+    });
+    this.snapshotRunning = running;
+    return running;
+  }
+
+  private async takeSnapshot(): Promise<void> {
+    const taken = await this.driver.exclusive(() => {
+      if (this.lastSeq === this.snapshotSeq) return null;
+      // export() throws inside a transaction (none is open between write groups).
+      this.driver.freeStatements();
+      return { image: this.driver.db.export(), coversSeq: this.lastSeq, logEntries: this.logEntries, logBytes: this.logBytes };
+    });
+    if (!taken) return;
+    const { image, coversSeq } = taken;
+    await this.persistence.writeSnapshot({ coversSeq, image, checksum: crc32(image) });
+    this.snapshotSeq = coversSeq;
+    this.imageBytes = image.length;
+    this.logEntries -= taken.logEntries;
+    this.logBytes -= taken.logBytes;
+    this.snapshotsTaken++;
+    this.snapshotRetryAtBytes = 0;
+    // If this fails the covered entries stay and are skipped at the next open.
+    await this.persistence.dropLogThrough(coversSeq);
+  }
+
+  /** Waits for queued writes and any snapshot under way, then closes the database and its persistence. */
+  close(): Promise<void> {
+    this.closePromise ??= (async () => {
+      clearTimeout(this.idleTimer);
+      await this.driver.close();
+      await this.snapshotRunning?.catch(() => undefined);
+      await this.persistence.close();
+    })();
+    return this.closePromise;
+  }
+}
+
+interface ReplayResult {
+  lastSeq: number;
+  logEntries: number;
+  logBytes: number;
+  replayed: number;
+  /** Index of the first torn or damaged entry, if any. */
+  cutAt: number | undefined;
+}
+
+/**
+ * Replays the log entries after the snapshot, in order. The first entry that
+ * fails its checksum ends the log: a crash tore it mid-append, so it was never
+ * acknowledged. An intact entry after a damaged one means real damage, not a
+ * crash, and dropping it would lose acknowledged writes: that refuses to open.
+ */
+function replayLog(driver: SqlJsDriver, log: LogEntry[], snapshotSeq: number): ReplayResult {
+  const result: ReplayResult = { lastSeq: snapshotSeq, logEntries: 0, logBytes: 0, replayed: 0, cutAt: undefined };
+  for (let i = 0; i < log.length; i++) {
+    const entry = log[i]!;
+    const payload = verifyLogEntry(entry.seq, entry.bytes);
+    if (!payload) {
+      const intactLater = log.slice(i + 1).find((later) => later.seq > snapshotSeq && verifyLogEntry(later.seq, later.bytes));
+      if (intactLater) {
+        throw corrupt(`redo log entry ${entry.seq} is damaged but entry ${intactLater.seq} after it is intact; refusing to drop acknowledged writes`);
+      }
+      result.cutAt = i;
+      break;
+    }
+    if (entry.seq <= snapshotSeq) continue; // covered by the snapshot; left by an interrupted log drop
+    if (entry.seq !== result.lastSeq + 1) throw corrupt(`redo log entry ${entry.seq} follows ${result.lastSeq}: entries are missing`);
+    driver.replay(payload, entry.seq);
+    result.lastSeq = entry.seq;
+    result.logEntries++;
+    result.logBytes += entry.bytes.length;
+    result.replayed++;
+  }
+  return result;
+}
+
+function checkIntegrity(driver: SqlJsDriver, mode: 'quick' | 'full'): void {
+  const rows = driver.allSync<{ check: string }>(`SELECT * FROM pragma_${mode === 'full' ? 'integrity' : 'quick'}_check AS "check"`);
+  const problems = rows.map((row) => Object.values(row)[0]).filter((value) => value !== 'ok');
+  if (problems.length > 0) throw corrupt(`the database failed its integrity check: ${problems.slice(0, 5).join('; ')}`);
+}
+
+/**
+ * Opens a durable database: loads the newest complete snapshot, verifies and
+ * replays the log after it, discards a torn tail, checks integrity, then
+ * applies pending migrations through the durable write path.
+ */
+export async function openDurableDatabase(options: OpenDurableOptions): Promise<DurableDatabase> {
+  const { persistence } = options;
+  let driver: SqlJsDriver | undefined;
+  let database: DurableDatabase | undefined;
+  try {
+    const stored = await persistence.load();
+    const snapshot = stored.snapshot;
+    if (snapshot && crc32(snapshot.image) !== snapshot.checksum) {
+      throw corrupt(`the snapshot covering redo entry ${snapshot.coversSeq} fails its checksum`);
+    }
+    const snapshotSeq = snapshot?.coversSeq ?? 0;
+    driver = new SqlJsDriver(new options.sqlJs.Database(snapshot?.image ?? null));
+    const replay = replayLog(driver, stored.log, snapshotSeq);
+    const discarded = replay.cutAt === undefined ? 0 : stored.log.length - replay.cutAt;
+    if (replay.cutAt !== undefined) await persistence.discardLogFrom(replay.cutAt);
+    if (options.integrityCheck !== 'none') checkIntegrity(driver, options.integrityCheck ?? 'quick');
+    const pageBytes = driver.getSync<{ bytes: number }>('SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size')?.bytes ?? 0;
+
+    database = new DurableDatabase(
+      driver,
+      persistence,
+      { ...replay, snapshotSeq, imageBytes: pageBytes, discarded },
+      options.snapshotPolicy,
+      options.onBackgroundError ?? ((error) => console.warn('hearth storage: background snapshot failed', error)),
+    );
+    const now = options.now ?? Date.now;
+    await database.transaction((tx) => applyMigrations(tx, options.schemas, now()));
+    return database;
+  } catch (error) {
+    if (database) {
+      await database.close().catch(() => undefined);
+    } else {
+      await driver?.close().catch(() => undefined);
+      await persistence.close().catch(() => undefined);
+    }
+    throw error;
+  }
+}

@@ -200,12 +200,12 @@ describe('sql.js driver write pipeline', () => {
     await settle();
     const { payload } = sink.pending[0]!;
     const replica = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [schema] });
-    replica.replay(payload, 1);
+    replica.replay([{ payload, seq: 1 }]);
     expect(await replica.all('SELECT id, name FROM items ORDER BY id')).toEqual([{ id: 1, name: 'one' }, { id: 2, name: 'two' }]);
     // A record that does not replay as it first ran is reported, not half-applied.
     const diverged = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [schema] });
     await diverged.transaction((tx) => tx.run('INSERT INTO items (name) VALUES (?)', ['two']));
-    expect(() => diverged.replay(payload, 1)).toThrow(/diverged/);
+    expect(() => diverged.replay([{ payload, seq: 1 }])).toThrow(/diverged/);
     expect(await diverged.all('SELECT name FROM items')).toEqual([{ name: 'two' }]);
   });
 });

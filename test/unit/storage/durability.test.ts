@@ -285,6 +285,30 @@ describe.each(backends)('durable database on $name', (kind) => {
     expect(await again.db.all("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'items_by_colour'")).toHaveLength(1);
   });
 
+  it('mirrors at replay a transaction that failed at COMMIT (deferred constraint) after its record was stored', async () => {
+    const deferred: ComponentSchema = {
+      component: 'deferred',
+      migrations: [{
+        version: 1,
+        description: 'parent and child, deferred foreign key',
+        up: (tx) => {
+          tx.run('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
+          tx.run('CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
+        },
+      }],
+    };
+    const first = await openDb({ schemas: [itemsV1, deferred] });
+    await insert(first.db, 'before');
+    await expect(first.db.transaction((tx) => tx.run('INSERT INTO child (parent_id) VALUES (42)'))).rejects.toThrow(/FOREIGN KEY/);
+    await insert(first.db, 'after');
+    expect(await first.db.all('SELECT * FROM child')).toEqual([]);
+    await close(first);
+
+    const second = await openDb({ schemas: [itemsV1, deferred] });
+    expect(await names(second.db)).toEqual(['before', 'after']);
+    expect(await second.db.all('SELECT * FROM child')).toEqual([]);
+  });
+
   it('refuses a second opener while the first is open', async () => {
     const first = await openDb();
     await expect(fixture.open()).rejects.toMatchObject({ name: 'StorageError', code: 'locked' });

@@ -54,6 +54,21 @@ describe('IndexedDB persistence', () => {
     expect(await chunkKeys(factory, 'orphans')).toEqual([[1, 0], [1, 1], [1, 2]]);
   });
 
+  it('removes the chunks of a snapshot that failed part-way', async () => {
+    const factory = new IDBFactory();
+    let chunkTransactions = 0;
+    const hooks: PersistenceHooks = {
+      at(step) {
+        if (step === 'snapshot:partial' && ++chunkTransactions === 2) throw new DOMException('full', 'QuotaExceededError');
+      },
+    };
+    const persistence = await openIndexedDbPersistence({ name: 'full', indexedDB: factory, locks: null, chunkBytes: 4, chunksPerTransaction: 1, hooks });
+    await persistence.load();
+    await expect(persistence.writeSnapshot({ coversSeq: 5, image: new Uint8Array(12), checksum: 0 })).rejects.toMatchObject({ code: 'quota_exceeded' });
+    await persistence.close();
+    expect(await chunkKeys(factory, 'full')).toEqual([]);
+  });
+
   it('fails writes with io_error once another context deletes the database', async () => {
     const factory = new IDBFactory();
     const persistence = await openIndexedDbPersistence({ name: 'deleted', indexedDB: factory, locks: null });

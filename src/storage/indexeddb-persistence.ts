@@ -219,9 +219,17 @@ class IndexedDbPersistence implements Persistence {
         tx.done,
       ]);
     } catch (error) {
+      // Give back the space the partial snapshot took (a full disk is the likely cause).
+      await this.deleteChunks(coversSeq).catch(() => undefined);
       throw toStorageError(error, 'writing a snapshot');
     }
     await runHook(this.hooks, 'snapshot:durable');
+  }
+
+  private async deleteChunks(coversSeq: number): Promise<void> {
+    if (this.unusable) return;
+    const tx = this.db.transaction('chunks', 'readwrite');
+    await Promise.all([tx.store.delete(keyRange().bound([coversSeq], [coversSeq, Infinity])), tx.done]);
   }
 
   async dropLogThrough(throughSeq: number): Promise<void> {

@@ -122,84 +122,110 @@ export interface SizeResult {
 }
 
 export interface BenchTarget {
-  /** A fresh, empty persistence (the same one each call after the first: reopen). */
-  persistence(): Promise<Persistence>;
+  /** The store called `name`: empty after reset(name), then reopened as it was left. */
+  persistence(name: string): Promise<Persistence>;
+  reset(name: string): Promise<void>;
   /** The naive store: persist a whole image durably. */
   persistWhole(image: Uint8Array): Promise<void>;
-  /** Called between sizes. */
-  reset(): Promise<void>;
 }
 
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
+const noAutomaticSnapshots = { minLogBytes: Number.MAX_SAFE_INTEGER, idleMinLogBytes: Number.MAX_SAFE_INTEGER };
 
-export async function benchSize(sqlJs: SqlJsStatic, target: BenchTarget, targetMB: number, options: { commits: number; naiveCommits: number; built?: { image: Uint8Array; events: number } }): Promise<SizeResult> {
-  const { image, events } = options.built ?? (await buildImage(sqlJs, targetMB * 1024 * 1024));
-  await target.reset();
+export interface SizesOptions {
+  commits: number;
+  naiveCommits: (mb: number) => number;
+  /** Images built beforehand (Node builds them once for both backends). */
+  built?: Map<number, { image: Uint8Array; events: number }>;
+}
 
-  // Seed the store with the image as its first snapshot, as if the database had grown to this size.
-  const seed = await target.persistence();
-  await seed.load();
-  await seed.writeSnapshot({ coversSeq: 0, image, checksum: crc32(image) });
-  await seed.close();
-
-  const openStart = performance.now();
-  const db: DurableDatabase = await openDurableDatabase({ sqlJs, persistence: await target.persistence(), schemas: [eventsSchema], snapshotPolicy: { minLogBytes: Number.MAX_SAFE_INTEGER, idleMinLogBytes: Number.MAX_SAFE_INTEGER } });
-  const openMs = performance.now() - openStart;
-  const openTimings = db.stats().openTimings;
-
-  await timeCommits(db, events, 20); // warm-up
-  const samples = await timeCommits(db, events + 20, options.commits);
-  const recordBytes = db.stats().logBytes / db.stats().logEntries;
-  const groupedPerSecond = await groupedThroughput(db, events + 20 + options.commits, options.commits, 16);
-
-  // What a snapshot of this database costs, step by step.
-  await db.snapshot();
-  const snapshot = db.stats().lastSnapshot!;
-  await db.close();
-
-  // The naive store: after each commit, export the whole image and persist it.
-  const naive = await openSqlJsDatabase({ sqlJs, schemas: [eventsSchema], image });
-  const naiveSamples: number[] = [];
-  const exportSamples: number[] = [];
-  for (let k = 0; k < options.naiveCommits; k++) {
-    await yieldToEventLoop();
+/**
+ * Opens one durable database per size, all at once, and times commits in
+ * interleaved rounds across them, so JIT warm-up and other load on the machine
+ * fall on every size alike rather than on whichever ran first.
+ */
+export async function benchSizes(sqlJs: SqlJsStatic, target: BenchTarget, sizesMB: number[], options: SizesOptions): Promise<SizeResult[]> {
+  const opened: Array<{ mb: number; image: Uint8Array; events: number; db: DurableDatabase; openMs: number; samples: number[]; next: number }> = [];
+  for (const mb of sizesMB) {
+    const { image, events } = options.built?.get(mb) ?? (await buildImage(sqlJs, mb * 1024 * 1024));
+    const name = `bench-${mb}`;
+    await target.reset(name);
+    // Seed the store with the image as its first snapshot, as if the database had grown to this size.
+    const seed = await target.persistence(name);
+    await seed.load();
+    await seed.writeSnapshot({ coversSeq: 0, image, checksum: crc32(image) });
+    await seed.close();
     const start = performance.now();
-    await naive.transaction((tx) => insertEvent(tx, events + 10_000_000 + k));
-    naive.freeStatements();
-    const whole = naive.db.export();
-    const exported = performance.now();
-    await target.persistWhole(whole);
-    naiveSamples.push(performance.now() - start);
-    exportSamples.push(exported - start);
+    const db = await openDurableDatabase({ sqlJs, persistence: await target.persistence(name), schemas: [eventsSchema], snapshotPolicy: noAutomaticSnapshots });
+    const openMs = performance.now() - start;
+    await timeCommits(db, events, 20); // warm-up
+    opened.push({ mb, image, events, db, openMs, samples: [], next: events + 20 });
   }
-  await naive.close();
-  const naiveMean = naiveSamples.reduce((a, b) => a + b, 0) / naiveSamples.length;
-  const naiveExport = exportSamples.reduce((a, b) => a + b, 0) / exportSamples.length;
 
-  return {
-    targetMB,
-    imageBytes: image.length,
-    commit: summarise(samples),
-    groupedPerSecond,
-    recordBytes,
-    naive: { mean: naiveMean, exportMs: naiveExport, persistMs: naiveMean - naiveExport },
-    snapshotMs: { export: snapshot.exportMs, checksum: snapshot.checksumMs, store: snapshot.storeMs },
-    openMs,
-    openTimings,
-  };
+  const roundSize = 25;
+  for (let done = 0; done < options.commits; done += roundSize) {
+    for (const size of opened) {
+      size.samples.push(...(await timeCommits(size.db, size.next, roundSize)));
+      size.next += roundSize;
+    }
+  }
+
+  const results: SizeResult[] = [];
+  for (const size of opened) {
+    const { db, image, events } = size;
+    const stats = db.stats();
+    const recordBytes = stats.logBytes / stats.logEntries;
+    const openTimings = stats.openTimings;
+    const groupedPerSecond = await groupedThroughput(db, size.next, options.commits, 16);
+    await db.snapshot();
+    const snapshot = db.stats().lastSnapshot!;
+    await db.close();
+
+    // The naive store: after each commit, export the whole image and persist it.
+    const naive = await openSqlJsDatabase({ sqlJs, schemas: [eventsSchema], image });
+    const naiveSamples: number[] = [];
+    const exportSamples: number[] = [];
+    for (let k = 0; k < options.naiveCommits(size.mb); k++) {
+      await yieldToEventLoop();
+      const start = performance.now();
+      await naive.transaction((tx) => insertEvent(tx, events + 10_000_000 + k));
+      naive.freeStatements();
+      const whole = naive.db.export();
+      const exported = performance.now();
+      await target.persistWhole(whole);
+      naiveSamples.push(performance.now() - start);
+      exportSamples.push(exported - start);
+    }
+    await naive.close();
+    const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+    results.push({
+      targetMB: size.mb,
+      imageBytes: image.length,
+      commit: summarise(size.samples),
+      groupedPerSecond,
+      recordBytes,
+      naive: { mean: mean(naiveSamples), exportMs: mean(exportSamples), persistMs: mean(naiveSamples) - mean(exportSamples) },
+      snapshotMs: { export: snapshot.exportMs, checksum: snapshot.checksumMs, store: snapshot.storeMs },
+      openMs: size.openMs,
+      openTimings,
+    });
+    await target.reset(`bench-${size.mb}`);
+  }
+  return results;
 }
 
 /** Start-up replay speed: reopen a small database with `entries` log entries after its snapshot. */
 export async function benchReplay(sqlJs: SqlJsStatic, target: BenchTarget, entries: number): Promise<{ entries: number; logBytes: number; replayMs: number; loadMs: number }> {
-  await target.reset();
-  const policy = { minLogBytes: Number.MAX_SAFE_INTEGER, idleMinLogBytes: Number.MAX_SAFE_INTEGER };
-  const first = await openDurableDatabase({ sqlJs, persistence: await target.persistence(), schemas: [eventsSchema], snapshotPolicy: policy });
+  const name = 'bench-replay';
+  await target.reset(name);
+  const first = await openDurableDatabase({ sqlJs, persistence: await target.persistence(name), schemas: [eventsSchema], snapshotPolicy: noAutomaticSnapshots });
   await first.snapshot();
   await groupedThroughput(first, 0, entries, 1);
   const logBytes = first.stats().logBytes;
   await first.close();
-  const second = await openDurableDatabase({ sqlJs, persistence: await target.persistence(), schemas: [eventsSchema], snapshotPolicy: policy });
+  const second = await openDurableDatabase({ sqlJs, persistence: await target.persistence(name), schemas: [eventsSchema], snapshotPolicy: noAutomaticSnapshots });
   const { replayMs, loadMs } = second.stats().openTimings;
   await second.close();
+  await target.reset(name);
   return { entries, logBytes, replayMs, loadMs };
 }

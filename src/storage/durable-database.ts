@@ -9,12 +9,12 @@ import { SqlJsDriver, type CommitSink } from './sqljs-database.ts';
 
 /**
  * When to fold the redo log into a new snapshot. A snapshot costs time
- * proportional to the database (Chromium: ~30 ms per MB, of which export, ~6 ms
- * per MB, blocks the thread), so it is taken once the log reaches a fixed
+ * proportional to the database (Chromium, 100 MB: 0.8-2.4 s, of which export(),
+ * 0.15-0.4 s, blocks the thread), so it is taken once the log reaches a fixed
  * fraction of the image: the snapshot cost per committed byte then stays flat
- * as the database grows. Start-up pays for the log instead (Chromium: ~130 ms
- * per MB to load and replay), so the log is capped: 8 MB keeps a cold start
- * within about a second of loading the snapshot. See README.md for the figures.
+ * as the database grows. Start-up pays for the log instead (Chromium: ~85 ms per
+ * MB to load and replay it, twice that on a busy machine), so the log is capped
+ * at 8 MB: under a second of replay. See README.md for the figures.
  */
 export interface SnapshotPolicy {
   /** Never snapshot for less log than this. */
@@ -81,7 +81,7 @@ function corrupt(message: string): StorageError {
  * its redo record is durable; if persisting fails it rejects with StorageError
  * and the in-memory database is rolled back to match what is stored.
  */
-export class DurableDatabase implements Database, CommitSink {
+export class DurableDatabase implements Database {
   private readonly policy: SnapshotPolicy;
   private lastSeq: number;
   private snapshotSeq: number;
@@ -124,7 +124,8 @@ export class DurableDatabase implements Database, CommitSink {
     this.replayedAtOpen = state.replayed;
     this.discardedAtOpen = state.discarded;
     this.openTimings = state.openTimings;
-    driver.setCommitSink(this);
+    const sink: CommitSink = { persist: (redoPayload) => this.persist(redoPayload) };
+    driver.setCommitSink(sink);
   }
 
   get<T extends Row = Row>(sql: string, params?: SqlParams): Promise<T | undefined> {
@@ -139,8 +140,8 @@ export class DurableDatabase implements Database, CommitSink {
     return this.driver.transaction(fn);
   }
 
-  /** CommitSink: called by the driver with the write group's transaction still open. */
-  async persist(redoPayload: Uint8Array): Promise<void> {
+  /** Called by the driver with the write group's transaction still open. */
+  private async persist(redoPayload: Uint8Array): Promise<void> {
     const seq = this.lastSeq + 1;
     const bytes = encodeLogEntry(seq, redoPayload);
     await this.persistence.append({ seq, bytes });

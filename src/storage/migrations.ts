@@ -5,7 +5,10 @@ import type { ComponentSchema, WriteTransaction } from './database.ts';
  * recorded, in order, inside the caller's transaction.
  */
 export function applyMigrations(tx: WriteTransaction, schemas: ComponentSchema[], now: number): void {
-  tx.run(`CREATE TABLE IF NOT EXISTS schema_migrations (
+  // Checked rather than CREATE … IF NOT EXISTS: every statement run is written to
+  // the redo log, and an open with nothing to migrate should append nothing.
+  const exists = tx.get("SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'");
+  if (!exists) tx.run(`CREATE TABLE schema_migrations (
     component TEXT NOT NULL,
     version INTEGER NOT NULL,
     description TEXT NOT NULL,

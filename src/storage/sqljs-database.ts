@@ -1,6 +1,8 @@
 import type { Database as SqlJsDatabase, SqlJsStatic, Statement } from 'sql.js';
 import type { ComponentSchema, Database, Row, RunResult, SqlParams, WriteTransaction } from './database.ts';
+import { StorageError, toStorageError } from './errors.ts';
 import { applyMigrations } from './migrations.ts';
+import { assertLoggable, decodeRedoPayload, RedoRecordWriter } from './redo-log.ts';
 
 export interface OpenSqlJsOptions {
   sqlJs: SqlJsStatic;
@@ -12,13 +14,54 @@ export interface OpenSqlJsOptions {
 }
 
 /**
- * The sql.js driver. sql.js is synchronous and single-connection, so write
- * transactions run one at a time and never await mid-way.
+ * Makes a group of write transactions durable. Called with the SQLite
+ * transaction still open, so that when it rejects the driver can roll back and
+ * memory keeps matching what is stored.
+ */
+export interface CommitSink {
+  persist(redoPayload: Uint8Array): Promise<void>;
+}
+
+type QueuedWrite = { kind: 'write'; fn: (tx: WriteTransaction) => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
+type QueuedTask = { kind: 'exclusive'; fn: () => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
+
+/** Write transactions queued behind an in-flight commit share the next one: one redo record, one durable append. */
+const MAX_GROUP = 64;
+/** Transaction control belongs to the driver: a stray COMMIT inside fn would break atomicity and the redo log. */
+const CONTROL_SQL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
+const PRAGMA_SQL = /^\s*PRAGMA\b/i;
+
+function isThenable(value: unknown): boolean {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+/**
+ * The sql.js driver. sql.js is synchronous and single-connection, so a write
+ * transaction runs to completion without awaiting, inside BEGIN; when a commit
+ * sink is attached the transaction stays open while its redo record is made
+ * durable and is rolled back if that fails.
+ *
+ * Ordering: writes run one group at a time, in the order they were called.
+ * Reads run at once, except while a write transaction is open: then they wait
+ * for that one commit (not for writes queued behind it) so they never see
+ * changes that may still roll back.
  */
 export class SqlJsDriver implements Database {
   private readonly statements = new Map<string, Statement>();
-  private writeQueue: Promise<unknown> = Promise.resolve();
+  private readonly controlStatements = new Map<string, Statement>();
+  private readonly queue: Array<QueuedWrite | QueuedTask> = [];
+  private readonly writer = new RedoRecordWriter();
+  private waitingReads: Array<() => void> = [];
+  private idleWaiters: Array<() => void> = [];
+  private sink: CommitSink | null = null;
+  private pumping = false;
+  /** From BEGIN to COMMIT/ROLLBACK, including while the redo record is being made durable. */
+  private writeOpen = false;
+  private closing = false;
+  private closePromise: Promise<void> | null = null;
   private closed = false;
+  /** Set when memory may no longer match what is stored; every later write fails with it. */
+  private failure: StorageError | null = null;
 
   constructor(readonly db: SqlJsDatabase) {
     // The image lives in Emscripten's in-memory FS and durability comes from our
@@ -27,18 +70,50 @@ export class SqlJsDriver implements Database {
     db.exec('PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; PRAGMA foreign_keys = ON');
   }
 
+  /** From now on every write group is recorded and handed to sink before it commits. */
+  setCommitSink(sink: CommitSink | null): void {
+    if (this.writeOpen) throw new Error('cannot change the commit sink while a write is open');
+    this.sink = sink;
+  }
+
   private prepare(sql: string): Statement {
     let statement = this.statements.get(sql);
     if (!statement) {
+      if (CONTROL_SQL.test(sql)) throw new TypeError(`transaction control is the driver's job; do not run "${sql.trim().split(/\s+/)[0]}" yourself`);
       statement = this.db.prepare(sql);
       this.statements.set(sql, statement);
     }
     return statement;
   }
 
+  private control(sql: string): void {
+    let statement = this.controlStatements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.controlStatements.set(sql, statement);
+    }
+    try {
+      statement.step();
+    } finally {
+      statement.reset();
+    }
+  }
+
   private bind(statement: Statement, params?: SqlParams): void {
     statement.reset();
     if (params) statement.bind(params as never);
+  }
+
+  /**
+   * Frees every cached prepared statement. Before export(): older sql.js
+   * versions close and reopen the connection there, which invalidates them; they
+   * are re-prepared lazily, for a few microseconds each.
+   */
+  freeStatements(): void {
+    for (const statement of this.statements.values()) statement.free();
+    for (const statement of this.controlStatements.values()) statement.free();
+    this.statements.clear();
+    this.controlStatements.clear();
   }
 
   runSync(sql: string, params?: SqlParams): RunResult {
@@ -51,7 +126,7 @@ export class SqlJsDriver implements Database {
     }
     const changes = this.db.getRowsModified();
     // Read lazily: most callers never look, and it costs a statement.
-    const lastInsertRowid = () => this.lastInsertRowid();
+    const lastInsertRowid = (): number => this.scalar('SELECT last_insert_rowid()');
     return {
       changes,
       get lastInsertRowid() {
@@ -60,12 +135,14 @@ export class SqlJsDriver implements Database {
     };
   }
 
-  private lastInsertRowid(): number {
-    const statement = this.prepare('SELECT last_insert_rowid() AS id');
-    statement.step();
-    const id = statement.getAsObject()['id'] as number;
-    statement.reset();
-    return id;
+  private scalar(sql: string): number {
+    const statement = this.prepare(sql);
+    try {
+      statement.step();
+      return statement.get()[0] as number;
+    } finally {
+      statement.reset();
+    }
   }
 
   getSync<T extends Row>(sql: string, params?: SqlParams): T | undefined {
@@ -90,52 +167,308 @@ export class SqlJsDriver implements Database {
     return rows;
   }
 
-  async get<T extends Row = Row>(sql: string, params?: SqlParams): Promise<T | undefined> {
-    this.checkOpen();
-    return this.getSync<T>(sql, params);
+  get<T extends Row = Row>(sql: string, params?: SqlParams): Promise<T | undefined> {
+    return this.read(() => this.getSync<T>(sql, params));
   }
 
-  async all<T extends Row = Row>(sql: string, params?: SqlParams): Promise<T[]> {
-    this.checkOpen();
-    return this.allSync<T>(sql, params);
+  all<T extends Row = Row>(sql: string, params?: SqlParams): Promise<T[]> {
+    return this.read(() => this.allSync<T>(sql, params));
   }
 
-  /** Runs fn inside BEGIN … COMMIT synchronously; rolls back when it throws. */
-  transactionSync<T>(fn: (tx: WriteTransaction) => T): T {
-    const tx: WriteTransaction = {
-      run: (sql, params) => this.runSync(sql, params),
-      get: (sql, params) => this.getSync(sql, params),
-      all: (sql, params) => this.allSync(sql, params),
-    };
-    this.db.run('BEGIN');
+  private read<T>(fn: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(new StorageError('closed', 'the database is closed'));
+    if (this.writeOpen) {
+      return new Promise<T>((resolve, reject) => {
+        this.waitingReads.push(() => {
+          try {
+            resolve(fn());
+          } catch (error) {
+            reject(error);
+          }
+        });
+      });
+    }
     try {
-      const result = fn(tx);
-      this.db.run('COMMIT');
-      return result;
-    } catch (e) {
-      this.db.run('ROLLBACK');
-      throw e;
+      return Promise.resolve(fn());
+    } catch (error) {
+      return Promise.reject(error);
     }
   }
 
+  private drainReads(): void {
+    const reads = this.waitingReads;
+    this.waitingReads = [];
+    for (const read of reads) read();
+  }
+
   transaction<T>(fn: (tx: WriteTransaction) => T): Promise<T> {
-    this.checkOpen();
-    const next = this.writeQueue.then(() => this.transactionSync(fn));
-    this.writeQueue = next.catch(() => undefined);
-    return next;
+    if (this.closed || this.closing) return Promise.reject(new StorageError('closed', 'the database is closed'));
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ kind: 'write', fn, resolve: resolve as (value: unknown) => void, reject });
+      this.schedule();
+    });
   }
 
-  private checkOpen(): void {
-    if (this.closed) throw new Error('the database is closed');
+  /** Runs fn between write groups, when no transaction is open (export() needs that). */
+  exclusive<T>(fn: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(new StorageError('closed', 'the database is closed'));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ kind: 'exclusive', fn, resolve: resolve as (value: unknown) => void, reject });
+      this.schedule();
+    });
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    await this.writeQueue;
-    this.closed = true;
-    for (const statement of this.statements.values()) statement.free();
-    this.statements.clear();
-    this.db.close();
+  private schedule(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    // A microtask later, so the caller's code after transaction() runs first, as it always has.
+    void Promise.resolve().then(() => this.pump());
+  }
+
+  private async pump(): Promise<void> {
+    try {
+      while (this.queue.length > 0) {
+        if (this.queue[0]!.kind === 'exclusive') {
+          const task = this.queue.shift() as QueuedTask;
+          try {
+            task.resolve(task.fn());
+          } catch (error) {
+            task.reject(error);
+          }
+          continue;
+        }
+        let count = 1;
+        while (count < this.queue.length && count < MAX_GROUP && this.queue[count]!.kind === 'write') count++;
+        await this.commitGroup(this.queue.splice(0, count) as QueuedWrite[]);
+      }
+    } finally {
+      this.pumping = false;
+      for (const wake of this.idleWaiters.splice(0)) wake();
+    }
+  }
+
+  /** A transaction handle valid only while its fn runs: a leaked handle must not write into a later transaction. */
+  private transactionHandle(recording: boolean): { tx: WriteTransaction; finish(): void } {
+    let active = true;
+    const check = (): void => {
+      if (!active) throw new Error('this transaction has finished; use the tx passed to the current transaction()');
+    };
+    const tx: WriteTransaction = recording
+      ? {
+          run: (sql, params) => (check(), this.recordedRun(sql, params)),
+          get: (sql, params) => (check(), this.recordedRead(sql, params, () => this.getSync(sql, params))),
+          all: (sql, params) => (check(), this.recordedRead(sql, params, () => this.allSync(sql, params))),
+        }
+      : {
+          run: (sql, params) => (check(), this.runSync(sql, params)),
+          get: (sql, params) => (check(), this.getSync(sql, params)),
+          all: (sql, params) => (check(), this.allSync(sql, params)),
+        };
+    return { tx, finish: () => void (active = false) };
+  }
+
+  private recordedRun(sql: string, params: SqlParams | undefined): RunResult {
+    assertLoggable(params);
+    let result: RunResult;
+    try {
+      result = this.runSync(sql, params);
+    } catch (error) {
+      // Logged only if fn catches this and commits anyway: replay must then see
+      // the same failure (an OR FAIL statement can leave part of its work behind).
+      this.writer.add(sql, params, true);
+      throw error;
+    }
+    this.writer.add(sql, params, false);
+    return result;
+  }
+
+  /** Reads are logged only when they wrote (INSERT … RETURNING) or might have (PRAGMA). */
+  private recordedRead<T>(sql: string, params: SqlParams | undefined, read: () => T): T {
+    assertLoggable(params);
+    const before = this.scalar('SELECT total_changes()');
+    try {
+      const result = read();
+      if (this.scalar('SELECT total_changes()') !== before || PRAGMA_SQL.test(sql)) this.writer.add(sql, params, false);
+      return result;
+    } catch (error) {
+      if (this.scalar('SELECT total_changes()') !== before) this.writer.add(sql, params, true);
+      throw error;
+    }
+  }
+
+  private async commitGroup(group: QueuedWrite[]): Promise<void> {
+    if (this.failure) {
+      for (const item of group) item.reject(this.failure);
+      return;
+    }
+    const recording = this.sink !== null;
+    try {
+      this.control('BEGIN');
+    } catch (error) {
+      for (const item of group) item.reject(error);
+      return;
+    }
+    this.writeOpen = true;
+    this.writer.reset();
+    /** Transactions that ran to completion, waiting for the group to be durable. */
+    const succeeded: Array<{ item: QueuedWrite; value: unknown }> = [];
+    let transactionLost: unknown;
+    for (const item of group) {
+      if (transactionLost !== undefined) {
+        item.reject(new Error('not run: a transaction before it in the same group ended the SQLite transaction', { cause: transactionLost }));
+        continue;
+      }
+      const mark = this.writer.mark();
+      const handle = this.transactionHandle(recording);
+      try {
+        this.control('SAVEPOINT hearth_tx');
+        const value = item.fn(handle.tx);
+        if (isThenable(value)) {
+          throw new TypeError('a transaction function must be synchronous: it returned a promise, so its later statements would run outside the transaction');
+        }
+        this.control('RELEASE hearth_tx');
+        succeeded.push({ item, value });
+      } catch (error) {
+        this.writer.rewind(mark);
+        try {
+          this.control('ROLLBACK TO hearth_tx');
+          this.control('RELEASE hearth_tx');
+        } catch {
+          // SQLite already ended the whole transaction (ON CONFLICT ROLLBACK,
+          // RAISE(ROLLBACK)); anything fn ran after that ran in autocommit.
+          transactionLost = error;
+        }
+        item.reject(error); // nothing of it will be stored: no need to wait for the group
+      } finally {
+        handle.finish();
+      }
+    }
+
+    let groupError: unknown;
+    if (transactionLost !== undefined) {
+      groupError = new Error('rolled back: a transaction after it in the same group ended the SQLite transaction', { cause: transactionLost });
+      this.rollbackQuietly();
+      if (recording) {
+        this.failure = new StorageError('corrupt', 'a transaction ended the SQLite transaction itself (ON CONFLICT ROLLBACK?); memory may differ from storage, reopen the database', { cause: transactionLost });
+      }
+    } else {
+      if (recording && !this.writer.isEmpty) {
+        try {
+          await this.sink!.persist(this.writer.finish());
+        } catch (error) {
+          groupError = toStorageError(error, 'appending to the redo log');
+        }
+      }
+      if (groupError === undefined) {
+        try {
+          this.control('COMMIT');
+        } catch (error) {
+          // Only deferred constraints fail here. Replay meets the same failure on
+          // the same record and rolls it back too, so memory and storage agree.
+          groupError = error;
+        }
+      }
+      if (groupError !== undefined) this.rollbackQuietly();
+    }
+    this.writeOpen = false;
+    this.drainReads();
+    for (const { item, value } of succeeded) {
+      if (groupError !== undefined) item.reject(groupError);
+      else item.resolve(value);
+    }
+  }
+
+  private rollbackQuietly(): void {
+    try {
+      this.control('ROLLBACK');
+    } catch {
+      // no transaction left to roll back
+    }
+  }
+
+  /**
+   * Applies redo records in order, as they were first committed: all in one
+   * SQLite transaction with a savepoint per record (a commit per record would
+   * cost three times as much). Throws StorageError 'corrupt', with nothing
+   * applied, if a record does not replay as it first ran.
+   */
+  replay(records: Array<{ payload: Uint8Array; seq: number }>): void {
+    if (records.length === 0) return;
+    this.control('BEGIN');
+    try {
+      for (const { payload, seq } of records) {
+        this.control('SAVEPOINT hearth_replay');
+        this.replayStatements(payload, seq);
+        this.control('RELEASE hearth_replay');
+      }
+    } catch (error) {
+      this.rollbackQuietly();
+      throw error;
+    }
+    try {
+      this.control('COMMIT');
+    } catch {
+      // A deferred constraint failed at COMMIT, as it did when one of these
+      // records was first committed and rolled back. Redo them one by one to
+      // roll back exactly that one again.
+      this.rollbackQuietly();
+      for (const { payload, seq } of records) this.replayOne(payload, seq);
+    }
+  }
+
+  private replayOne(payload: Uint8Array, seq: number): void {
+    this.control('BEGIN');
+    try {
+      this.replayStatements(payload, seq);
+    } catch (error) {
+      this.rollbackQuietly();
+      throw error;
+    }
+    try {
+      this.control('COMMIT');
+    } catch {
+      this.rollbackQuietly();
+    }
+  }
+
+  private replayStatements(payload: Uint8Array, seq: number): void {
+    for (const { sql, params, failed } of decodeRedoPayload(payload)) {
+      let error: unknown;
+      try {
+        const statement = this.prepare(sql);
+        this.bind(statement, params as SqlParams | undefined);
+        try {
+          while (statement.step());
+        } finally {
+          statement.reset();
+        }
+      } catch (e) {
+        error = e;
+      }
+      if ((error !== undefined) !== failed) {
+        const what = failed ? 'succeeded but had failed when first run' : `failed (${(error as Error).message})`;
+        throw new StorageError('corrupt', `replaying redo record ${seq} diverged: "${sql}" ${what}`, { cause: error });
+      }
+    }
+  }
+
+  /** Resolves once every queued write and task has run. */
+  private whenIdle(): Promise<void> {
+    if (!this.pumping && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Lets queued writes finish, then closes. Later calls return the same promise. */
+  close(): Promise<void> {
+    this.closePromise ??= (async () => {
+      this.closing = true;
+      await this.whenIdle();
+      this.closed = true;
+      this.freeStatements();
+      this.db.close();
+    })();
+    return this.closePromise;
   }
 }
 

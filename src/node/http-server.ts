@@ -50,18 +50,12 @@ async function handle(fetch: (request: Request) => Promise<Response>, req: Incom
       req.resume();
       return;
     }
-    const headers = new Headers();
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-      else if (value !== undefined) headers.set(name, value);
-    }
-    const controller = new AbortController();
-    res.on('close', () => controller.abort());
+    const headers: [string, string][] = [];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.push([req.rawHeaders[i]!, req.rawHeaders[i + 1]!]);
     const request = new Request(`http://${req.headers.host ?? hostname}${req.url ?? '/'}`, {
       method: req.method,
       headers,
       body: body.length > 0 && req.method !== 'GET' && req.method !== 'HEAD' ? new Uint8Array(body) : undefined,
-      signal: controller.signal,
     });
     const response = await fetch(request);
     const payload = response.body ? Buffer.from(await response.arrayBuffer()) : undefined;

@@ -340,13 +340,15 @@ export class Rooms {
    */
   async sendEvents(roomId: string, templates: EventTemplate[], txn?: TransactionKey): Promise<StoredEvent[]> {
     return this.withRoomLock(roomId, async () => {
-      if (txn) {
-        const existing = await this.transactionEvent(txn);
-        if (existing) return [(await this.getEvent(existing))!];
-      }
       const head = await this.head(roomId);
       if (!head) throw roomNotFound(roomId);
-      return this.buildAndStore(roomId, head, templates, txn);
+      try {
+        return await this.buildAndStore(roomId, head, templates, txn);
+      } catch (e) {
+        // A retried request: answer with the event first sent (checked inside the write, so no extra read per send).
+        if (e instanceof RepeatedTransaction) return [(await this.getEvent(e.eventId))!];
+        throw e;
+      }
     });
   }
 
@@ -444,6 +446,10 @@ export class Rooms {
     const redactionTargets = await this.redactionTargets(roomId, head, built);
     const snapshots: { nid: number; state: NidState }[] = [];
     const result = await this.options.db.transaction((tx) => {
+      if (txn) {
+        const repeated = tx.get<{ event_id: string }>('SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND txn_id = ?', [txn.userId, txn.deviceId, txn.txnId]);
+        if (repeated) throw new RepeatedTransaction(repeated.event_id);
+      }
       before?.(tx);
       let current = head.current;
       const stored: StoredEvent[] = [];
@@ -463,8 +469,12 @@ export class Rooms {
         stored.push(row);
       }
       const last = built.at(-1)!;
-      tx.run('DELETE FROM forward_extremities WHERE room_id = ?', [roomId]);
-      tx.run('INSERT INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, last.event_id]);
+      if (head.extremities.length === 1) {
+        tx.run('UPDATE forward_extremities SET event_id = ? WHERE room_id = ?', [last.event_id, roomId]);
+      } else {
+        tx.run('DELETE FROM forward_extremities WHERE room_id = ?', [roomId]);
+        tx.run('INSERT INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, last.event_id]);
+      }
       if (txn) {
         tx.run('INSERT INTO transaction_ids (user_id, device_id, txn_id, event_id) VALUES (?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.txnId, last.event_id]);
       }
@@ -509,14 +519,14 @@ export class Rooms {
     event: RoomEvent,
     meta: { streamOrdering: number | null; stateSnapshot: number | null; replacesState: number | null; outlier?: boolean; rejected?: string | null; softFailed?: boolean },
   ): StoredEvent {
-    const nid = tx.run(
+    const nid = tx.get<{ event_nid: number }>(
       `INSERT INTO events (event_id, room_id, type, state_key, sender, depth, origin_server_ts, json, stream_ordering, state_snapshot, replaces_state, outlier, rejected, soft_failed)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING event_nid`,
       [
         event.event_id, event.room_id, event.type, event.state_key ?? null, event.sender, event.depth, event.origin_server_ts,
         JSON.stringify(event), meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.outlier ? 1 : 0, meta.rejected ?? null, meta.softFailed ? 1 : 0,
       ],
-    ).lastInsertRowid;
+    )!.event_nid;
     return {
       nid,
       event,
@@ -732,6 +742,13 @@ export class Rooms {
     head.extremities = extremities;
     this.afterCommit(roomId, [stored], redactionTargets);
     return stored;
+  }
+}
+
+/** Thrown inside a send's write when its transaction ID was used before, to abandon the write. */
+class RepeatedTransaction extends Error {
+  constructor(readonly eventId: string) {
+    super(`transaction already sent as ${eventId}`);
   }
 }
 

@@ -1,0 +1,42 @@
+// `npm run serve -- --port 8008 --data ./hearth-data`: the homeserver on 127.0.0.1 for any Matrix client.
+import './polyfills.ts';
+import { parseArgs } from 'node:util';
+import { startNodeHost } from './node-host.ts';
+
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '8008' },
+    data: { type: 'string', default: './hearth-data' },
+    host: { type: 'string', default: '127.0.0.1' },
+    'no-registration': { type: 'boolean', default: false },
+    'no-rate-limits': { type: 'boolean', default: false },
+  },
+});
+
+const port = Number(values.port);
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`--port must be a port number, not ${values.port}`);
+  process.exit(2);
+}
+
+const host = await startNodeHost({
+  dataDir: values.data!,
+  port,
+  host: values.host!,
+  registrationEnabled: !values['no-registration'],
+  rateLimits: values['no-rate-limits'] ? false : undefined,
+  log: (message, error) => console.error(message, error),
+});
+console.log(`Hearth homeserver listening on ${host.url}`);
+console.log(`server name: ${host.homeserver.serverName}`);
+console.log(`data: ${values.data}`);
+
+let stopping = false;
+const stop = async () => {
+  if (stopping) return;
+  stopping = true;
+  await host.close();
+  process.exit(0);
+};
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());

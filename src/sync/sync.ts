@@ -176,7 +176,9 @@ export class Sync {
       if (!roomMatches(filter, m.room_id)) continue;
       const changedSince = m.stream_ordering > sinceStream;
       if (m.membership === 'join') {
-        const joined = await this.joinedRoom(m.room_id, viewer, filter, since, upTo, request.fullState || !since || changedSince, roomAccountData.get(m.room_id) ?? []);
+        // A room joined since `since` is new to the client: all of it. full_state sends all state but keeps the timeline incremental.
+        const fresh = !since || changedSince;
+        const joined = await this.joinedRoom(m.room_id, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.room_id) ?? []);
         for (const member of await this.rooms.members(m.room_id)) sharedUsers.add(member);
         if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.room_id] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
@@ -222,7 +224,7 @@ export class Sync {
     const timelineFilter = filter.room?.timeline;
     const limit = Math.min(timelineFilter?.limit ?? DEFAULT_TIMELINE_LIMIT, MAX_TIMELINE_LIMIT);
     const sinceStream = since?.stream ?? 0;
-    const { events, limited } = await this.timeline(roomId, viewer.userId, fullState ? 0 : sinceStream, upTo.stream, limit, timelineFilter);
+    const { events, limited } = await this.timeline(roomId, viewer.userId, sinceStream, upTo.stream, limit, timelineFilter);
     const prevBatch = formatToken({ stream: events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream, ephemeral: upTo.ephemeral });
 
     // State: everything at the start of the timeline (full) or what changed between `since` and it.

@@ -91,6 +91,30 @@ describe('/sync', () => {
     expect(members).toEqual([alice.userId, bob.userId].sort());
   });
 
+  it('gives the full state with full_state, and stops at `to` in /messages', async () => {
+    const roomId = await createRoom(alice, { name: 'Full' });
+    const since = (await sync(alice)).body.next_batch;
+    await send(alice, roomId, 'one');
+    const incremental = await sync(alice, `?since=${since}`);
+    expect(incremental.body.rooms.join[roomId].state.events).toEqual([]);
+    const full = await sync(alice, `?since=${since}&full_state=true`);
+    const types = full.body.rooms.join[roomId].state.events.map((e: any) => e.type);
+    expect(types).toEqual(expect.arrayContaining(['m.room.create', 'm.room.name', 'm.room.power_levels', 'm.room.member']));
+    await send(alice, roomId, 'two');
+    const between = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=f&from=${since}&to=${incremental.body.next_batch}`, { token: alice.accessToken });
+    expect(between.body.chunk.map((e: any) => e.content.body)).toEqual(['one']);
+  });
+
+  it('keeps presence as set_presence says', async () => {
+    const carol = await register(server, 'carol');
+    await sync(carol, '?set_presence=offline');
+    const status = await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken });
+    expect(status.body.presence).toBe('offline');
+    await sync(carol, '?set_presence=online');
+    const online = await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken });
+    expect(online.body.presence).toBe('online');
+  });
+
   it('lists invites with stripped state and left rooms', async () => {
     const roomId = await createRoom(alice, { name: 'Secret', invite: [bob.userId] });
     const since = (await sync(bob)).body.next_batch;

@@ -15,6 +15,9 @@ export const DATABASE_NAME = 'hearth';
  * `openDurableDatabase({ sqlJs, schemas, persistence: await openIndexedDbPersistence({ name: DATABASE_NAME }) })`
  * and the persistence tests in test/e2e/persistence.test.ts pass.
  */
+/** Whether data outlives the Worker; the persistence tests expect to fail while this is false. */
+export const DURABLE_STORAGE = false as boolean;
+
 export async function openHomeserverDatabase(): Promise<Database> {
   // sql.js looks for its wasm next to the script unless told; Vite gives the built URL.
   const sqlJs = await initSqlJs({ locateFile: () => sqlWasmUrl });

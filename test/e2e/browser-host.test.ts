@@ -80,7 +80,11 @@ describe('browser host', () => {
 
   it('a request body over the bound is refused before it reaches the core', async () => {
     const { accessToken } = await storedSession(page);
-    const result = await pageFetch(page, 'POST', '/_matrix/client/v3/createRoom', { token: accessToken, rawBody: `{"name":"${'x'.repeat(9 * 1024 * 1024)}"}` });
+    const result = await page.evaluate(async (token) => {
+      const body = `{"name":"${'x'.repeat(9 * 1024 * 1024)}"}`;
+      const response = await fetch('/_matrix/client/v3/createRoom', { method: 'POST', headers: { authorization: `Bearer ${token}` }, body });
+      return { status: response.status, body: await response.json() };
+    }, accessToken);
     expect(result.status).toBe(413);
     expect(result.body.errcode).toBe('M_TOO_LARGE');
   });
@@ -126,5 +130,28 @@ describe('browser host', () => {
     // The UI's sync loop recovers too.
     await sendThroughUi(page, 'After the service worker restarted');
     await cdp.detach();
+  });
+
+  it('keeps its server name across a reload (the seed is kept in IndexedDB)', async () => {
+    const before = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName);
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.homeserver === 'ready');
+    await page.waitForFunction(() => (globalThis as any).hearthHost.state.core === 'running-here');
+    expect(await page.evaluate(() => (globalThis as any).hearthHost.state.serverName)).toBe(before);
+  });
+
+  it('when the leader tab closes, another tab takes over and requests meanwhile are answered', async () => {
+    const follower = await openHearth(context, site.server.url + '/');
+    expect((await coreCensus([page, follower])).roles).toEqual(['leader', 'follower']);
+    const serverName = await follower.evaluate(() => (globalThis as any).hearthHost.state.serverName);
+    await page.close();
+    // Sent while the old core is gone and the new one may not be up yet: it waits, then is answered.
+    const versions = await pageFetch(follower, 'GET', '/_matrix/client/versions');
+    expect(versions.status).toBe(200);
+    await follower.waitForFunction(() => (globalThis as any).hearthHost.state.core === 'running-here');
+    expect(await coreCensus([follower])).toEqual({ roles: ['leader'], coreWorkers: 1 });
+    expect(await follower.evaluate(() => (globalThis as any).hearthHost.state.serverName)).toBe(serverName);
+    await expect.poll(() => follower.locator('.status').textContent()).toBe('Homeserver running in this tab');
+    page = follower;
   });
 });

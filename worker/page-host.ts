@@ -57,7 +57,6 @@ type ChannelMessage = { type: 'who-leads' } | { type: 'leader'; serverName: stri
 export class BrowserHost {
   state: HostState = { role: 'electing', core: 'unknown' };
   private readonly listeners = new Set<(state: HostState) => void>();
-  private registration: ServiceWorkerRegistration | undefined;
   private core: Comlink.Remote<CoreApi> | undefined;
   private coreId: string | undefined;
   private readonly channel = new BroadcastChannel(CHANNEL);
@@ -91,8 +90,13 @@ export class BrowserHost {
     });
     this.channel.addEventListener('message', (event: MessageEvent<ChannelMessage>) => this.onChannelMessage(event.data));
 
-    this.registration = await container.register(this.options.serviceWorkerUrl, { type: 'module', scope: '/' });
+    // Elect while the registration runs: on later visits register() waits for an
+    // update check of sw.js, and the core need not wait for that.
+    const registering = container.register(this.options.serviceWorkerUrl, { type: 'module', scope: '/' });
     this.elect();
+    // Already controlled (any visit after the first): the page can go on while it registers.
+    if (!container.controller) await registering;
+    else registering.catch((error) => console.warn('hearth: service worker update failed', error));
     await this.controlled();
   }
 

@@ -373,7 +373,7 @@ export class App {
         'ul',
         { class: 'member-list' },
         ...members.map((member) =>
-          h('li', { title: member.userId }, h('span', { class: 'name' }, store.displayName(room, member.userId)), member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null),
+          h('li', { title: member.userId }, h('span', { class: 'name' }, store.displayName(room, member.userId)), member.userId === store.userId ? h('span', { class: 'hint' }, ' (you)') : null, member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null),
         ),
       ),
       h(

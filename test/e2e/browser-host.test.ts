@@ -54,6 +54,40 @@ describe('browser host', () => {
     await sendThroughUi(page, 'Hello from the built-in client');
     await expect.poll(() => page.locator('.event .sender').last().textContent()).toBe('alice');
     await expect.poll(() => page.locator('.member-list').textContent()).toContain('alice');
+  });
+
+  it('shows another user’s messages, display name, typing and read receipts; sends its own receipts', async () => {
+    // Bob uses the API with fetch from the page; alice uses the UI.
+    const bobRegistered = await pageFetch(page, 'POST', '/_matrix/client/v3/register', { body: { username: 'bob', password: 'bobs password', auth: { type: 'm.login.dummy' } } });
+    expect(bobRegistered.status).toBe(200);
+    const bob = { token: bobRegistered.body.access_token as string, userId: bobRegistered.body.user_id as string };
+    await pageFetch(page, 'PUT', `/_matrix/client/v3/profile/${encodeURIComponent(bob.userId)}/displayname`, { token: bob.token, body: { displayname: 'Bob Builder' } });
+
+    await page.getByLabel('User ID to invite').fill(bob.userId);
+    await page.getByRole('button', { name: 'Invite' }).click();
+    const roomId = (await page.locator('.room-id').textContent())!;
+    await expect.poll(async () => (await pageFetch(page, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.token, body: {} })).status).toBe(200);
+    await expect.poll(() => page.locator('.member-list').textContent()).toContain('Bob Builder');
+
+    const aliceEvent = await page.locator('.event[data-event-id]').last().getAttribute('data-event-id');
+    const room = `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}`;
+    await pageFetch(page, 'PUT', `${room}/send/m.room.message/bob-1`, { token: bob.token, body: { msgtype: 'm.text', body: 'Hi alice, it is bob' } });
+    await pageFetch(page, 'POST', `${room}/receipt/m.read/${encodeURIComponent(aliceEvent!)}`, { token: bob.token, body: {} });
+    await pageFetch(page, 'PUT', `${room}/typing/${encodeURIComponent(bob.userId)}`, { token: bob.token, body: { typing: true, timeout: 30000 } });
+
+    await expect.poll(() => page.locator('.event', { hasText: 'Hi alice, it is bob' }).locator('.sender').textContent()).toBe('Bob Builder');
+    await expect.poll(() => page.locator('.typing').textContent()).toBe('Bob Builder is typing\u2026');
+    await expect.poll(() => page.locator(`.event[data-event-id="${aliceEvent}"] .receipts`).textContent()).toBe('Seen by Bob Builder');
+
+    // The UI marked bob's message read on alice's behalf.
+    const bobEvent = await page.locator('.event', { hasText: 'Hi alice, it is bob' }).getAttribute('data-event-id');
+    await expect
+      .poll(async () => {
+        const sync = await pageFetch(page, 'GET', '/_matrix/client/v3/sync?timeout=0', { token: bob.token });
+        const receipts = sync.body.rooms?.join?.[roomId]?.ephemeral?.events?.find((e: any) => e.type === 'm.receipt');
+        return Object.keys(receipts?.content?.[bobEvent!]?.['m.read'] ?? {});
+      })
+      .toContain((await storedSession(page)).userId);
 
     await mkdir('test-results', { recursive: true });
     await page.screenshot({ path: 'test-results/ui.png' });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { buildPage, PROJECT_ROOT } from './build.ts';
 import { serveStatic } from './static-server.ts';
 
-const { values } = parseArgs({ options: { port: { type: 'string', default: '8080' }, 'no-build': { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { port: { type: 'string', default: '5173' }, 'no-build': { type: 'boolean', default: false } } });
 const port = Number(values.port);
 if (!Number.isInteger(port) || port < 0 || port > 65535) {
   console.error(`--port must be a port number, not ${values.port}`);

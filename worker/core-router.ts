@@ -83,9 +83,10 @@ export class CoreRouter {
     port.addEventListener('close', () => this.retire(link));
     port.start();
     this.links.add(link);
-    for (const other of [...this.links]) if (other.coreId !== coreId) this.retire(other);
     this.current = link;
     this.stopAsking();
+    // Only one core runs at a time (the leader lock): a port from another run means that one is gone.
+    for (const other of [...this.links]) if (other.coreId !== coreId) this.retire(other);
     for (const entry of this.queue.splice(0)) this.dispatch(entry);
   }
 

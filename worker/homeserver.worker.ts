@@ -8,7 +8,7 @@ import * as Comlink from 'comlink';
 import { createHomeserver, type Homeserver } from '../src/homeserver.ts';
 import { loadOrCreateSeed } from './identity.ts';
 import { openHomeserverDatabase } from './open-database.ts';
-import { servePort } from './serve-port.ts';
+import { servePort, type ServedPort } from './serve-port.ts';
 
 /**
  * Long-polls must settle before the service worker is cut off: Chromium stops a
@@ -39,6 +39,9 @@ let startWith: (config: CoreConfig) => void;
 const startRequested = new Promise<CoreConfig>((resolve) => (startWith = resolve));
 const started: Promise<{ homeserver: Homeserver; info: CoreInfo }> = startRequested.then(start);
 
+const served: ServedPort[] = [];
+const SUPERSEDED_PORT_GRACE_MS = 60_000;
+
 const log = (message: string, error?: unknown) => console.error(`hearth core: ${message}`, error ?? '');
 
 async function start(config: CoreConfig): Promise<{ homeserver: Homeserver; info: CoreInfo }> {
@@ -64,9 +67,16 @@ const api = {
     return (await started).info;
   },
 
-  /** Serves the client API on a port (for the service worker); requests wait for start(). */
+  /**
+   * Serves the client API on a port (for the service worker); requests wait for
+   * start(). A new port means the service worker restarted (or asked twice): the
+   * older ones are closed once idle, so ports to stopped service workers do not
+   * pile up. Not at once: a service worker that has not received the new port
+   * yet may still send on an old one.
+   */
   connect(port: MessagePort): void {
-    servePort(port, async (request) => (await started).homeserver.fetch(request), log);
+    for (const older of served.splice(0)) setTimeout(() => older.closeWhenIdle(), SUPERSEDED_PORT_GRACE_MS);
+    served.push(servePort(port, async (request) => (await started).homeserver.fetch(request), log));
   },
 
   async close(): Promise<void> {

@@ -5,8 +5,16 @@ import { BodyTooLargeError, MAX_RESPONSE_BODY_BYTES, matrixErrorResponse, respon
  * handler, acknowledging receipt first (see protocol.ts). Requests run
  * concurrently; a /sync long-poll does not hold up a send.
  */
-export function servePort(port: MessagePort, handler: (request: Request) => Promise<Response>, log: (message: string, error?: unknown) => void = () => {}): () => void {
+export interface ServedPort {
+  /** Stops at once, aborting requests in flight. */
+  close(): void;
+  /** Stops once the requests in flight are answered (a newer port has replaced this one). */
+  closeWhenIdle(): void;
+}
+
+export function servePort(port: MessagePort, handler: (request: Request) => Promise<Response>, log: (message: string, error?: unknown) => void = () => {}): ServedPort {
   const inFlight = new Map<number, AbortController>();
+  let draining = false;
 
   const answer = async (id: number, request: Request) => {
     let wire: WireResponse;
@@ -24,6 +32,7 @@ export function servePort(port: MessagePort, handler: (request: Request) => Prom
     }
     const message: CoreMessage = { type: 'response', response: wire };
     port.postMessage(message, wire.body ? [wire.body] : []);
+    if (draining && inFlight.size === 0) stop();
   };
 
   const onMessage = (event: MessageEvent<RouterMessage>) => {
@@ -50,5 +59,11 @@ export function servePort(port: MessagePort, handler: (request: Request) => Prom
   // Chromium fires 'close' when the other end goes away (the service worker was stopped).
   port.addEventListener('close', stop);
   port.start();
-  return stop;
+  return {
+    close: stop,
+    closeWhenIdle: () => {
+      draining = true;
+      if (inFlight.size === 0) stop();
+    },
+  };
 }

@@ -156,3 +156,26 @@ describe('servePort', () => {
     expect(await response.json()).toEqual({ errcode: 'M_UNKNOWN', error: 'boom' });
   });
 });
+
+describe('servePort closeWhenIdle', () => {
+  it('answers what is in flight, then closes', async () => {
+    const { port1, port2 } = channel();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let handled = 0;
+    const served = servePort(port1, async () => {
+      handled++;
+      await gate;
+      return new Response('done');
+    });
+    const router = new CoreRouter({ requestPort: () => {} });
+    router.connect(port2, 'a');
+    const pending = router.forward(new Request(`${BASE}/_matrix/client/v3/sync`));
+    await until(() => handled === 1);
+    served.closeWhenIdle();
+    release();
+    expect(await (await pending).text()).toBe('done');
+    // Closed now: the router sees the port go and asks for another.
+    await until(() => !router.connected);
+  });
+});

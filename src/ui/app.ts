@@ -324,7 +324,7 @@ export class App {
     if (!room) {
       this.roomTitle.textContent = 'No room selected';
       this.roomIdLine.textContent = '';
-      this.timeline.replaceChildren();
+      this.timeline.replaceChildren(h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
       this.typingLine.textContent = '';
       this.memberPane.replaceChildren();
       return;

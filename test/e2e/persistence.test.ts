@@ -1,15 +1,9 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { DURABLE_STORAGE } from '../../worker/open-database.ts';
 import { coreCensus, createRoomThroughUi, openHearth, pageFetch, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
 
 // The homeserver's data outlives the page and its Worker: reload, close every
 // tab, or close the leader, and the core restarts from IndexedDB with nothing lost.
-//
-// These need durable storage (worker/open-database.ts). Until it is wired in,
-// DURABLE_STORAGE is false and they are expected to fail (it.fails), so the
-// suite stays green and flips to real checks with the same one-line change.
-const itDurable = DURABLE_STORAGE ? it : it.fails;
 
 let site: HearthSite;
 let context: BrowserContext;
@@ -29,7 +23,7 @@ afterAll(async () => {
   await site?.close();
 });
 
-/** The account still exists (checked first: fails fast without durable storage), and the UI shows the room and the message. */
+/** The account still exists, and the UI shows the room and the message. */
 async function expectData(page: Page, message: string): Promise<void> {
   await page.waitForFunction(() => document.body.dataset.homeserver === 'ready');
   const whoami = await pageFetch(page, 'GET', '/_matrix/client/v3/account/whoami', { token: (await storedSession(page)).accessToken });
@@ -39,13 +33,13 @@ async function expectData(page: Page, message: string): Promise<void> {
 }
 
 describe('persistence across restarts of the core', () => {
-  itDurable('reload, and the data is there', async () => {
+  it('reload, and the data is there', async () => {
     await page.reload();
     await expectData(page, 'first message');
     await sendThroughUi(page, 'after reload');
   });
 
-  itDurable('close every page and open one again: the core restarts from IndexedDB', async () => {
+  it('close every page and open one again: the core restarts from IndexedDB', async () => {
     await page.close();
     expect(context.pages()).toHaveLength(0);
     page = await openHearth(context, site.server.url + '/');
@@ -53,7 +47,7 @@ describe('persistence across restarts of the core', () => {
     await sendThroughUi(page, 'after reopening');
   });
 
-  itDurable('when the leader tab closes, the next one takes over and nothing is lost', async () => {
+  it('when the leader tab closes, the next one takes over and nothing is lost', async () => {
     const follower = await openHearth(context, site.server.url + '/');
     await expectData(follower, 'first message');
     await sendThroughUi(follower, 'sent from the follower');

@@ -1,0 +1,91 @@
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, normalize, resolve, sep } from 'node:path';
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  // application/wasm lets the browser compile sql.js while it downloads.
+  '.wasm': 'application/wasm',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.txt': 'text/plain; charset=utf-8',
+  '.map': 'application/json',
+};
+
+export interface StaticServer {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves the built page and nothing else. The homeserver's API is answered by
+ * the service worker inside the browser; a request for it that reaches this
+ * server (no service worker yet, or a client pointed here from outside) gets a
+ * Matrix-shaped 404, never the page, so nobody mistakes this server for the
+ * homeserver.
+ */
+export async function serveStatic(root: string, port = 0, host = '127.0.0.1'): Promise<StaticServer> {
+  const base = resolve(root);
+  const server = createServer(async (request, response) => {
+    try {
+      const pathname = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
+      if (pathname.startsWith('/_matrix/') || pathname === '/_matrix' || pathname.startsWith('/.well-known/matrix/')) {
+        return sendJson(response, 404, {
+          errcode: 'M_UNRECOGNIZED',
+          error: 'This web server only serves the Hearth page; the homeserver runs inside the page, in your browser. Open / first.',
+        });
+      }
+      if (request.method !== 'GET' && request.method !== 'HEAD') {
+        response.writeHead(405, { allow: 'GET, HEAD' }).end();
+        return;
+      }
+      const file = normalize(join(base, pathname.endsWith('/') ? pathname + 'index.html' : pathname));
+      if (file !== base && !file.startsWith(base + sep)) return notFound(response);
+      const info = await stat(file).catch(() => undefined);
+      if (!info?.isFile()) return notFound(response);
+      const relative = file.slice(base.length + 1);
+      response.writeHead(200, {
+        'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+        'content-length': info.size,
+        // Hashed build assets never change; the page and the service worker must be revalidated.
+        'cache-control': relative.startsWith('assets' + sep) ? 'public, max-age=31536000, immutable' : 'no-cache',
+        'x-content-type-options': 'nosniff',
+      });
+      if (request.method === 'HEAD') return void response.end();
+      createReadStream(file).pipe(response);
+    } catch {
+      notFound(response);
+    }
+  });
+  await new Promise<void>((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolveListen());
+  });
+  const address = server.address() as AddressInfo;
+  return {
+    url: `http://${host}:${address.port}`,
+    port: address.port,
+    close: () =>
+      new Promise<void>((resolveClose) => {
+        server.closeAllConnections();
+        server.close(() => resolveClose());
+      }),
+  };
+}
+
+function sendJson(response: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+}
+
+function notFound(response: ServerResponse): void {
+  response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found');
+}

@@ -1,0 +1,482 @@
+import type { BrowserHost, HostState } from '../../worker/page-host.ts';
+import { formatBytes, formatTime, h } from './dom.ts';
+import { MatrixApi, MatrixApiError, type MatrixEvent, type Session } from './matrix.ts';
+import { Store, type Room } from './store.ts';
+
+const SESSION_KEY = 'hearth-session';
+/** Typing notices are refreshed this often while typing, and cleared after this much quiet. */
+const TYPING_REFRESH_MS = 20_000;
+const TYPING_IDLE_MS = 4_000;
+
+function loadSession(): Session | undefined {
+  try {
+    const raw = localStorage.getItem(SESSION_KEY);
+    return raw ? (JSON.parse(raw) as Session) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function saveSession(session: Session | undefined): void {
+  if (session) localStorage.setItem(SESSION_KEY, JSON.stringify(session));
+  else localStorage.removeItem(SESSION_KEY);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function describeError(error: unknown): string {
+  if (error instanceof MatrixApiError) return `${error.message} (${error.errcode})`;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** The built-in client: a status bar, first-run account creation, then rooms and a timeline. */
+export class App {
+  private readonly api = new MatrixApi();
+  private store: Store | undefined;
+  private selectedRoomId: string | undefined;
+  private syncAbort: AbortController | undefined;
+  private readonly receiptsSent = new Map<string, string>();
+  private typingSentAt = 0;
+  private typingIdleTimer: ReturnType<typeof setTimeout> | undefined;
+  private storageTimer: ReturnType<typeof setTimeout> | undefined;
+  private storageCheckedAt = 0;
+
+  // The frame is built once; sections are refreshed in place.
+  private readonly status = h('span', { class: 'status', role: 'status', 'aria-live': 'polite' });
+  private readonly serverName = h('code', { class: 'server-name', title: 'Your homeserver\u2019s name: its ed25519 public key' });
+  private readonly storage = h('span', { class: 'storage', title: 'What this origin stores in your browser' });
+  private readonly account = h('span', { class: 'account' });
+  private readonly main = h('main', { class: 'main' });
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly host: BrowserHost,
+  ) {
+    root.replaceChildren(
+      h('header', { class: 'topbar' }, h('span', { class: 'brand' }, 'Hearth'), this.serverName, this.status, h('span', { class: 'spacer' }), this.storage, this.account),
+      this.main,
+    );
+    host.subscribe((state) => this.showHostState(state));
+    window.addEventListener('storage', (event) => {
+      // Another tab signed in or out: follow it.
+      if (event.key === SESSION_KEY) void this.enter();
+    });
+    document.addEventListener('visibilitychange', () => this.sendReadReceipt());
+    void this.refreshStorage();
+  }
+
+  async run(): Promise<void> {
+    this.main.replaceChildren(h('div', { class: 'card centered' }, h('div', { class: 'spinner', 'aria-hidden': 'true' }), h('p', {}, 'Starting your homeserver\u2026')));
+    // The first answer from /versions means the service worker reaches a running core.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.api.versions();
+        break;
+      } catch {
+        await sleep(Math.min(2000, 100 * 2 ** attempt));
+      }
+    }
+    // Page load to first answer: what the browser benchmark reports as cold start.
+    performance.mark('hearth-versions-answered');
+    document.body.dataset.homeserver = 'ready';
+    await this.enter();
+  }
+
+  private showHostState(state: HostState): void {
+    const text: Record<HostState['core'], string> = {
+      unknown: 'Connecting to your homeserver\u2026',
+      starting: 'Homeserver starting\u2026',
+      'running-here': 'Homeserver running in this tab',
+      'running-elsewhere': 'Homeserver running in another tab',
+      failed: `Homeserver failed: ${state.error ?? 'unknown error'}`,
+    };
+    this.status.textContent = text[state.core];
+    this.status.dataset.state = state.core;
+    this.serverName.textContent = state.serverName ? `${state.serverName.slice(0, 8)}\u2026${state.serverName.slice(-4)}` : '';
+    this.serverName.title = state.serverName ?? '';
+  }
+
+  private async refreshStorage(): Promise<void> {
+    clearTimeout(this.storageTimer);
+    this.storageCheckedAt = Date.now();
+    const estimate = await navigator.storage?.estimate?.().catch(() => undefined);
+    if (estimate?.usage !== undefined) {
+      this.storage.textContent = `Stores ${formatBytes(estimate.usage)}`;
+      this.storage.title = `This origin stores ${formatBytes(estimate.usage)} of its ${formatBytes(estimate.quota ?? 0)} quota`;
+    }
+    this.storageTimer = setTimeout(() => void this.refreshStorage(), 15_000);
+  }
+
+  /** Shows the account screen or the rooms, depending on the stored session. */
+  private async enter(): Promise<void> {
+    this.syncAbort?.abort();
+    const session = loadSession();
+    this.api.session = session;
+    if (session) {
+      try {
+        await this.api.whoami();
+      } catch (error) {
+        if (error instanceof MatrixApiError && error.status === 401) {
+          saveSession(undefined);
+          this.api.session = undefined;
+        }
+      }
+    }
+    if (!this.api.session) return this.showAccountForm('register');
+    this.showChat(this.api.session);
+  }
+
+  // ------------------------------------------------------------------ account
+
+  private showAccountForm(mode: 'register' | 'login'): void {
+    this.account.replaceChildren();
+    const error = h('p', { class: 'error', role: 'alert' });
+    const username = h('input', { id: 'username', name: 'username', autocomplete: 'username', required: true });
+    const password = h('input', { id: 'password', name: 'password', type: 'password', autocomplete: mode === 'register' ? 'new-password' : 'current-password', required: true });
+    const submit = h('button', { type: 'submit', class: 'primary' }, mode === 'register' ? 'Create account' : 'Sign in');
+    const form = h(
+      'form',
+      {
+        class: 'card auth',
+        onsubmit: async (event: Event) => {
+          event.preventDefault();
+          submit.disabled = true;
+          error.textContent = '';
+          try {
+            const session = mode === 'register' ? await this.api.register(username.value, password.value) : await this.api.login(username.value, password.value);
+            saveSession(session);
+            // Ask the browser not to evict this origin's data under storage pressure: it is a homeserver.
+            void navigator.storage?.persist?.().catch(() => false);
+            this.showChat(session);
+          } catch (e) {
+            error.textContent = describeError(e);
+            submit.disabled = false;
+          }
+        },
+      },
+      h('h1', {}, mode === 'register' ? 'Create your account' : 'Sign in'),
+      h(
+        'p',
+        { class: 'hint' },
+        mode === 'register'
+          ? 'This homeserver runs in your browser. Your account, rooms and keys are stored here, on this device.'
+          : 'Sign in to an account on this homeserver.',
+      ),
+      h('label', { for: 'username' }, 'Username'),
+      username,
+      h('label', { for: 'password' }, 'Password'),
+      password,
+      error,
+      submit,
+      h(
+        'button',
+        { type: 'button', class: 'link', onclick: () => this.showAccountForm(mode === 'register' ? 'login' : 'register') },
+        mode === 'register' ? 'I already have an account here' : 'Create a new account instead',
+      ),
+    );
+    this.main.replaceChildren(form);
+    username.focus();
+  }
+
+  // --------------------------------------------------------------------- chat
+
+  private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
+  private readonly roomPane = h('section', { class: 'room' });
+  private readonly memberPane = h('aside', { class: 'members', 'aria-label': 'Members' });
+  private readonly timeline = h('ol', { class: 'timeline', 'aria-label': 'Timeline', 'aria-live': 'polite' });
+  private readonly typingLine = h('div', { class: 'typing', 'aria-live': 'polite' });
+  private readonly roomTitle = h('h2', { class: 'room-title' });
+  private readonly roomIdLine = h('code', { class: 'room-id' });
+  private readonly sidebarError = h('p', { class: 'error', role: 'alert' });
+  private readonly composerInput = h('input', { id: 'composer', name: 'message', autocomplete: 'off', placeholder: 'Write a message\u2026', 'aria-label': 'Message' });
+
+  private showChat(session: Session): void {
+    this.api.session = session;
+    this.store = new Store(session.userId);
+    this.selectedRoomId = undefined;
+    this.account.replaceChildren(
+      h('span', { class: 'user-id', title: session.userId }, session.userId.split(':')[0]),
+      h('button', { class: 'link', onclick: () => void this.signOut() }, 'Sign out'),
+    );
+    const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
+    const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
+    const sidebar = h(
+      'nav',
+      { class: 'sidebar' },
+      h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.selectRoom(await this.api.createRoom(newRoomName.value), () => (newRoomName.value = ''))) }, newRoomName, h('button', { type: 'submit' }, 'Create')),
+      h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.selectRoom(await this.api.join(joinId.value.trim()), () => (joinId.value = ''))) }, joinId, h('button', { type: 'submit' }, 'Join')),
+      this.sidebarError,
+      h('h3', {}, 'Rooms'),
+      this.roomList,
+    );
+    this.roomPane.replaceChildren(
+      h('header', { class: 'room-header' }, this.roomTitle, this.roomIdLine),
+      this.timeline,
+      this.typingLine,
+      h(
+        'form',
+        { class: 'composer', onsubmit: (e: Event) => this.onSend(e) },
+        this.composerInput,
+        h('button', { type: 'submit', class: 'primary' }, 'Send'),
+      ),
+    );
+    this.composerInput.oninput = () => this.onTyping();
+    this.main.replaceChildren(h('div', { class: 'chat' }, sidebar, this.roomPane, this.memberPane));
+    this.renderRooms();
+    this.renderRoom();
+    void this.syncLoop();
+  }
+
+  /** Runs a sidebar action, showing its error instead of throwing. */
+  private guard(event: Event, action: () => Promise<void>): void {
+    event.preventDefault();
+    this.sidebarError.textContent = '';
+    action().catch((error) => (this.sidebarError.textContent = describeError(error)));
+  }
+
+  private selectRoom(roomId: string, after?: () => void): void {
+    this.selectedRoomId = roomId;
+    after?.();
+    this.renderRooms();
+    this.renderRoom();
+    this.composerInput.focus();
+    this.sendReadReceipt();
+  }
+
+  private async signOut(): Promise<void> {
+    this.syncAbort?.abort();
+    await this.api.logout().catch(() => undefined);
+    saveSession(undefined);
+    this.api.session = undefined;
+    this.showAccountForm('login');
+  }
+
+  private async syncLoop(): Promise<void> {
+    const abort = new AbortController();
+    this.syncAbort = abort;
+    const store = this.store!;
+    let since: string | undefined;
+    let failures = 0;
+    while (!abort.signal.aborted) {
+      try {
+        const response = await this.api.sync(since, since ? 30_000 : 0, abort.signal);
+        if (abort.signal.aborted) return;
+        store.applySync(response);
+        since = response.next_batch;
+        failures = 0;
+        if (!this.selectedRoomId) this.selectedRoomId = store.sortedRooms().find((r) => r.membership === 'join')?.id;
+        this.renderRooms();
+        this.renderRoom();
+        this.sendReadReceipt();
+        if (Date.now() - this.storageCheckedAt > 5000) void this.refreshStorage();
+        document.body.dataset.synced = 'true';
+      } catch (error) {
+        if (abort.signal.aborted) return;
+        if (error instanceof MatrixApiError && error.status === 401) {
+          saveSession(undefined);
+          return void this.enter();
+        }
+        // The service worker may have been stopped mid-poll, or the core is moving to another tab: poll again.
+        failures++;
+        await sleep(Math.min(5000, 250 * 2 ** Math.min(failures, 5)));
+      }
+    }
+  }
+
+  private renderRooms(): void {
+    const store = this.store;
+    if (!store) return;
+    const items = store.sortedRooms().map((room) => {
+      if (room.membership === 'invite') {
+        return h(
+          'li',
+          { class: 'invite' },
+          h('span', { class: 'name' }, store.roomName(room)),
+          h('span', { class: 'hint' }, `invited by ${room.inviter ?? 'someone'}`),
+          h('button', { onclick: () => void this.api.join(room.id).then(() => this.selectRoom(room.id)).catch((e) => (this.sidebarError.textContent = describeError(e))) }, 'Accept'),
+          h('button', { class: 'link', onclick: () => void this.api.leave(room.id).catch((e) => (this.sidebarError.textContent = describeError(e))) }, 'Decline'),
+        );
+      }
+      const last = room.timeline.filter((e) => e.type === 'm.room.message').at(-1);
+      return h(
+        'li',
+        {},
+        h(
+          'button',
+          { class: room.id === this.selectedRoomId ? 'room-item selected' : 'room-item', 'aria-current': room.id === this.selectedRoomId ? 'true' : undefined, onclick: () => this.selectRoom(room.id) },
+          h('span', { class: 'name' }, store.roomName(room)),
+          h('span', { class: 'preview' }, last ? `${store.displayName(room, last.sender)}: ${String(last.content.body ?? '')}` : ''),
+        ),
+      );
+    });
+    this.roomList.replaceChildren(...(items.length > 0 ? items : [h('li', { class: 'hint' }, 'No rooms yet: create one, or join one by its ID.')]));
+  }
+
+  private selectedRoom(): Room | undefined {
+    const room = this.selectedRoomId ? this.store?.rooms.get(this.selectedRoomId) : undefined;
+    return room?.membership === 'join' ? room : undefined;
+  }
+
+  private renderRoom(): void {
+    const store = this.store!;
+    const room = this.selectedRoom();
+    this.roomPane.classList.toggle('empty', !room);
+    if (!room) {
+      this.roomTitle.textContent = 'No room selected';
+      this.roomIdLine.textContent = '';
+      this.timeline.replaceChildren(h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
+      this.typingLine.textContent = '';
+      this.memberPane.replaceChildren();
+      return;
+    }
+    this.roomTitle.textContent = store.roomName(room);
+    this.roomIdLine.textContent = room.id;
+    this.roomIdLine.title = 'Room ID: share it so others can join';
+
+    const atBottom = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < 40;
+    // Which event each user has read up to, for the "seen by" line.
+    const readers = new Map<string, string[]>();
+    for (const [userId, eventId] of room.receipts) {
+      if (userId === store.userId) continue;
+      readers.set(eventId, [...(readers.get(eventId) ?? []), store.displayName(room, userId)]);
+    }
+    const items: HTMLElement[] = [];
+    const startReached = room.timeline.some((e) => e.type === 'm.room.create');
+    if (room.prevBatch && !startReached) items.push(h('li', { class: 'more' }, h('button', { class: 'link', onclick: () => void this.loadOlder(room) }, 'Load earlier messages')));
+    for (const event of room.timeline) {
+      const item = this.renderEvent(room, event);
+      if (!item) continue;
+      const seenBy = event.event_id ? readers.get(event.event_id) : undefined;
+      if (seenBy) item.append(h('div', { class: 'receipts' }, `Seen by ${seenBy.join(', ')}`));
+      items.push(item);
+    }
+    for (const echo of room.localEchoes) {
+      items.push(
+        h(
+          'li',
+          { class: echo.failed ? 'event pending failed' : 'event pending' },
+          h('div', { class: 'meta' }, h('span', { class: 'sender' }, store.displayName(room, store.userId)), h('span', { class: 'time' }, echo.failed ? 'not sent' : 'sending\u2026')),
+          h('div', { class: 'body' }, echo.body),
+        ),
+      );
+    }
+    this.timeline.replaceChildren(...items);
+    if (atBottom) this.timeline.scrollTop = this.timeline.scrollHeight;
+
+    const typing = room.typing.filter((userId) => userId !== store.userId).map((userId) => store.displayName(room, userId));
+    this.typingLine.textContent = typing.length === 0 ? '' : `${typing.join(', ')} ${typing.length === 1 ? 'is' : 'are'} typing\u2026`;
+
+    const invitee = h('input', { id: 'invite-user-id', placeholder: '@user:server', 'aria-label': 'User ID to invite', required: true });
+    const inviteError = h('p', { class: 'error', role: 'alert' });
+    const members = store.joinedMembers(room);
+    this.memberPane.replaceChildren(
+      h('h3', {}, `Members (${members.length})`),
+      h(
+        'ul',
+        { class: 'member-list' },
+        ...members.map((member) =>
+          h('li', { title: member.userId }, h('span', { class: 'name' }, store.displayName(room, member.userId)), member.userId === store.userId ? h('span', { class: 'hint' }, ' (you)') : null, member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null),
+        ),
+      ),
+      h(
+        'form',
+        {
+          class: 'inline',
+          onsubmit: (e: Event) => {
+            e.preventDefault();
+            this.api.invite(room.id, invitee.value.trim()).then(
+              () => (invitee.value = ''),
+              (error) => (inviteError.textContent = describeError(error)),
+            );
+          },
+        },
+        invitee,
+        h('button', { type: 'submit' }, 'Invite'),
+      ),
+      inviteError,
+    );
+  }
+
+  private renderEvent(room: Room, event: MatrixEvent): HTMLLIElement | undefined {
+    const store = this.store!;
+    const who = store.displayName(room, event.sender);
+    if (event.type === 'm.room.message') {
+      return h(
+        'li',
+        { class: event.sender === store.userId ? 'event mine' : 'event', 'data-event-id': event.event_id },
+        h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts))),
+        h('div', { class: 'body' }, typeof event.content.body === 'string' ? event.content.body : '(unsupported message)'),
+      );
+    }
+    let notice: string | undefined;
+    if (event.type === 'm.room.create') notice = `${who} created the room`;
+    else if (event.type === 'm.room.name') notice = `${who} named the room \u201c${String(event.content.name ?? '')}\u201d`;
+    else if (event.type === 'm.room.topic') notice = `${who} set the topic: ${String(event.content.topic ?? '')}`;
+    else if (event.type === 'm.room.member') {
+      const target = event.state_key === event.sender ? who : store.displayName(room, event.state_key ?? '');
+      const verb: Record<string, string> = { join: 'joined', leave: 'left', invite: 'was invited', ban: 'was banned', knock: 'knocked' };
+      notice = `${target} ${verb[String(event.content.membership)] ?? 'changed membership'}`;
+    }
+    return notice ? h('li', { class: 'notice', 'data-event-id': event.event_id }, notice) : undefined;
+  }
+
+  private async loadOlder(room: Room): Promise<void> {
+    if (!room.prevBatch) return;
+    const result = await this.api.messages(room.id, room.prevBatch);
+    this.store!.prepend(room.id, result.chunk, result.end);
+    this.renderRoom();
+  }
+
+  private onSend(event: Event): void {
+    event.preventDefault();
+    const room = this.selectedRoom();
+    const body = this.composerInput.value.trim();
+    if (!room || !body) return;
+    this.composerInput.value = '';
+    this.stopTyping(room.id);
+    const echo = { txnId: this.api.newTxnId(), body } as Room['localEchoes'][number];
+    room.localEchoes.push(echo);
+    this.renderRoom();
+    this.api.sendText(room.id, body, echo.txnId).then(
+      (eventId) => {
+        echo.eventId = eventId;
+        // The sync may already have delivered it.
+        if (room.timeline.some((e) => e.event_id === eventId)) room.localEchoes = room.localEchoes.filter((e) => e !== echo);
+        this.renderRoom();
+      },
+      () => {
+        echo.failed = true;
+        this.renderRoom();
+      },
+    );
+  }
+
+  private onTyping(): void {
+    const room = this.selectedRoom();
+    if (!room) return;
+    clearTimeout(this.typingIdleTimer);
+    if (this.composerInput.value === '') return this.stopTyping(room.id);
+    if (Date.now() - this.typingSentAt > TYPING_REFRESH_MS) {
+      this.typingSentAt = Date.now();
+      void this.api.typing(room.id, true).catch(() => undefined);
+    }
+    this.typingIdleTimer = setTimeout(() => this.stopTyping(room.id), TYPING_IDLE_MS);
+  }
+
+  private stopTyping(roomId: string): void {
+    clearTimeout(this.typingIdleTimer);
+    if (this.typingSentAt === 0) return;
+    this.typingSentAt = 0;
+    void this.api.typing(roomId, false).catch(() => undefined);
+  }
+
+  /** Marks the newest event of the open room as read, when this tab is visible. */
+  private sendReadReceipt(): void {
+    const room = this.selectedRoom();
+    if (!room || document.visibilityState !== 'visible') return;
+    const last = room.timeline.filter((e) => e.event_id && e.sender !== this.store?.userId).at(-1);
+    if (!last?.event_id || this.receiptsSent.get(room.id) === last.event_id) return;
+    this.receiptsSent.set(room.id, last.event_id);
+    void this.api.readReceipt(room.id, last.event_id).catch(() => this.receiptsSent.delete(room.id));
+  }
+}

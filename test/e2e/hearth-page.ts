@@ -1,0 +1,96 @@
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
+import { launchChromium } from './chromium.ts';
+
+/** The built page served on 127.0.0.1, and one Chromium to open it in. */
+export interface HearthSite {
+  server: StaticServer;
+  browser: Browser;
+  close(): Promise<void>;
+}
+
+export async function startSite(dist: string): Promise<HearthSite> {
+  const server = await serveStatic(dist, 0);
+  const browser = await launchChromium();
+  return {
+    server,
+    browser,
+    close: async () => {
+      await browser.close();
+      await server.close();
+    },
+  };
+}
+
+/** Opens the page and waits until the service worker controls it and the core answers /versions. */
+export async function openHearth(context: BrowserContext, url: string): Promise<Page> {
+  const page = await context.newPage();
+  page.on('pageerror', (error) => console.error(`[page error] ${error.message}`));
+  await page.goto(url);
+  await page.waitForFunction(() => document.body.dataset.homeserver === 'ready', undefined, { timeout: 30_000 });
+  return page;
+}
+
+export interface FetchResult {
+  status: number;
+  body: any;
+}
+
+/**
+ * fetch from inside the page, so the request goes through the service worker as
+ * a client's would (Playwright's page.request goes around it).
+ */
+export function pageFetch(page: Page, method: string, path: string, options: { token?: string; body?: unknown; rawBody?: string } = {}): Promise<FetchResult> {
+  return page.evaluate(
+    async ({ method, path, token, body, rawBody }) => {
+      const headers: Record<string, string> = {};
+      if (token) headers['authorization'] = `Bearer ${token}`;
+      if (body !== undefined || rawBody !== undefined) headers['content-type'] = 'application/json';
+      const response = await fetch(path, { method, headers, body: rawBody ?? (body === undefined ? undefined : JSON.stringify(body)) });
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // not JSON: keep the text
+      }
+      return { status: response.status, body: parsed };
+    },
+    { method, path, token: options.token, body: options.body, rawBody: options.rawBody },
+  );
+}
+
+/** The session the built-in client stored after signing in. */
+export async function storedSession(page: Page): Promise<{ userId: string; accessToken: string; deviceId: string }> {
+  const raw = await page.evaluate(() => localStorage.getItem('hearth-session'));
+  if (!raw) throw new Error('no session stored');
+  return JSON.parse(raw);
+}
+
+/** Creates the first account through the UI, as a person would. */
+export async function registerThroughUi(page: Page, username: string, password = 'correct horse battery staple'): Promise<void> {
+  await page.getByLabel('Username').fill(username);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Create account' }).click();
+  await page.getByLabel('New room name').waitFor();
+}
+
+export async function createRoomThroughUi(page: Page, name: string): Promise<void> {
+  await page.getByLabel('New room name').fill(name);
+  await page.getByRole('button', { name: 'Create', exact: true }).click();
+  await page.locator('.room-title', { hasText: name }).waitFor();
+}
+
+export async function sendThroughUi(page: Page, text: string): Promise<void> {
+  await page.getByLabel('Message').fill(text);
+  await page.getByRole('button', { name: 'Send' }).click();
+  await page.locator('.event:not(.pending) .body', { hasText: text }).waitFor();
+}
+
+/** Which role each open page's host has, and how many core workers run across them. */
+export async function coreCensus(pages: Page[]): Promise<{ roles: string[]; coreWorkers: number }> {
+  const roles: string[] = [];
+  for (const page of pages) roles.push(await page.evaluate(() => (globalThis as any).hearthHost?.state.role as string));
+  const coreWorkers = pages.reduce((n, page) => n + page.workers().length, 0);
+  return { roles, coreWorkers };
+}

@@ -1,0 +1,181 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { CoreRouter } from '../../worker/core-router.ts';
+import { MAX_REQUEST_BODY_BYTES, type CoreMessage, type RouterMessage } from '../../worker/protocol.ts';
+import { servePort } from '../../worker/serve-port.ts';
+
+// The service worker's router and the core's port server, wired with real
+// MessageChannels (Node has them): what happens when ports come and go.
+const BASE = 'http://hearth.test';
+const open: MessagePort[] = [];
+
+afterEach(() => {
+  for (const port of open.splice(0)) port.close();
+});
+
+function channel(): MessageChannel {
+  const pair = new MessageChannel();
+  open.push(pair.port1, pair.port2);
+  return pair;
+}
+
+/** A core whose answers echo the request. */
+function echoCore(name: string): MessagePort {
+  const { port1, port2 } = channel();
+  servePort(port1, async (request) =>
+    Response.json({ core: name, method: request.method, path: new URL(request.url).pathname, body: request.body ? await request.text() : null }, { headers: { 'x-core': name } }),
+  );
+  return port2;
+}
+
+/** A core that acknowledges requests and never answers (it is about to die). */
+function stuckCore(): { port: MessagePort; received: string[] } {
+  const { port1, port2 } = channel();
+  const received: string[] = [];
+  port1.onmessage = (event: MessageEvent<RouterMessage>) => {
+    if (event.data.type !== 'request') return;
+    received.push(`${event.data.request.method} ${new URL(event.data.request.url).pathname}`);
+    port1.postMessage({ type: 'received', id: event.data.request.id } satisfies CoreMessage);
+  };
+  return { port: port2, received };
+}
+
+const until = async (condition: () => boolean) => {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(condition()).toBe(true);
+};
+
+describe('CoreRouter', () => {
+  it('forwards a request and returns the core’s response, headers and body', async () => {
+    const router = new CoreRouter({ requestPort: () => {} });
+    router.connect(echoCore('a'), 'a');
+    const response = await router.forward(new Request(`${BASE}/_matrix/client/v3/createRoom`, { method: 'POST', body: '{"name":"x"}' }));
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-core')).toBe('a');
+    expect(await response.json()).toEqual({ core: 'a', method: 'POST', path: '/_matrix/client/v3/createRoom', body: '{"name":"x"}' });
+  });
+
+  it('queues requests until a port arrives, asking for one, and answers them all', async () => {
+    let asks = 0;
+    const router = new CoreRouter({ requestPort: () => asks++, askIntervalMs: 10 });
+    const responses = Promise.all(Array.from({ length: 5 }, (_, i) => router.forward(new Request(`${BASE}/_matrix/client/v3/r${i}`))));
+    await until(() => asks >= 2);
+    router.connect(echoCore('a'), 'a');
+    const bodies = await Promise.all((await responses).map((r) => r.json()));
+    expect(bodies.map((b) => b.path)).toEqual(['/_matrix/client/v3/r0', '/_matrix/client/v3/r1', '/_matrix/client/v3/r2', '/_matrix/client/v3/r3', '/_matrix/client/v3/r4']);
+    const asksAfter = asks;
+    await new Promise((r) => setTimeout(r, 40));
+    expect(asks).toBe(asksAfter); // it stops asking once connected
+  });
+
+  it('when another core takes over, resends what the old one never applied or what is safe to repeat', async () => {
+    const router = new CoreRouter({ requestPort: () => {} });
+    const stuck = stuckCore();
+    router.connect(stuck.port, 'old');
+    const get = router.forward(new Request(`${BASE}/_matrix/client/v3/sync`));
+    const put = router.forward(new Request(`${BASE}/_matrix/client/v3/rooms/!r/send/m.room.message/t1`, { method: 'PUT', body: '{}' }));
+    const post = router.forward(new Request(`${BASE}/_matrix/client/v3/createRoom`, { method: 'POST', body: '{}' }));
+    await until(() => stuck.received.length === 3);
+    router.connect(echoCore('new'), 'new');
+    expect((await (await get).json()).core).toBe('new');
+    expect((await (await put).json()).core).toBe('new');
+    const refused = await post;
+    expect(refused.status).toBe(503);
+    expect(await refused.json()).toMatchObject({ errcode: 'M_UNKNOWN' });
+  });
+
+  it('resends unacknowledged requests of any method when the port closes', async () => {
+    const router = new CoreRouter({ requestPort: () => {} });
+    const { port1, port2 } = channel();
+    router.connect(port2, 'dying');
+    port1.onmessage = () => port1.close(); // dies on the first request, before acknowledging it
+    const post = router.forward(new Request(`${BASE}/_matrix/client/v3/createRoom`, { method: 'POST', body: '{}' }));
+    await until(() => !router.connected);
+    router.connect(echoCore('next'), 'next');
+    expect(await (await post).json()).toMatchObject({ core: 'next', method: 'POST' });
+  });
+
+  it('a second port from the same core keeps answers from the first', async () => {
+    const router = new CoreRouter({ requestPort: () => {} });
+    const first = stuckCore();
+    router.connect(first.port, 'same');
+    const pending = router.forward(new Request(`${BASE}/_matrix/client/v3/sync`));
+    await until(() => first.received.length === 1);
+    router.connect(echoCore('same'), 'same');
+    const next = await router.forward(new Request(`${BASE}/_matrix/client/v3/versions`));
+    expect(next.status).toBe(200);
+    // Not resent: the first port still reaches a live core that may answer.
+    expect(first.received).toEqual(['GET /_matrix/client/v3/sync']);
+    void pending;
+  });
+
+  it('refuses a request body over the bound with M_TOO_LARGE, without reaching the core', async () => {
+    const router = new CoreRouter({ requestPort: () => {} });
+    const stuck = stuckCore();
+    router.connect(stuck.port, 'a');
+    const response = await router.forward(new Request(`${BASE}/_matrix/client/v3/createRoom`, { method: 'POST', body: new Uint8Array(MAX_REQUEST_BODY_BYTES + 1) }));
+    expect(response.status).toBe(413);
+    expect(await response.json()).toMatchObject({ errcode: 'M_TOO_LARGE' });
+    expect(stuck.received).toEqual([]);
+  });
+
+  it('answers 503 when no core turns up in time', async () => {
+    const router = new CoreRouter({ requestPort: () => {}, askIntervalMs: 5, connectTimeoutMs: 30 });
+    const response = await router.forward(new Request(`${BASE}/_matrix/client/versions`));
+    expect(response.status).toBe(503);
+    expect(response.headers.get('retry-after')).toBe('5');
+  });
+});
+
+describe('servePort', () => {
+  it('answers requests concurrently: a slow one does not hold up the next', async () => {
+    const { port1, port2 } = channel();
+    let releaseSlow!: () => void;
+    const slow = new Promise<void>((resolve) => (releaseSlow = resolve));
+    servePort(port1, async (request) => {
+      if (new URL(request.url).pathname.endsWith('/slow')) await slow;
+      return new Response(new URL(request.url).pathname);
+    });
+    const router = new CoreRouter({ requestPort: () => {} });
+    router.connect(port2, 'a');
+    const slowResponse = router.forward(new Request(`${BASE}/_matrix/slow`));
+    const fast = await router.forward(new Request(`${BASE}/_matrix/fast`));
+    expect(await fast.text()).toBe('/_matrix/fast');
+    releaseSlow();
+    expect(await (await slowResponse).text()).toBe('/_matrix/slow');
+  });
+
+  it('turns a handler failure into a Matrix 500', async () => {
+    const { port1, port2 } = channel();
+    servePort(port1, async () => {
+      throw new Error('boom');
+    });
+    const router = new CoreRouter({ requestPort: () => {} });
+    router.connect(port2, 'a');
+    const response = await router.forward(new Request(`${BASE}/_matrix/client/versions`));
+    expect(response.status).toBe(500);
+    expect(await response.json()).toEqual({ errcode: 'M_UNKNOWN', error: 'boom' });
+  });
+});
+
+describe('servePort closeWhenIdle', () => {
+  it('answers what is in flight, then closes', async () => {
+    const { port1, port2 } = channel();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let handled = 0;
+    const served = servePort(port1, async () => {
+      handled++;
+      await gate;
+      return new Response('done');
+    });
+    const router = new CoreRouter({ requestPort: () => {} });
+    router.connect(port2, 'a');
+    const pending = router.forward(new Request(`${BASE}/_matrix/client/v3/sync`));
+    await until(() => handled === 1);
+    served.closeWhenIdle();
+    release();
+    expect(await (await pending).text()).toBe('done');
+    // Closed now: the router sees the port go and asks for another.
+    await until(() => !router.connected);
+  });
+});

@@ -1,0 +1,176 @@
+import { BodyTooLargeError, MAX_REQUEST_BODY_BYTES, matrixErrorResponse, requestToWire, wireToResponse, type CoreMessage, type RouterMessage, type WireRequest } from './protocol.ts';
+
+export interface CoreRouterOptions {
+  /** Asks the page that runs the core for a fresh port (answered by connect()). */
+  requestPort: () => void;
+  /** While requests wait for a port, ask again this often (an ask can reach a page not yet listening). */
+  askIntervalMs?: number;
+  /** A request that found no core for this long gets 503. */
+  connectTimeoutMs?: number;
+}
+
+interface Link {
+  port: MessagePort;
+  /** Which core run this port reaches; a port from another core means this one is gone. */
+  coreId: string;
+  alive: boolean;
+}
+
+interface Pending {
+  wire: WireRequest;
+  resolve: (response: Response) => void;
+  link: Link | null;
+  /** The core acknowledged it: it may have acted on it. */
+  received: boolean;
+  queuedAt: number;
+}
+
+/** Methods a client may repeat without changing the outcome (Matrix PUTs carry a transaction ID). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
+
+/**
+ * The service worker's side: forwards requests to the core over a MessagePort.
+ * The service worker may be killed whenever it idles, and the core may move to
+ * another tab, so the port comes and goes: requests wait in a queue until a
+ * port arrives and are never dropped on the floor.
+ *
+ * When a core goes away (its port closes, or a port from a different core run
+ * arrives: the leader lock allows one core at a time, so the old one is gone),
+ * requests it never acknowledged are sent again to the new core; acknowledged
+ * ones are sent again only if repeating them is harmless, and otherwise get a
+ * 503 telling the client to retry, since the old core may or may not have
+ * applied them.
+ */
+export class CoreRouter {
+  private current: Link | null = null;
+  private readonly links = new Set<Link>();
+  private readonly queue: Pending[] = [];
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private askTimer: ReturnType<typeof setInterval> | undefined;
+  private readonly askIntervalMs: number;
+  private readonly connectTimeoutMs: number;
+
+  constructor(private readonly options: CoreRouterOptions) {
+    this.askIntervalMs = options.askIntervalMs ?? 1000;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 60_000;
+  }
+
+  get connected(): boolean {
+    return this.current !== null;
+  }
+
+  async forward(request: Request): Promise<Response> {
+    let wire: WireRequest;
+    try {
+      wire = await requestToWire(this.nextId++, request);
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) return matrixErrorResponse(413, 'M_TOO_LARGE', `request body exceeds ${MAX_REQUEST_BODY_BYTES} bytes`);
+      throw error;
+    }
+    return new Promise<Response>((resolve) => {
+      const entry: Pending = { wire, resolve, link: null, received: false, queuedAt: Date.now() };
+      this.pending.set(wire.id, entry);
+      request.signal?.addEventListener('abort', () => this.abort(entry));
+      this.dispatch(entry);
+    });
+  }
+
+  /** A port to a core, from the page that runs it. */
+  connect(port: MessagePort, coreId: string): void {
+    const link: Link = { port, coreId, alive: true };
+    port.addEventListener('message', (event: MessageEvent<CoreMessage>) => this.onMessage(event.data));
+    port.addEventListener('close', () => this.retire(link));
+    port.start();
+    this.links.add(link);
+    this.current = link;
+    this.stopAsking();
+    // Only one core runs at a time (the leader lock): a port from another run means that one is gone.
+    for (const other of [...this.links]) if (other.coreId !== coreId) this.retire(other);
+    for (const entry of this.queue.splice(0)) this.dispatch(entry);
+  }
+
+  private dispatch(entry: Pending): void {
+    const link = this.current;
+    if (!link) {
+      this.queue.push(entry);
+      this.startAsking();
+      return;
+    }
+    entry.link = link;
+    entry.received = false;
+    const message: RouterMessage = { type: 'request', request: entry.wire };
+    // The body is not transferred: a request may have to be sent again to another core.
+    link.port.postMessage(message);
+  }
+
+  private onMessage(message: CoreMessage): void {
+    if (message.type === 'received') {
+      const entry = this.pending.get(message.id);
+      if (entry) entry.received = true;
+      return;
+    }
+    const entry = this.pending.get(message.response.id);
+    if (!entry) return;
+    this.pending.delete(message.response.id);
+    entry.resolve(wireToResponse(message.response));
+  }
+
+  /** The core behind this link is gone: move its requests on. */
+  private retire(link: Link): void {
+    if (!link.alive) return;
+    link.alive = false;
+    link.port.close();
+    this.links.delete(link);
+    if (this.current === link) this.current = null;
+    for (const entry of [...this.pending.values()]) {
+      if (entry.link !== link) continue;
+      entry.link = null;
+      if (!entry.received || IDEMPOTENT.has(entry.wire.method)) {
+        this.dispatch(entry);
+      } else {
+        this.pending.delete(entry.wire.id);
+        entry.resolve(
+          matrixErrorResponse(503, 'M_UNKNOWN', 'the homeserver restarted while handling this request; it may or may not have been applied, retry it', { 'retry-after': '1' }),
+        );
+      }
+    }
+  }
+
+  private abort(entry: Pending): void {
+    if (!this.pending.delete(entry.wire.id)) return;
+    const queued = this.queue.indexOf(entry);
+    if (queued >= 0) this.queue.splice(queued, 1);
+    if (entry.link?.alive) {
+      const message: RouterMessage = { type: 'abort', id: entry.wire.id };
+      entry.link.port.postMessage(message);
+    }
+    entry.resolve(matrixErrorResponse(499, 'M_UNKNOWN', 'the request was aborted'));
+  }
+
+  private startAsking(): void {
+    if (this.askTimer !== undefined) return;
+    this.options.requestPort();
+    this.askTimer = setInterval(() => {
+      this.expireQueued();
+      if (this.queue.length === 0) this.stopAsking();
+      else this.options.requestPort();
+    }, this.askIntervalMs);
+  }
+
+  private stopAsking(): void {
+    clearInterval(this.askTimer);
+    this.askTimer = undefined;
+  }
+
+  private expireQueued(): void {
+    const now = Date.now();
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      const entry = this.queue[i]!;
+      if (now - entry.queuedAt < this.connectTimeoutMs) continue;
+      this.queue.splice(i, 1);
+      this.pending.delete(entry.wire.id);
+      entry.resolve(matrixErrorResponse(503, 'M_UNKNOWN', 'the homeserver is not running: open the Hearth page to start it', { 'retry-after': '5' }));
+    }
+  }
+}

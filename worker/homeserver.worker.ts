@@ -1,0 +1,89 @@
+/// <reference lib="webworker" />
+/**
+ * The homeserver core, in a Web Worker owned by the leader tab (ARCHITECTURE.md:
+ * the shape). The page drives it with comlink; the service worker reaches its
+ * client API through ports the page hands out (connect), speaking protocol.ts.
+ */
+import * as Comlink from 'comlink';
+import { createHomeserver, type Homeserver } from '../src/homeserver.ts';
+import { loadOrCreateSeed } from './identity.ts';
+import { openHomeserverDatabase } from './open-database.ts';
+import { servePort, type ServedPort } from './serve-port.ts';
+
+/**
+ * Long-polls must settle before the service worker is cut off: Chromium stops a
+ * service worker whose fetch event has run 5 minutes. Clients usually ask for
+ * 30 s; anything longer is trimmed to this, so a long-poll always ends (empty)
+ * on its own well inside that window and the client simply polls again.
+ */
+export const SYNC_TIMEOUT_CAP_MS = 60_000;
+
+export interface CoreConfig {
+  /** Off for benchmarks that load thousands of events through the API. */
+  rateLimits?: false;
+}
+
+export interface CoreInfo {
+  /** Random per run of the core: the service worker tells a restarted core from the one it knew. */
+  coreId: string;
+  serverName: string;
+  /** Time to open storage and start the homeserver, in milliseconds. */
+  startMs: number;
+}
+
+const coreId = crypto.randomUUID();
+
+// Ports may be connected before start() is called: their requests wait for it.
+let startCalled = false;
+let startWith: (config: CoreConfig) => void;
+const startRequested = new Promise<CoreConfig>((resolve) => (startWith = resolve));
+const started: Promise<{ homeserver: Homeserver; info: CoreInfo }> = startRequested.then(start);
+
+const served: ServedPort[] = [];
+const SUPERSEDED_PORT_GRACE_MS = 60_000;
+
+const log = (message: string, error?: unknown) => console.error(`hearth core: ${message}`, error ?? '');
+
+async function start(config: CoreConfig): Promise<{ homeserver: Homeserver; info: CoreInfo }> {
+  const t0 = performance.now();
+  const [seed, database] = await Promise.all([loadOrCreateSeed(), openHomeserverDatabase()]);
+  const homeserver = await createHomeserver({
+    database,
+    seed,
+    maxSyncTimeoutMs: SYNC_TIMEOUT_CAP_MS,
+    ...(config.rateLimits === false ? { rateLimits: false as const } : {}),
+    log,
+  });
+  return { homeserver, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0 } };
+}
+
+const api = {
+  coreId,
+
+  /** Opens storage and starts the homeserver; later calls return the same run. */
+  async start(config: CoreConfig = {}): Promise<CoreInfo> {
+    startCalled = true;
+    startWith(config);
+    return (await started).info;
+  },
+
+  /**
+   * Serves the client API on a port (for the service worker); requests wait for
+   * start(). A new port means the service worker restarted (or asked twice): the
+   * older ones are closed once idle, so ports to stopped service workers do not
+   * pile up. Not at once: a service worker that has not received the new port
+   * yet may still send on an old one.
+   */
+  connect(port: MessagePort): void {
+    for (const older of served.splice(0)) setTimeout(() => older.closeWhenIdle(), SUPERSEDED_PORT_GRACE_MS);
+    served.push(servePort(port, async (request) => (await started).homeserver.fetch(request), log));
+  },
+
+  async close(): Promise<void> {
+    if (startCalled) await (await started).homeserver.close();
+  },
+};
+
+export type CoreApi = typeof api;
+
+Comlink.expose(api);

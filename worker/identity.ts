@@ -1,0 +1,34 @@
+import { openDB } from 'idb';
+
+const DATABASE = 'hearth-identity';
+const STORE = 'identity';
+const SEED_KEY = 'ed25519-seed';
+
+/**
+ * The server's ed25519 seed: created at random on first start and kept in
+ * IndexedDB, since the server name is derived from it (ARCHITECTURE.md, Identity)
+ * and must never change while the data it signed lives on. Only the leader's
+ * worker calls this, so two tabs never race to create it; the read-or-create
+ * still runs in one transaction to be safe.
+ */
+export async function loadOrCreateSeed(): Promise<Uint8Array> {
+  const db = await openDB(DATABASE, 1, {
+    upgrade(database) {
+      database.createObjectStore(STORE);
+    },
+  });
+  try {
+    const tx = db.transaction(STORE, 'readwrite', { durability: 'strict' });
+    const stored = (await tx.store.get(SEED_KEY)) as Uint8Array | undefined;
+    if (stored && stored.byteLength === 32) {
+      await tx.done;
+      return new Uint8Array(stored);
+    }
+    const seed = crypto.getRandomValues(new Uint8Array(32));
+    await tx.store.put(seed, SEED_KEY);
+    await tx.done;
+    return seed;
+  } finally {
+    db.close();
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * The wire format between the service worker (which receives fetches) and the
+ * homeserver core in the Web Worker, over a MessagePort. One message carries a
+ * whole request or response; bodies travel as transferred ArrayBuffers (no
+ * copy) and are bounded in size, so a runaway body fails fast with a Matrix
+ * error instead of exhausting memory in either worker.
+ *
+ * The core acknowledges each request the moment it arrives. That lets the
+ * service worker tell, when a core dies, which requests never reached it (safe
+ * to send again, whatever the method) from those it may have acted on.
+ */
+
+/**
+ * Request bodies above this are refused with 413 before they leave the service
+ * worker. It sits above the core's own limit on JSON bodies (1 MiB) so the core,
+ * which knows each endpoint, gives the precise answer for sizes in between.
+ */
+export const MAX_REQUEST_BODY_BYTES = 8 * 1024 * 1024;
+
+/** Responses above this become a 502 instead: a /sync of a huge account should use filters. */
+export const MAX_RESPONSE_BODY_BYTES = 64 * 1024 * 1024;
+
+export type HeaderList = [name: string, value: string][];
+
+export interface WireRequest {
+  id: number;
+  method: string;
+  url: string;
+  headers: HeaderList;
+  body: ArrayBuffer | null;
+}
+
+export interface WireResponse {
+  id: number;
+  status: number;
+  statusText: string;
+  headers: HeaderList;
+  body: ArrayBuffer | null;
+}
+
+/** Service worker → core. */
+export type RouterMessage = { type: 'request'; request: WireRequest } | { type: 'abort'; id: number };
+
+/** Core → service worker. */
+export type CoreMessage = { type: 'received'; id: number } | { type: 'response'; response: WireResponse };
+
+/** Page ↔ service worker control messages (postMessage on the ServiceWorker / Client). */
+export type PageToServiceWorker = { type: 'hearth-core-port'; coreId: string; port: MessagePort } | { type: 'hearth-claim' };
+export type ServiceWorkerToPage = { type: 'hearth-need-port' };
+
+/** Thrown when a body is over its bound. */
+export class BodyTooLargeError extends Error {
+  override name = 'BodyTooLargeError';
+  constructor(readonly limit: number) {
+    super(`body exceeds ${limit} bytes`);
+  }
+}
+
+/** Reads a body stream into one ArrayBuffer, giving up as soon as it passes `limit` bytes. */
+export async function readBounded(body: ReadableStream<Uint8Array> | null, declaredLength: string | null, limit: number): Promise<ArrayBuffer | null> {
+  if (body === null) return null;
+  if (declaredLength !== null && Number(declaredLength) > limit) {
+    await body.cancel().catch(() => undefined);
+    throw new BodyTooLargeError(limit);
+  }
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw new BodyTooLargeError(limit);
+    }
+    chunks.push(value);
+  }
+  const joined = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    joined.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return joined.buffer;
+}
+
+export function headerList(headers: Headers): HeaderList {
+  return [...headers.entries()];
+}
+
+export async function requestToWire(id: number, request: Request): Promise<WireRequest> {
+  const body = request.method === 'GET' || request.method === 'HEAD' ? null : await readBounded(request.body, request.headers.get('content-length'), MAX_REQUEST_BODY_BYTES);
+  return { id, method: request.method, url: request.url, headers: headerList(request.headers), body };
+}
+
+export function wireToRequest(wire: WireRequest, signal?: AbortSignal): Request {
+  return new Request(wire.url, { method: wire.method, headers: wire.headers, body: wire.body, signal });
+}
+
+export async function responseToWire(id: number, response: Response): Promise<WireResponse> {
+  const body = await readBounded(response.body, response.headers.get('content-length'), MAX_RESPONSE_BODY_BYTES);
+  return { id, status: response.status, statusText: response.statusText, headers: headerList(response.headers), body };
+}
+
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+export function wireToResponse(wire: WireResponse): Response {
+  const body = NULL_BODY_STATUSES.has(wire.status) ? null : wire.body;
+  return new Response(body, { status: wire.status, statusText: wire.statusText, headers: wire.headers });
+}
+
+/** A Matrix error response built outside the core (the core may be unreachable). */
+export function matrixErrorResponse(status: number, errcode: string, error: string, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify({ errcode, error }), {
+    status,
+    headers: { 'content-type': 'application/json', 'access-control-allow-origin': '*', ...headers },
+  });
+}
+
+/** Paths the homeserver answers; everything else goes to the network as usual. */
+export function isHomeserverPath(pathname: string): boolean {
+  return pathname.startsWith('/_matrix/') || pathname === '/.well-known/matrix/client';
+}

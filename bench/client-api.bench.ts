@@ -1,20 +1,25 @@
 // PUT /send throughput and /sync wake-up latency on the Node host, each against
-// a floor measured in the same run: sign, hash and insert the same events.
-import { Agent, request as httpRequest } from 'node:http';
+// a floor measured in the same run: sign, hash and durably insert the same events.
+// The HTTP client runs in another process, as a real client does.
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { defaultEd25519Backend } from '../src/crypto/ed25519.ts';
 import { computeEventId, hashAndSignEvent } from '../src/events/pdu.ts';
 import { requireRoomVersion } from '../src/events/room-versions.ts';
 import { createHomeserver, homeserverSchemas } from '../src/homeserver.ts';
 import { startHttpServer } from '../src/node/http-server.ts';
-import { percentile, report } from './harness.ts';
 import { openBenchDatabase } from './bench-database.ts';
+import { percentile, report } from './harness.ts';
 
 const EVENTS = 1000;
+const CONCURRENCY = 8;
 const WAKEUPS = 200;
 
-async function floor(): Promise<number> {
-  // The least any homeserver must do per message: sign, hash, derive the ID, and
-  // durably insert the event row with its index in one transaction.
+/**
+ * The least any homeserver must do per message: sign it, hash it, derive its ID,
+ * and durably insert the event row with its index, `concurrency` at a time.
+ */
+async function floor(concurrency: number): Promise<number> {
   const ed25519 = await defaultEd25519Backend();
   const key = await ed25519.keyFromSeed(new Uint8Array(32).fill(3));
   const version = requireRoomVersion('10');
@@ -25,52 +30,62 @@ async function floor(): Promise<number> {
       tx.run('CREATE INDEX events_room ON events (room_id, stream)');
     } }],
   }]);
-  let prev = '$' + 'a'.repeat(43);
+  let next = 0;
   const start = performance.now();
-  for (let i = 0; i < EVENTS; i++) {
-    const signed = await hashAndSignEvent({
-      room_id: '!room:server', sender: '@alice:server', type: 'm.room.message', content: { msgtype: 'm.text', body: `message ${i}` },
-      origin_server_ts: Date.now(), depth: i + 10, prev_events: [prev], auth_events: ['$' + 'b'.repeat(43), '$' + 'c'.repeat(43), '$' + 'd'.repeat(43)], origin: 'server',
-    }, version, 'server', 'ed25519:hearth', key);
-    const id = computeEventId(signed, version);
-    await db.transaction((tx) => tx.run('INSERT INTO events (event_id, room_id, stream, json) VALUES (?, ?, ?, ?)', [id, '!room:server', i, JSON.stringify(signed)]));
-    prev = id;
-  }
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < EVENTS) {
+      const i = next++;
+      const signed = await hashAndSignEvent({
+        room_id: '!room:server', sender: '@alice:server', type: 'm.room.message', content: { msgtype: 'm.text', body: `message ${i}` },
+        origin_server_ts: Date.now(), depth: i + 10, prev_events: ['$' + 'a'.repeat(43)], auth_events: ['$' + 'b'.repeat(43), '$' + 'c'.repeat(43), '$' + 'd'.repeat(43)], origin: 'server',
+      }, version, 'server', 'ed25519:hearth', key);
+      const id = computeEventId(signed, version);
+      await db.transaction((tx) => tx.run('INSERT INTO events (event_id, room_id, stream, json) VALUES (?, ?, ?, ?)', [id, '!room:server', i, JSON.stringify(signed)]));
+    }
+  }));
   const elapsed = performance.now() - start;
   await close();
   return elapsed;
 }
 
+function loadGenerator(job: { url: string; token: string; paths: string[]; body: string; concurrency: number }): Promise<{ elapsedMs: number; latencies: number[] }> {
+  return new Promise((resolve, reject) => {
+    const child = fork(fileURLToPath(new URL('./load-generator.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'] });
+    child.once('message', (result) => resolve(result as { elapsedMs: number; latencies: number[] }));
+    child.once('error', reject);
+    child.send(job);
+  });
+}
+
 export async function run(): Promise<void> {
-  await floor(); // warm-up
-  const floorMs = await floor();
+  await floor(1); // warm-up
+  const floorSequential = await floor(1);
+  const floorConcurrent = await floor(CONCURRENCY);
+
   const { db, close, kind } = await openBenchDatabase(homeserverSchemas);
   const homeserver = await createHomeserver({ database: db, seed: new Uint8Array(32).fill(9), rateLimits: false, passwordIterations: 1000 });
   const http = await startHttpServer(homeserver.fetch);
-  // node:http with keep-alive: undici's fetch costs ~1 ms more per request on the client side.
-  const agent = new Agent({ keepAlive: true, maxSockets: 4 });
-  const call = (method: string, path: string, token?: string, body?: unknown) =>
-    new Promise<any>((resolve, reject) => {
-      const request = httpRequest(http.url + path, {
-        method, agent, headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-      }, (response) => {
-        let text = '';
-        response.setEncoding('utf8');
-        response.on('data', (chunk: string) => (text += chunk));
-        response.on('end', () => resolve(JSON.parse(text)));
-      });
-      request.on('error', reject);
-      request.end(body === undefined ? undefined : JSON.stringify(body));
+  const call = async (method: string, path: string, token?: string, body?: unknown) => {
+    const response = await fetch(http.url + path, {
+      method, headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
     });
+    return (await response.json()) as any;
+  };
   const account = await call('POST', '/_matrix/client/v3/register', undefined, { username: 'bench', password: 'bench', auth: { type: 'm.login.dummy' } });
   const token = account.access_token as string;
-  const roomId = (await call('POST', '/_matrix/client/v3/createRoom', token, {})).room_id as string;
-  const sendPath = (txn: string) => `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/${txn}`;
-  for (let i = 0; i < 200; i++) await call('PUT', sendPath(`warm${i}`), token, { msgtype: 'm.text', body: 'warm-up' });
+  // Events in one room are built one after another (each names the previous one),
+  // so concurrent senders go to separate rooms, as concurrent users do.
+  const rooms: string[] = [];
+  for (let i = 0; i < CONCURRENCY; i++) rooms.push((await call('POST', '/_matrix/client/v3/createRoom', token, {})).room_id as string);
+  const roomId = rooms[0]!;
+  const sendPath = (txn: string, room = roomId) => `/_matrix/client/v3/rooms/${encodeURIComponent(room)}/send/m.room.message/${txn}`;
+  const body = JSON.stringify({ msgtype: 'm.text', body: 'a message of ordinary length, say forty-odd characters' });
+  const paths = (prefix: string, n: number, spread = 1) => Array.from({ length: n }, (_, i) => sendPath(`${prefix}${i}`, rooms[i % spread]));
 
-  const start = performance.now();
-  for (let i = 0; i < EVENTS; i++) await call('PUT', sendPath(`t${i}`), token, { msgtype: 'm.text', body: `message ${i}` });
-  const sendMs = performance.now() - start;
+  await loadGenerator({ url: http.url, token, paths: paths('warm', 200), body, concurrency: 1 });
+  const sequential = await loadGenerator({ url: http.url, token, paths: paths('s', EVENTS), body, concurrency: 1 });
+  const concurrent = await loadGenerator({ url: http.url, token, paths: paths('c', EVENTS, CONCURRENCY), body, concurrency: CONCURRENCY });
 
   // Wake-up: a long-poll is waiting; measure from the send's response to the sync's response.
   let since = (await call('GET', '/_matrix/client/v3/sync?timeout=0', token)).next_batch as string;
@@ -85,17 +100,20 @@ export async function run(): Promise<void> {
     wakeups.push(at - sentAt);
   }
   wakeups.sort((x, y) => x - y);
-  agent.destroy();
   await http.close();
   await homeserver.close();
   await close();
 
-  const perEvent = sendMs / EVENTS;
-  const floorPerEvent = floorMs / EVENTS;
-  report('client API on the Node host', `${EVENTS} sequential PUT /send over HTTP, ${kind} storage`, [
-    ['PUT /send', 1000 / perEvent, 'events/s', `${perEvent.toFixed(2)} ms each`],
-    ['floor: sign + hash + insert', 1000 / floorPerEvent, 'events/s', `${floorPerEvent.toFixed(2)} ms each`],
-    ['send path / floor', perEvent / floorPerEvent, '×', 'target ≤ 3×'],
+  const perSend = sequential.elapsedMs / EVENTS;
+  const perFloor = floorSequential / EVENTS;
+  const sorted = sequential.latencies.sort((a, b) => a - b);
+  report('client API on the Node host', `${EVENTS} PUT /send over HTTP from another thread, ${kind}`, [
+    ['PUT /send, one at a time', 1000 / perSend, 'events/s', `${perSend.toFixed(2)} ms each, p50 ${percentile(sorted, 50).toFixed(2)} ms, p95 ${percentile(sorted, 95).toFixed(2)} ms`],
+    ['floor, one at a time: sign + hash + insert', 1000 / perFloor, 'events/s', `${perFloor.toFixed(2)} ms each`],
+    ['send path / floor, one at a time', perSend / perFloor, '×', 'target ≤ 3×'],
+    [`PUT /send, ${CONCURRENCY} in flight (${CONCURRENCY} rooms)`, (EVENTS / concurrent.elapsedMs) * 1000, 'events/s'],
+    [`floor, ${CONCURRENCY} in flight`, (EVENTS / floorConcurrent) * 1000, 'events/s'],
+    [`send path / floor, ${CONCURRENCY} in flight`, concurrent.elapsedMs / floorConcurrent, '×', 'target ≤ 3×'],
     ['/sync wake-up p50 after send completes', percentile(wakeups, 50), 'ms', 'target ≤ 5 ms'],
     ['/sync wake-up p90', percentile(wakeups, 90), 'ms'],
   ]);

@@ -42,6 +42,12 @@ export interface EventTemplate {
   redacts?: string;
 }
 
+/** A local write: its events once it has run, and when it is durable. */
+interface LocalWrite {
+  stored: StoredEvent[];
+  durable: Promise<void>;
+}
+
 export interface TransactionKey {
   userId: string;
   deviceId: string;
@@ -102,7 +108,16 @@ function toStored(row: EventRow): StoredEvent {
  */
 export class Rooms {
   readonly stateStore: StateStore;
+  /** Each room's durable head: what queries see. */
   private readonly heads = new Map<string, RoomHead>();
+  /**
+   * Heads of writes that have run in memory but are not yet durable. The next
+   * write in the room builds on these, so sends in one room pipeline: event N+1
+   * is signed while event N is being made durable, and they commit as one group.
+   */
+  private readonly pendingHeads = new Map<string, RoomHead>();
+  /** Events of those writes, so the next write can read them before they are durable. */
+  private readonly pendingEvents = new Map<string | number, StoredEvent>();
   private readonly byId = new LruCache<string, StoredEvent>(20_000);
   private readonly byNid = new LruCache<number, StoredEvent>(20_000);
   private readonly roomQueues = new Map<string, Promise<unknown>>();
@@ -137,6 +152,11 @@ export class Rooms {
     return (await this.head(roomId)) !== undefined;
   }
 
+  /** The head a new write builds on: the newest, durable or not. Call with the room lock held. */
+  private async writerHead(roomId: string): Promise<RoomHead | undefined> {
+    return this.pendingHeads.get(roomId) ?? (await this.head(roomId));
+  }
+
   private async head(roomId: string): Promise<RoomHead | undefined> {
     const cached = this.heads.get(roomId);
     if (cached) return cached;
@@ -152,14 +172,14 @@ export class Rooms {
   }
 
   async getEvent(eventId: string): Promise<StoredEvent | undefined> {
-    const cached = this.byId.get(eventId);
+    const cached = this.byId.get(eventId) ?? this.pendingEvents.get(eventId);
     if (cached) return cached;
     const row = await this.options.db.get<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ?`, [eventId]);
     return row ? this.cache(toStored(row)) : undefined;
   }
 
   async getEventByNid(nid: number): Promise<StoredEvent | undefined> {
-    const cached = this.byNid.get(nid);
+    const cached = this.byNid.get(nid) ?? this.pendingEvents.get(nid);
     if (cached) return cached;
     const row = await this.options.db.get<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_nid = ?`, [nid]);
     return row ? this.cache(toStored(row)) : undefined;
@@ -314,13 +334,15 @@ export class Rooms {
    */
   async createRoom(roomId: string, versionId: string, templates: EventTemplate[]): Promise<StoredEvent[]> {
     const version = requireRoomVersion(versionId);
-    return this.withRoomLock(roomId, async () => {
-      if (await this.head(roomId)) throw new RoomError('bad_event', `room ${roomId} already exists`);
+    const write = await this.withRoomLock(roomId, async () => {
+      if (await this.writerHead(roomId)) throw new RoomError('bad_event', `room ${roomId} already exists`);
       const head: RoomHead = { version, current: undefined, extremities: [] };
       return this.buildAndStore(roomId, head, templates, undefined, (tx) => {
         tx.run('INSERT INTO rooms (room_id, room_version, created_ts) VALUES (?, ?, ?)', [roomId, version.id, this.options.now()]);
       });
     });
+    await write.durable;
+    return write.stored;
   }
 
   /**
@@ -339,17 +361,21 @@ export class Rooms {
    * transaction key, a repeated request returns the event first sent.
    */
   async sendEvents(roomId: string, templates: EventTemplate[], txn?: TransactionKey): Promise<StoredEvent[]> {
-    return this.withRoomLock(roomId, async () => {
-      const head = await this.head(roomId);
-      if (!head) throw roomNotFound(roomId);
-      try {
-        return await this.buildAndStore(roomId, head, templates, txn);
-      } catch (e) {
-        // A retried request: answer with the event first sent (checked inside the write, so no extra read per send).
-        if (e instanceof RepeatedTransaction) return [(await this.getEvent(e.eventId))!];
-        throw e;
-      }
-    });
+    try {
+      // The room lock covers building and running the write; making it durable
+      // happens outside, so the next send in the room can be built meanwhile.
+      const write = await this.withRoomLock(roomId, async () => {
+        const head = await this.writerHead(roomId);
+        if (!head) throw roomNotFound(roomId);
+        return this.buildAndStore(roomId, head, templates, txn);
+      });
+      await write.durable;
+      return write.stored;
+    } catch (e) {
+      // A retried request: answer with the event first sent (checked inside the write, so no extra read per send).
+      if (e instanceof RepeatedTransaction) return [(await this.getEvent(e.eventId))!];
+      throw e;
+    }
   }
 
   private async buildAndStore(
@@ -358,7 +384,7 @@ export class Rooms {
     templates: EventTemplate[],
     txn: TransactionKey | undefined,
     before?: (tx: WriteTransaction) => void,
-  ): Promise<StoredEvent[]> {
+  ): Promise<LocalWrite> {
     // Build every event against the state as it evolves, before touching the database.
     const built: RoomEvent[] = [];
     const state: NidState = head.current?.state ?? new Map();
@@ -436,16 +462,27 @@ export class Rooms {
     }
   }
 
+  /**
+   * Runs the write for locally built events. Resolves once it has run in memory
+   * (the room's writer head has moved); `durable` settles when it is durable, and
+   * only then do queries and long-polls see it.
+   */
   private async storeLocal(
     roomId: string,
     head: RoomHead,
     built: RoomEvent[],
     txn: TransactionKey | undefined,
     before?: (tx: WriteTransaction) => void,
-  ): Promise<StoredEvent[]> {
+  ): Promise<LocalWrite> {
     const redactionTargets = await this.redactionTargets(roomId, head, built);
     const snapshots: { nid: number; state: NidState }[] = [];
-    const result = await this.options.db.transaction((tx) => {
+    const prevIds = referenceIds(built[0]!.prev_events);
+    const last = built.at(-1)!;
+    const write = this.runRoomWrite(roomId, (tx) => {
+      // A write this one builds on may have failed to become durable and rolled back.
+      for (const id of prevIds) {
+        if (!tx.get('SELECT 1 FROM events WHERE event_id = ?', [id])) throw new Error(`an earlier write in room ${roomId} failed; try again`);
+      }
       if (txn) {
         const repeated = tx.get<{ event_id: string }>('SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND txn_id = ?', [txn.userId, txn.deviceId, txn.txnId]);
         if (repeated) throw new RepeatedTransaction(repeated.event_id);
@@ -468,7 +505,6 @@ export class Rooms {
         this.applyRedaction(tx, event, redactionTargets);
         stored.push(row);
       }
-      const last = built.at(-1)!;
       if (head.extremities.length === 1) {
         tx.run('UPDATE forward_extremities SET event_id = ? WHERE room_id = ?', [last.event_id, roomId]);
       } else {
@@ -478,14 +514,73 @@ export class Rooms {
       if (txn) {
         tx.run('INSERT INTO transaction_ids (user_id, device_id, txn_id, event_id) VALUES (?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.txnId, last.event_id]);
       }
-      return { stored, current };
+      return { stored, head: { version: head.version, current, extremities: [last.event_id] }, snapshots, redactionTargets };
     });
-    for (const snapshot of snapshots) this.stateStore.remember(snapshot);
-    head.current = result.current;
-    head.extremities = [built.at(-1)!.event_id];
-    this.heads.set(roomId, head);
-    this.afterCommit(roomId, result.stored, redactionTargets);
-    return result.stored;
+    const { stored } = await write.executed;
+    return { stored, durable: write.durable };
+  }
+
+  /**
+   * One write to a room, with the room lock held. `executed` resolves when fn has
+   * run in memory: the room's writer head and its events are then visible to the
+   * next write. `durable` settles once the storage layer has made it durable; then
+   * the durable head moves and long-polls wake. If it fails, the in-memory view is
+   * dropped and reloaded from what was stored.
+   */
+  private runRoomWrite(
+    roomId: string,
+    fn: (tx: WriteTransaction) => { stored: StoredEvent[]; head: RoomHead; snapshots: { nid: number; state: NidState }[]; redactionTargets: Map<string, string> },
+  ): { executed: Promise<{ stored: StoredEvent[] }>; durable: Promise<void> } {
+    let resolveExecuted!: (value: ReturnType<typeof fn>) => void;
+    let rejectExecuted!: (error: unknown) => void;
+    const executed = new Promise<ReturnType<typeof fn>>((resolve, reject) => {
+      resolveExecuted = resolve;
+      rejectExecuted = reject;
+    });
+    const committed = this.options.db.transaction((tx) => {
+      try {
+        const result = fn(tx);
+        resolveExecuted(result);
+        return result;
+      } catch (e) {
+        rejectExecuted(e);
+        throw e;
+      }
+    });
+    committed.catch(rejectExecuted); // failures before fn ran
+    const ran = executed.then((result) => {
+      this.pendingHeads.set(roomId, result.head);
+      for (const s of result.stored) {
+        this.pendingEvents.set(s.event.event_id, s);
+        this.pendingEvents.set(s.nid, s);
+      }
+      return result;
+    });
+    const durable = ran.then(async (result) => {
+      const forget = () => {
+        for (const s of result.stored) {
+          this.pendingEvents.delete(s.event.event_id);
+          this.pendingEvents.delete(s.nid);
+        }
+        if (this.pendingHeads.get(roomId) === result.head) this.pendingHeads.delete(roomId);
+      };
+      try {
+        await committed;
+      } catch (e) {
+        // Rolled back: forget everything built on it; the next write reloads from storage.
+        forget();
+        this.pendingHeads.delete(roomId);
+        this.heads.delete(roomId);
+        throw e;
+      }
+      for (const snapshot of result.snapshots) this.stateStore.remember(snapshot);
+      this.heads.set(roomId, result.head);
+      forget();
+      this.afterCommit(roomId, result.stored, result.redactionTargets);
+    });
+    // When fn itself failed, callers hear it through `executed`; don't also report `durable` as unhandled.
+    durable.catch(() => undefined);
+    return { executed: ran, durable };
   }
 
   /**
@@ -595,7 +690,7 @@ export class Rooms {
   async receiveEvent(pdu: PDU, options: { outlier?: boolean } = {}): Promise<StoredEvent> {
     const roomId = pdu.room_id;
     return this.withRoomLock(roomId, async () => {
-      const head = await this.head(roomId);
+      const head = await this.writerHead(roomId);
       if (!head) throw roomNotFound(roomId);
       const event = await this.checkRemoteEvent(pdu, head.version);
       const existing = await this.getEvent(event.event_id);
@@ -720,13 +815,16 @@ export class Rooms {
     const newCurrent = softFailed ? undefined : extremities.length === 1 ? afterState : await this.resolve(head.version, [from, afterState], event);
     const redactionTargets = softFailed ? new Map<string, string>() : await this.redactionTargets(roomId, head, [event]);
     const snapshots: { nid: number; state: NidState }[] = [];
-    const { stored, current } = await this.options.db.transaction((tx) => {
+    const write = this.runRoomWrite(roomId, (tx) => {
+      for (const id of prevIds) {
+        if (!tx.get('SELECT 1 FROM events WHERE event_id = ?', [id])) throw new Error(`an earlier write in room ${roomId} failed; try again`);
+      }
       const before = head.current && sameState(head.current.state, stateBefore) ? head.current : this.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
       snapshots.push(before);
       const stored = this.insertEvent(tx, event, {
         streamOrdering: softFailed ? null : nextStreamId(tx), stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed,
       });
-      if (!newCurrent) return { stored, current: head.current };
+      if (!newCurrent) return { stored: [stored], head, snapshots, redactionTargets };
       const resolvedCurrent = new Map([...newCurrent].map(([k, nid]) => [k, nid === PENDING_NID ? stored.nid : nid]));
       const current = this.stateStore.create(tx, roomId, head.current, diffState(from, resolvedCurrent));
       snapshots.push(current);
@@ -735,13 +833,12 @@ export class Rooms {
       for (const id of prevIds) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
       tx.run('INSERT OR IGNORE INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, event.event_id]);
       this.applyRedaction(tx, event, redactionTargets);
-      return { stored, current };
+      return { stored: [stored], head: { version: head.version, current, extremities }, snapshots, redactionTargets };
     });
-    snapshots.forEach((s) => this.stateStore.remember(s));
-    head.current = current;
-    head.extremities = extremities;
-    this.afterCommit(roomId, [stored], redactionTargets);
-    return stored;
+    const { stored: [stored] } = await write.executed;
+    // Input from other servers stays strictly ordered: the next one waits until this is durable.
+    await write.durable;
+    return stored!;
   }
 }
 

@@ -42,7 +42,7 @@ export interface EventTemplate {
   redacts?: string;
 }
 
-/** A local write: its events once it has run, and when it is durable. */
+/** A write to a room: its events once it has run, and when it is durable. */
 interface LocalWrite {
   stored: StoredEvent[];
   durable: Promise<void>;
@@ -550,6 +550,7 @@ export class Rooms {
     committed.catch(rejectExecuted); // failures before fn ran
     const ran = executed.then((result) => {
       this.pendingHeads.set(roomId, result.head);
+      for (const snapshot of result.snapshots) this.stateStore.holdPending(snapshot);
       for (const s of result.stored) {
         this.pendingEvents.set(s.event.event_id, s);
         this.pendingEvents.set(s.nid, s);
@@ -569,6 +570,7 @@ export class Rooms {
       } catch (e) {
         // Rolled back: forget everything built on it; the next write reloads from storage.
         forget();
+        for (const snapshot of result.snapshots) this.stateStore.dropPending(snapshot.nid);
         this.pendingHeads.delete(roomId);
         this.heads.delete(roomId);
         throw e;
@@ -592,8 +594,14 @@ export class Rooms {
     const targets = new Map<string, string>(); // redaction event ID → target event ID
     const redactions = events.filter((e) => e.type === 'm.room.redaction');
     if (redactions.length === 0) return targets;
-    const state = await this.loadStateEvents(head.current?.state ?? new Map());
-    const levels = powerLevelsOf(head.version, (type, key) => state.get(stateKey(type, key))?.event);
+    // Power levels need only the create and power levels events, not the whole state.
+    const state = new Map<StateKey, RoomEvent>();
+    for (const key of [stateKey('m.room.create', ''), stateKey('m.room.power_levels', '')]) {
+      const nid = head.current?.state.get(key);
+      const stored = nid === undefined ? undefined : await this.getEventByNid(nid);
+      if (stored) state.set(key, stored.event);
+    }
+    const levels = powerLevelsOf(head.version, (type, key) => state.get(stateKey(type, key)));
     for (const event of redactions) {
       const target = redactsOf(head.version, event);
       if (!target) continue;
@@ -688,13 +696,36 @@ export class Rooms {
    * against their own state but not the room's current state are soft-failed.
    */
   async receiveEvent(pdu: PDU, options: { outlier?: boolean } = {}): Promise<StoredEvent> {
+    try {
+      return await this.receive(pdu, options);
+    } catch (e) {
+      // The same event arrived twice at once: the first one stored it.
+      if (e instanceof RepeatedTransaction) return (await this.getEvent(e.eventId))!;
+      throw e;
+    }
+  }
+
+  private async receive(pdu: PDU, options: { outlier?: boolean }): Promise<StoredEvent> {
     const roomId = pdu.room_id;
-    return this.withRoomLock(roomId, async () => {
+    // Signatures and hashes need no room state: they are checked while earlier
+    // events wait for or hold the room lock, so several events are verified at
+    // once. The lock is queued for at once, so events keep the order they came in.
+    const checked = this.roomVersion(roomId).then((version) => {
+      if (!version) throw roomNotFound(roomId);
+      return this.checkRemoteEvent(pdu, version);
+    });
+    // Whether we hold it already is read outside the lock too: a read waits for the
+    // write in flight, and inside the lock that would serialise on every fsync.
+    const known = checked.then((event) => this.getEvent(event.event_id));
+    checked.catch(() => undefined); // reported inside the lock
+    known.catch(() => undefined);
+    const write = await this.withRoomLock(roomId, async (): Promise<LocalWrite> => {
+      const event = await checked;
+      const done = (stored: StoredEvent) => ({ stored: [stored], durable: Promise.resolve() });
       const head = await this.writerHead(roomId);
       if (!head) throw roomNotFound(roomId);
-      const event = await this.checkRemoteEvent(pdu, head.version);
-      const existing = await this.getEvent(event.event_id);
-      if (existing) return existing;
+      const existing = this.pendingEvents.get(event.event_id) ?? (await known);
+      if (existing) return done(existing);
 
       // Auth against the event's own auth events (which must all be known).
       const authIds = referenceIds(event.auth_events);
@@ -704,10 +735,10 @@ export class Rooms {
       try {
         await checkEventAgainstAuthEvents(event, authEvents.map((e) => e!.event), head.version, this.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
       } catch (e) {
-        if (e instanceof AuthError) return this.storeRejected(event, e.message, options.outlier);
+        if (e instanceof AuthError) return done(await this.storeRejected(event, e.message, options.outlier));
         throw e;
       }
-      if (options.outlier) return this.storeOutlier(event);
+      if (options.outlier) return done(await this.storeOutlier(event));
 
       // Auth against the state before the event, resolved from its prev events.
       const prevIds = referenceIds(event.prev_events);
@@ -718,15 +749,17 @@ export class Rooms {
         prevStates.push(state);
       }
       const stateBefore = await this.resolve(head.version, prevStates);
-      const beforeEvents = await this.loadStateEvents(stateBefore);
-      const beforeRejection = await this.authReason(event, head.version, (k) => beforeEvents.get(k)?.event);
-      if (beforeRejection) return this.storeRejected(event, beforeRejection);
+      const beforeEvents = await this.authStateFor(event, head.version, stateBefore);
+      const beforeRejection = await this.authReason(event, head.version, (k) => beforeEvents.get(k));
+      if (beforeRejection) return done(await this.storeRejected(event, beforeRejection));
 
       // Soft failure: allowed by its own history but not by the room as it is now.
-      const currentEvents = await this.loadStateEvents(head.current?.state ?? new Map());
-      const softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k)?.event)) !== undefined;
+      const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
+      const softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
       return this.storeAccepted(head, event, stateBefore, prevIds, softFailed);
     });
+    await write.durable;
+    return write.stored[0]!;
   }
 
   /** Format, size, content hash and signature checks. Returns the event with its ID. */
@@ -748,6 +781,20 @@ export class Rooms {
     // A failed content hash means the event was tampered with: keep only its redacted form.
     if (!contentHashMatches(pdu)) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
     return event;
+  }
+
+  /**
+   * The part of a state the auth rules read for an event: its auth event
+   * selection, not the whole state (a room's state can hold thousands of members).
+   */
+  private async authStateFor(event: RoomEvent, version: RoomVersion, state: NidState): Promise<Map<StateKey, RoomEvent>> {
+    const out = new Map<StateKey, RoomEvent>();
+    for (const [type, key] of authEventSelection(version, event)) {
+      const nid = state.get(stateKey(type, key));
+      const stored = nid === undefined ? undefined : await this.getEventByNid(nid);
+      if (stored) out.set(stateKey(type, key), stored.event);
+    }
+    return out;
   }
 
   private async authReason(event: RoomEvent, version: RoomVersion, lookup: (key: StateKey) => RoomEvent | undefined): Promise<string | undefined> {
@@ -804,7 +851,7 @@ export class Rooms {
   }
 
   /** Stores an accepted (or soft-failed) event and moves the room's current state, in one transaction. */
-  private async storeAccepted(head: RoomHead, event: RoomEvent, stateBefore: NidState, prevIds: string[], softFailed: boolean): Promise<StoredEvent> {
+  private async storeAccepted(head: RoomHead, event: RoomEvent, stateBefore: NidState, prevIds: string[], softFailed: boolean): Promise<LocalWrite> {
     const roomId = event.room_id;
     const afterState = new Map(stateBefore);
     if (isStateEvent(event)) afterState.set(stateKey(event.type, event.state_key!), PENDING_NID);
@@ -819,6 +866,8 @@ export class Rooms {
       for (const id of prevIds) {
         if (!tx.get('SELECT 1 FROM events WHERE event_id = ?', [id])) throw new Error(`an earlier write in room ${roomId} failed; try again`);
       }
+      const already = tx.get<{ event_id: string }>('SELECT event_id FROM events WHERE event_id = ?', [event.event_id]);
+      if (already) throw new RepeatedTransaction(already.event_id);
       const before = head.current && sameState(head.current.state, stateBefore) ? head.current : this.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
       snapshots.push(before);
       const stored = this.insertEvent(tx, event, {
@@ -835,14 +884,12 @@ export class Rooms {
       this.applyRedaction(tx, event, redactionTargets);
       return { stored: [stored], head: { version: head.version, current, extremities }, snapshots, redactionTargets };
     });
-    const { stored: [stored] } = await write.executed;
-    // Input from other servers stays strictly ordered: the next one waits until this is durable.
-    await write.durable;
-    return stored!;
+    const { stored } = await write.executed;
+    return { stored, durable: write.durable };
   }
 }
 
-/** Thrown inside a send's write when its transaction ID was used before, to abandon the write. */
+/** Thrown inside a write whose transaction ID (or event) was stored before, to abandon the write. */
 class RepeatedTransaction extends Error {
   constructor(readonly eventId: string) {
     super(`transaction already sent as ${eventId}`);

@@ -20,11 +20,13 @@ type Reader = Pick<WriteTransaction, 'all' | 'get'>;
  */
 export class StateStore {
   private readonly snapshots = new LruCache<number, NidState>(512);
+  /** Snapshots of writes that ran in memory and are not durable yet (see Rooms.runRoomWrite). */
+  private readonly pending = new Map<number, NidState>();
 
   constructor(private readonly db: Database) {}
 
   async load(snapshotNid: number): Promise<NidState> {
-    const cached = this.snapshots.get(snapshotNid);
+    const cached = this.snapshots.get(snapshotNid) ?? this.pending.get(snapshotNid);
     if (cached) return cached;
     const row = await this.db.get<{ blocks: string }>('SELECT blocks FROM state_snapshots WHERE snapshot_nid = ?', [snapshotNid]);
     if (!row) throw new Error(`state snapshot ${snapshotNid} is missing`);
@@ -73,7 +75,18 @@ export class StateStore {
 
   /** Caches a committed snapshot's state. */
   remember(snapshot: { nid: number; state: NidState }): void {
+    this.pending.delete(snapshot.nid);
     this.snapshots.set(snapshot.nid, snapshot.state);
+  }
+
+  /** Makes a snapshot of a write not yet durable readable by the writes after it. */
+  holdPending(snapshot: { nid: number; state: NidState }): void {
+    this.pending.set(snapshot.nid, snapshot.state);
+  }
+
+  /** Forgets a pending snapshot whose write failed: its ID may be used again. */
+  dropPending(snapshotNid: number): void {
+    this.pending.delete(snapshotNid);
   }
 
   private blocksOf(tx: Reader, snapshotNid: number): { nid: number; size: number }[] {

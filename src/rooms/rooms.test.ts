@@ -127,6 +127,22 @@ describe('room engine: events from other servers', () => {
     expect(merge!.event.prev_events).toHaveLength(2);
   });
 
+  it('stores an event that arrives twice at once only once', async () => {
+    const [message] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'twice' } }]);
+    const [first, second] = await Promise.all([b.receiveEvent(wire(message!)), b.receiveEvent(wire(message!))]);
+    expect(first.event.event_id).toBe(message!.event.event_id);
+    expect(second.nid).toBe(first.nid);
+  });
+
+  it('keeps events that arrive together in the order they came', async () => {
+    const sent: StoredEvent[] = [];
+    for (let i = 0; i < 20; i++) sent.push(...(await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: `n${i}` } }])));
+    const received = await Promise.all(sent.map((e) => b.receiveEvent(wire(e))));
+    expect(received.every((r) => r.rejected === null && !r.softFailed)).toBe(true);
+    const orderings = received.map((r) => r.streamOrdering!);
+    expect([...orderings].sort((x, y) => x - y)).toEqual(orderings);
+  });
+
   it('stores outliers without state and without a place in the timeline', async () => {
     const [message] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'outlier' } }]);
     const stored = await b.receiveEvent(wire(message!), { outlier: true });

@@ -5,6 +5,7 @@ import { CanonicalJsonError } from '../crypto/canonical-json.ts';
 import { UnsupportedRoomVersionError } from '../events/room-versions.ts';
 import { KeysError } from '../keys/errors.ts';
 import { RoomError } from '../rooms/errors.ts';
+import { StorageError } from '../storage/errors.ts';
 import { TokenError } from '../sync/token.ts';
 import type { Env } from './context.ts';
 import { MatrixError, unrecognized } from './errors.ts';
@@ -36,11 +37,11 @@ export function toMatrixError(error: unknown): MatrixError {
   if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
   if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);
   if (error instanceof TokenError) return new MatrixError(400, 'M_INVALID_PARAM', error.message);
-  const storage = error as { name?: string; code?: string; message?: string };
-  if (storage?.name === 'StorageError') {
-    return storage.code === 'quota_exceeded'
-      ? new MatrixError(507, 'M_RESOURCE_LIMIT_EXCEEDED', `storage is full: ${storage.message}`)
-      : new MatrixError(500, 'M_UNKNOWN', `storage failed: ${storage.message}`);
+  if (error instanceof StorageError) {
+    // Nothing of the request was kept (the write rolled back); 507 says why.
+    return error.code === 'quota_exceeded'
+      ? new MatrixError(507, 'M_RESOURCE_LIMIT_EXCEEDED', error.message)
+      : new MatrixError(500, 'M_UNKNOWN', error.message);
   }
   return new MatrixError(500, 'M_UNKNOWN', error instanceof Error ? error.message : String(error));
 }

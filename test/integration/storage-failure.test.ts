@@ -1,0 +1,51 @@
+import initSqlJs from 'sql.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHomeserver, homeserverSchemas } from '../../src/homeserver.ts';
+import { startHttpServer } from '../../src/node/http-server.ts';
+import { openDurableDatabase } from '../../src/storage/durable-database.ts';
+import type { PersistenceHooks, PersistenceStep } from '../../src/storage/persistence.ts';
+import { indexedDbBackend, type BackendFixture } from '../unit/storage/backends.ts';
+import { api, register } from './harness.ts';
+
+// When storage fails (the quota is full), the API caller hears it and nothing
+// of the request is kept.
+
+/** Fails appends while `full` is set, as IndexedDB does when the quota is used up. */
+class Quota implements PersistenceHooks {
+  full = false;
+  at(step: PersistenceStep): void {
+    if (step === 'append:start' && this.full) throw Object.assign(new Error('the quota has been exceeded'), { name: 'QuotaExceededError' });
+  }
+}
+
+let fixture: BackendFixture | undefined;
+afterEach(async () => fixture?.cleanup());
+
+describe('storage failure through the API', () => {
+  it('answers M_RESOURCE_LIMIT_EXCEEDED when storage is full, keeps nothing, and recovers', async () => {
+    fixture = await indexedDbBackend.create();
+    const quota = new Quota();
+    const database = await openDurableDatabase({ sqlJs: await initSqlJs(), persistence: await fixture.open(quota), schemas: homeserverSchemas });
+    const homeserver = await createHomeserver({ database, seed: new Uint8Array(32).fill(4), rateLimits: false, passwordIterations: 1000 });
+    const http = await startHttpServer(homeserver.fetch);
+    try {
+      const alice = await register(http, 'alice');
+      const roomId = (await api(http, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: {} })).body.room_id;
+      const send = (txn: string) => api(http, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/${txn}`, {
+        token: alice.accessToken, body: { msgtype: 'm.text', body: txn }, unchecked: true,
+      });
+      quota.full = true;
+      const refused = await send('while-full');
+      expect(refused.status).toBe(507);
+      expect(refused.body.errcode).toBe('M_RESOURCE_LIMIT_EXCEEDED');
+      quota.full = false;
+      expect((await send('after')).status).toBe(200);
+      const messages = await api(http, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=20`, { token: alice.accessToken });
+      const bodies = messages.body.chunk.filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body);
+      expect(bodies).toEqual(['after']);
+    } finally {
+      await http.close();
+      await homeserver.close();
+    }
+  });
+});

@@ -133,17 +133,11 @@ export class KeyBackup {
   /** Keys of a version: all, one room's, or one session's (undefined when that session has none). */
   async getKeys(userId: string, version: string, roomId?: string, sessionId?: string): Promise<RoomKeys | undefined> {
     const number = await this.existingVersion(userId, version);
-    let sql = 'SELECT room_id, session_id, first_message_index, forwarded_count, is_verified, session_data FROM backup_keys WHERE user_id = ? AND version = ?';
-    const params: (string | number)[] = [userId, number];
-    if (roomId !== undefined) {
-      sql += ' AND room_id = ?';
-      params.push(roomId);
-    }
-    if (sessionId !== undefined) {
-      sql += ' AND session_id = ?';
-      params.push(sessionId);
-    }
-    const rows = await this.db.all<KeyRow>(sql + ' ORDER BY room_id, session_id', params);
+    const scope = keyScope(userId, number, roomId, sessionId);
+    const rows = await this.db.all<KeyRow>(
+      `SELECT room_id, session_id, first_message_index, forwarded_count, is_verified, session_data FROM backup_keys WHERE ${scope.where} ORDER BY room_id, session_id`,
+      scope.params,
+    );
     if (sessionId !== undefined && rows.length === 0) return undefined;
     const out: RoomKeys = {};
     for (const row of rows) {
@@ -157,17 +151,8 @@ export class KeyBackup {
   async deleteKeys(userId: string, version: string, roomId?: string, sessionId?: string): Promise<{ etag: string; count: number }> {
     const number = await this.existingVersion(userId, version);
     return this.db.transaction((tx) => {
-      let sql = 'DELETE FROM backup_keys WHERE user_id = ? AND version = ?';
-      const params: (string | number)[] = [userId, number];
-      if (roomId !== undefined) {
-        sql += ' AND room_id = ?';
-        params.push(roomId);
-      }
-      if (sessionId !== undefined) {
-        sql += ' AND session_id = ?';
-        params.push(sessionId);
-      }
-      return this.finish(tx, userId, number, tx.run(sql, params).changes > 0);
+      const scope = keyScope(userId, number, roomId, sessionId);
+      return this.finish(tx, userId, number, tx.run(`DELETE FROM backup_keys WHERE ${scope.where}`, scope.params).changes > 0);
     });
   }
 
@@ -194,4 +179,19 @@ export class KeyBackup {
     const count = tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM backup_keys WHERE user_id = ? AND version = ?', [userId, version])!.n;
     return { etag: String(etag), count };
   }
+}
+
+/** The WHERE clause for a version's keys: all of them, one room's, or one session's. */
+function keyScope(userId: string, version: number, roomId?: string, sessionId?: string): { where: string; params: (string | number)[] } {
+  let where = 'user_id = ? AND version = ?';
+  const params: (string | number)[] = [userId, version];
+  if (roomId !== undefined) {
+    where += ' AND room_id = ?';
+    params.push(roomId);
+  }
+  if (sessionId !== undefined) {
+    where += ' AND session_id = ?';
+    params.push(sessionId);
+  }
+  return { where, params };
 }

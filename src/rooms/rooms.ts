@@ -273,13 +273,6 @@ export class Rooms {
     return row?.txn_id;
   }
 
-  async transactionEvent(key: TransactionKey): Promise<string | undefined> {
-    const row = await this.options.db.get<{ event_id: string }>(
-      'SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND txn_id = ?', [key.userId, key.deviceId, key.txnId],
-    );
-    return row?.event_id;
-  }
-
   // --------------------------------------------------- aliases, directory
 
   async resolveAlias(alias: string): Promise<string | undefined> {

@@ -18,8 +18,6 @@ const MAX_TIMELINE_LIMIT = 100;
 export interface SyncExtension {
   /** Adds this component's fields to a sync response for (since, upTo]. */
   contribute(request: { userId: string; deviceId: string; since: number; upTo: number; initial: boolean }, response: SyncResponse): Promise<void>;
-  /** True when the component has something new for the device after `since` (so a long-poll should return). */
-  hasNew?(userId: string, deviceId: string, since: number, upTo: number): Promise<boolean>;
   /** Called after a sync response was computed from `since`, so acknowledged data can be dropped. */
   acknowledge?(userId: string, deviceId: string, since: number): Promise<void>;
 }

@@ -47,6 +47,12 @@ export class Typing {
     return { userIds: room ? [...room.users.keys()] : [], changed: room?.changed ?? 0 };
   }
 
+  /** Rooms whose typing changed after `since`. */
+  changedSince(since: number): string[] {
+    this.expire();
+    return [...this.rooms].filter(([, room]) => room.changed > since).map(([roomId]) => roomId);
+  }
+
   private changed(roomId: string, room: { changed: number }): void {
     room.changed = this.stream.advance();
     this.notify({ position: 0, roomIds: [roomId] });
@@ -128,13 +134,8 @@ export class Presence {
     return this.users.get(userId) ?? { presence: 'offline', last_active_ts: 0, changed: 0 };
   }
 
-  /** Users among `userIds` whose presence changed after `since`. */
-  changedSince(userIds: Iterable<string>, since: number): [string, PresenceStatus][] {
-    const out: [string, PresenceStatus][] = [];
-    for (const userId of userIds) {
-      const status = this.users.get(userId);
-      if (status && status.changed > since) out.push([userId, status]);
-    }
-    return out;
+  /** Users whose presence changed after `since`. */
+  changedSince(since: number): [string, PresenceStatus][] {
+    return [...this.users].filter(([, status]) => status.changed > since);
   }
 }

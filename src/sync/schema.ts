@@ -20,5 +20,10 @@ export const syncSchema: ComponentSchema = {
         tx.run('CREATE INDEX receipts_by_stream ON receipts (room_id, stream_id)');
       },
     },
+    {
+      version: 2,
+      description: 'receipts by stream position alone, to find the rooms an incremental sync must look at',
+      up: (tx) => void tx.run('CREATE INDEX receipts_by_position ON receipts (stream_id)'),
+    },
   ],
 };

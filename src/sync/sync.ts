@@ -169,15 +169,18 @@ export class Sync {
       }
     }
 
-    const sharedUsers = new Set<string>([userId]);
+    // An incremental sync looks only at rooms where something happened since `since`.
+    const active = since && !request.fullState ? await this.roomsWithNews(since, upTo, roomAccountData) : undefined;
+    const joinedRooms = new Set<string>();
     for (const m of memberships) {
       if (!roomMatches(filter, m.room_id)) continue;
       const changedSince = m.stream_ordering > sinceStream;
       if (m.membership === 'join') {
+        joinedRooms.add(m.room_id);
         // A room joined since `since` is new to the client: all of it. full_state sends all state but keeps the timeline incremental.
         const fresh = !since || changedSince;
+        if (active && !fresh && !active.has(m.room_id)) continue;
         const joined = await this.joinedRoom(m.room_id, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.room_id) ?? []);
-        for (const member of await this.rooms.members(m.room_id)) sharedUsers.add(member);
         if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.room_id] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
         response.rooms.invite[m.room_id] = { invite_state: { events: await this.strippedState(m.room_id, m.event_id) } };
@@ -189,8 +192,9 @@ export class Sync {
       }
     }
 
-    const presenceSince = since?.ephemeral ?? 0;
-    for (const [user, status] of this.presence.changedSince(sharedUsers, presenceSince)) {
+    // Presence of the user and of those sharing a room with them.
+    for (const [user, status] of this.presence.changedSince(since?.ephemeral ?? 0)) {
+      if (user !== userId && !(await this.rooms.roomsOf(user)).some((r) => joinedRooms.has(r))) continue;
       const event = {
         type: 'm.presence',
         sender: user,
@@ -208,6 +212,16 @@ export class Sync {
       await extension.contribute({ userId, deviceId, since: sinceStream, upTo: upTo.stream, initial: !since }, response);
     }
     return response;
+  }
+
+  /** Rooms with new events, receipts, room account data or typing in (since, upTo]. */
+  private async roomsWithNews(since: SyncToken, upTo: SyncToken, roomAccountData: Map<string, unknown>): Promise<Set<string>> {
+    const rooms = new Set<string>(roomAccountData.keys());
+    const range = [since.stream, upTo.stream];
+    for (const row of await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM events WHERE stream_ordering > ? AND stream_ordering <= ?', range)) rooms.add(row.room_id);
+    for (const row of await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM receipts WHERE stream_id > ? AND stream_id <= ?', range)) rooms.add(row.room_id);
+    for (const roomId of this.typing.changedSince(since.ephemeral)) rooms.add(roomId);
+    return rooms;
   }
 
   private async joinedRoom(

@@ -64,7 +64,14 @@ export async function run(): Promise<void> {
 
   const { db, close, kind } = await openBenchDatabase(homeserverSchemas);
   const homeserver = await createHomeserver({ database: db, seed: new Uint8Array(32).fill(9), rateLimits: false, passwordIterations: 1000 });
-  const http = await startHttpServer(homeserver.fetch);
+  // Server-side time per request, to tell the server's share from the transport's.
+  const serverTimes: number[] = [];
+  const http = await startHttpServer(async (request) => {
+    const started = performance.now();
+    const response = await homeserver.fetch(request);
+    if (request.method === 'PUT') serverTimes.push(performance.now() - started);
+    return response;
+  });
   const call = async (method: string, path: string, token?: string, body?: unknown) => {
     const response = await fetch(http.url + path, {
       method, headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
@@ -84,7 +91,9 @@ export async function run(): Promise<void> {
   const paths = (prefix: string, n: number, spread = 1) => Array.from({ length: n }, (_, i) => sendPath(`${prefix}${i}`, rooms[i % spread]));
 
   await loadGenerator({ url: http.url, token, paths: paths('warm', 200), body, concurrency: 1 });
+  serverTimes.length = 0;
   const sequential = await loadGenerator({ url: http.url, token, paths: paths('s', EVENTS), body, concurrency: 1 });
+  const serverSequential = serverTimes.splice(0).sort((a, b) => a - b);
   const concurrent = await loadGenerator({ url: http.url, token, paths: paths('c', EVENTS, CONCURRENCY), body, concurrency: CONCURRENCY });
 
   // Wake-up: a long-poll is waiting; measure from the send's response to the sync's response.
@@ -109,6 +118,7 @@ export async function run(): Promise<void> {
   const sorted = sequential.latencies.sort((a, b) => a - b);
   report('client API on the Node host', `${EVENTS} PUT /send over HTTP from another thread, ${kind}`, [
     ['PUT /send, one at a time', 1000 / perSend, 'events/s', `${perSend.toFixed(2)} ms each, p50 ${percentile(sorted, 50).toFixed(2)} ms, p95 ${percentile(sorted, 95).toFixed(2)} ms`],
+    ['  of which in the homeserver (request in → response out)', percentile(serverSequential, 50), 'ms p50', `mean ${(serverSequential.reduce((a, b) => a + b, 0) / serverSequential.length).toFixed(2)} ms; the rest is HTTP over loopback and the client`],
     ['floor, one at a time: sign + hash + insert', 1000 / perFloor, 'events/s', `${perFloor.toFixed(2)} ms each`],
     ['send path / floor, one at a time', perSend / perFloor, '×', 'target ≤ 3×'],
     [`PUT /send, ${CONCURRENCY} in flight (${CONCURRENCY} rooms)`, (EVENTS / concurrent.elapsedMs) * 1000, 'events/s'],

@@ -105,6 +105,27 @@ describe('/sync', () => {
     expect(between.body.chunk.map((e: any) => e.content.body)).toEqual(['one']);
   });
 
+  it('reports a room whose only news is a tag, a receipt or typing', async () => {
+    const quiet = await createRoom(alice);
+    const other = await createRoom(alice);
+    const { event_id: eventId } = (await send(alice, quiet, 'hello')).body;
+    let since = (await sync(alice)).body.next_batch;
+    await api(server, 'PUT', `/_matrix/client/v3/user/${enc(alice.userId)}/rooms/${enc(quiet)}/tags/u.work`, { token: alice.accessToken, body: {} });
+    let r = await sync(alice, `?since=${since}`);
+    expect(Object.keys(r.body.rooms.join)).toEqual([quiet]);
+    expect(r.body.rooms.join[quiet].account_data.events[0].type).toBe('m.tag');
+    since = r.body.next_batch;
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(quiet)}/receipt/m.read/${enc(eventId)}`, { token: alice.accessToken, body: {} });
+    r = await sync(alice, `?since=${since}`);
+    expect(Object.keys(r.body.rooms.join)).toEqual([quiet]);
+    expect(r.body.rooms.join[quiet].ephemeral.events.map((e: any) => e.type)).toEqual(['m.receipt']);
+    since = r.body.next_batch;
+    await api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(other)}/typing/${enc(alice.userId)}`, { token: alice.accessToken, body: { typing: true, timeout: 10_000 } });
+    r = await sync(alice, `?since=${since}`);
+    expect(Object.keys(r.body.rooms.join)).toEqual([other]);
+    expect(r.body.rooms.join[other].ephemeral.events[0].content.user_ids).toEqual([alice.userId]);
+  });
+
   it('keeps presence as set_presence says', async () => {
     const carol = await register(server, 'carol');
     await sync(carol, '?set_presence=offline');

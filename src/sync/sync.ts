@@ -92,7 +92,11 @@ export class Sync {
     const notify = (change: StreamChange) => this.notifier.notify(change);
     this.ephemeral = new EphemeralStream(now);
     this.typing = new Typing(this.ephemeral, notify, now);
-    this.presence = new Presence(this.ephemeral, notify, now);
+    // A presence change wakes the user and everyone sharing a room with them.
+    this.presence = new Presence(this.ephemeral, (change) => {
+      notify(change);
+      for (const userId of change.userIds ?? []) void rooms.roomsOf(userId).then((roomIds) => notify({ position: 0, roomIds }), () => undefined);
+    }, now);
     this.receipts = new Receipts(db, notify, now);
     this.formatter = new EventFormatter(rooms, now);
     this.visibility = new Visibility(rooms);

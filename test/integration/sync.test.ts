@@ -126,6 +126,19 @@ describe('/sync', () => {
     expect(r.body.rooms.join[other].ephemeral.events[0].content.user_ids).toEqual([alice.userId]);
   });
 
+  it('wakes a long-poll when someone sharing a room changes presence', async () => {
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
+    const since = (await sync(alice, '?set_presence=offline')).body.next_batch;
+    const started = Date.now();
+    const polling = sync(alice, `?since=${since}&timeout=20000&set_presence=offline`);
+    await new Promise((r) => setTimeout(r, 100));
+    await api(server, 'PUT', `/_matrix/client/v3/presence/${enc(bob.userId)}/status`, { token: bob.accessToken, body: { presence: 'unavailable', status_msg: 'away' } });
+    const r = await polling;
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(r.body.presence.events.find((e: any) => e.sender === bob.userId).content).toMatchObject({ presence: 'unavailable', status_msg: 'away' });
+  });
+
   it('keeps presence as set_presence says', async () => {
     const carol = await register(server, 'carol');
     await sync(carol, '?set_presence=offline');

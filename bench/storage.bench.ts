@@ -9,11 +9,11 @@ import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import initSqlJs from 'sql.js';
-import { createServer } from 'vite';
 import { openFilePersistence } from '../src/node/file-persistence.ts';
 import { DEFAULT_SNAPSHOT_POLICY } from '../src/storage/durable-database.ts';
 import { openIndexedDbPersistence } from '../src/storage/indexeddb-persistence.ts';
 import { launchChromium } from '../test/e2e/chromium.ts';
+import { startFixtureServer } from '../test/e2e/fixture-server.ts';
 import { report, type Row } from './harness.ts';
 import { benchReplay, benchSizes, buildImage, type BenchTarget, type SizeResult } from './storage-workload.ts';
 
@@ -129,19 +129,11 @@ async function runNode(sqlJs: Awaited<ReturnType<typeof initSqlJs>>): Promise<vo
 }
 
 async function runChromium(): Promise<void> {
-  const server = await createServer({
-    configFile: false,
-    root: process.cwd(),
-    logLevel: 'error',
-    server: { host: '127.0.0.1', port: 0 },
-    optimizeDeps: { include: ['sql.js', 'idb'] },
-  });
-  await server.listen();
+  const server = await startFixtureServer();
   const browser = await launchChromium();
   try {
     const page = await browser.newPage();
-    const { port } = server.httpServer!.address() as { port: number };
-    await page.goto(`http://127.0.0.1:${port}/bench/fixtures/storage-bench.html`);
+    await page.goto(server.url('bench/fixtures/storage-bench.html'));
     await page.waitForFunction(() => (globalThis as { hearthReady?: boolean }).hearthReady === true);
     const version = browser.version();
     const result = await page.evaluate(

@@ -48,10 +48,7 @@ export class App {
   private readonly account = h('span', { class: 'account' });
   private readonly main = h('main', { class: 'main' });
 
-  constructor(
-    private readonly root: HTMLElement,
-    private readonly host: BrowserHost,
-  ) {
+  constructor(root: HTMLElement, host: BrowserHost) {
     root.replaceChildren(
       h('header', { class: 'topbar' }, h('span', { class: 'brand' }, 'Hearth'), this.serverName, this.status, h('span', { class: 'spacer' }), this.storage, this.account),
       this.main,

@@ -1,21 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
-import { createServer, type ViteDevServer } from 'vite';
 import { launchChromium } from './chromium.ts';
+import { startFixtureServer, type FixtureServer } from './fixture-server.ts';
 
 // The signing backends and spec vectors, run in real Chromium: the page, a Worker
 // and the service worker all use this code, and WebCrypto Ed25519 must be there.
-let server: ViteDevServer;
+let server: FixtureServer;
 let browser: Browser;
 let page: Page;
 
 beforeAll(async () => {
-  server = await createServer({ configFile: false, root: process.cwd(), logLevel: 'error', server: { host: '127.0.0.1', port: 0 } });
-  await server.listen();
-  const address = server.httpServer!.address() as { port: number };
+  server = await startFixtureServer();
   browser = await launchChromium();
   page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${address.port}/test/e2e/fixtures/crypto.html`);
+  await page.goto(server.url('test/e2e/fixtures/crypto.html'));
   await page.waitForFunction(() => (globalThis as { hearthReady?: boolean }).hearthReady === true);
 });
 

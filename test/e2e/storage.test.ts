@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { createServer, type ViteDevServer } from 'vite';
 import { launchChromium } from './chromium.ts';
+import { startFixtureServer, type FixtureServer } from './fixture-server.ts';
 
 // The durable database on Chromium's real IndexedDB: what is acknowledged
 // survives a page reload, and a second tab cannot open the same database.
-let server: ViteDevServer;
+let server: FixtureServer;
 let browser: Browser;
 let context: BrowserContext;
 let url: string;
@@ -25,17 +25,8 @@ async function ready(page: Page): Promise<void> {
 }
 
 beforeAll(async () => {
-  server = await createServer({
-    configFile: false,
-    root: process.cwd(),
-    logLevel: 'error',
-    server: { host: '127.0.0.1', port: 0 },
-    // Pre-bundle the CommonJS sql.js up front, or Vite discovers it on first load and reloads the page mid-test.
-    optimizeDeps: { include: ['sql.js', 'idb'] },
-  });
-  await server.listen();
-  const address = server.httpServer!.address() as { port: number };
-  url = `http://127.0.0.1:${address.port}/test/e2e/fixtures/storage.html`;
+  server = await startFixtureServer();
+  url = server.url('test/e2e/fixtures/storage.html');
   browser = await launchChromium();
   context = await browser.newContext();
 });

@@ -636,6 +636,18 @@ export class Rooms {
     };
   }
 
+  /** An outlier becomes a timeline event: it gets its place in the stream and its state. */
+  private promoteOutlier(
+    tx: WriteTransaction,
+    outlier: StoredEvent,
+    meta: { streamOrdering: number | null; stateSnapshot: number; replacesState: number | null; softFailed: boolean },
+  ): StoredEvent {
+    tx.run('UPDATE events SET stream_ordering = ?, state_snapshot = ?, replaces_state = ?, outlier = 0, soft_failed = ? WHERE event_nid = ?', [
+      meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.softFailed ? 1 : 0, outlier.nid,
+    ]);
+    return { ...outlier, ...meta, outlier: false };
+  }
+
   /** Brings the current_state and local_memberships tables from `from` to `to`. */
   private updateCurrentState(tx: WriteTransaction, roomId: string, from: NidState, to: NidState): void {
     for (const [key, nid] of to) {
@@ -674,7 +686,7 @@ export class Rooms {
         this.byNid.delete(cached.nid);
       }
     }
-    const positions = stored.map((s) => s.streamOrdering).filter((p): p is number => p !== null);
+    const positions = stored.map((s) => s.streamOrdering).filter((p): p is number => p !== null && p > 0);
     if (positions.length === 0) return;
     const members = stored.filter((s) => s.event.type === 'm.room.member').map((s) => s.event.state_key!);
     this.options.notify({ position: Math.max(...positions), roomIds: [roomId], userIds: members });
@@ -688,7 +700,7 @@ export class Rooms {
    * not stored; events failing auth are stored as rejected; events that pass
    * against their own state but not the room's current state are soft-failed.
    */
-  async receiveEvent(pdu: PDU, options: { outlier?: boolean } = {}): Promise<StoredEvent> {
+  async receiveEvent(pdu: PDU, options: ReceiveOptions = {}): Promise<StoredEvent> {
     try {
       return await this.receive(pdu, options);
     } catch (e) {
@@ -698,7 +710,7 @@ export class Rooms {
     }
   }
 
-  private async receive(pdu: PDU, options: { outlier?: boolean }): Promise<StoredEvent> {
+  private async receive(pdu: PDU, options: ReceiveOptions): Promise<StoredEvent> {
     const roomId = pdu.room_id;
     // Signatures and hashes need no room state: they are checked while earlier
     // events wait for or hold the room lock, so several events are verified at
@@ -718,7 +730,9 @@ export class Rooms {
       const head = await this.writerHead(roomId);
       if (!head) throw roomNotFound(roomId);
       const existing = this.pendingEvents.get(event.event_id) ?? (await known);
-      if (existing) return done(existing);
+      // An outlier we hold (from a join's state or an auth chain) takes its place in the timeline when it comes with history.
+      const promote = existing !== undefined && existing.outlier && !existing.rejected && !options.outlier;
+      if (existing && !promote) return done(existing);
 
       // Auth against the event's own auth events (which must all be known).
       const authIds = referenceIds(event.auth_events);
@@ -733,26 +747,49 @@ export class Rooms {
       }
       if (options.outlier) return done(await this.storeOutlier(event));
 
-      // Auth against the state before the event, resolved from its prev events.
+      // Auth against the state before the event: given (a join's state, the state at a
+      // backfilled event whose prev events we lack), or resolved from its prev events.
       const prevIds = referenceIds(event.prev_events);
-      const prevStates: NidState[] = [];
-      for (const id of prevIds) {
-        const state = await this.stateAtEvent(id, 'after');
-        if (!state) throw new RoomError('missing_events', `prev event ${id} of ${event.event_id} is unknown or has no state`);
-        prevStates.push(state);
-      }
-      const stateBefore = await this.resolve(head.version, prevStates);
+      const stateBefore = options.stateBefore ? await this.stateOfEvents(options.stateBefore, event.event_id) : await this.stateAfterPrevEvents(head.version, event.event_id, prevIds);
       const beforeEvents = await this.authStateFor(event, head.version, stateBefore);
       const beforeRejection = await this.authReason(event, head.version, (k) => beforeEvents.get(k));
-      if (beforeRejection) return done(await this.storeRejected(event, beforeRejection));
+      if (beforeRejection) return done(await this.storeRejected(event, beforeRejection, false, existing));
 
-      // Soft failure: allowed by its own history but not by the room as it is now.
-      const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
-      const softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
-      return this.storeAccepted(head, event, stateBefore, prevIds, softFailed);
+      // Soft failure: allowed by its own history but not by the room as it is now. History that
+      // arrives by backfill is older than the current state: nothing to soft-fail against.
+      let softFailed = false;
+      if (!options.backfilled) {
+        const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
+        softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
+      }
+      return this.storeAccepted(head, event, stateBefore, options.stateBefore ? [] : prevIds, {
+        softFailed, backfilled: options.backfilled ?? false, promoting: promote ? existing : undefined,
+      });
     });
     await write.durable;
     return write.stored[0]!;
+  }
+
+  private async stateAfterPrevEvents(version: RoomVersion, eventId: string, prevIds: string[]): Promise<NidState> {
+    const prevStates: NidState[] = [];
+    for (const id of prevIds) {
+      const state = await this.stateAtEvent(id, 'after');
+      if (!state) throw new RoomError('missing_events', `prev event ${id} of ${eventId} is unknown or has no state`);
+      prevStates.push(state);
+    }
+    return this.resolve(version, prevStates);
+  }
+
+  /** A state given as the IDs of its events, which must all be held (as outliers at least). */
+  private async stateOfEvents(eventIds: readonly string[], forEventId: string): Promise<NidState> {
+    const state = new Map<StateKey, number>();
+    for (const id of eventIds) {
+      const stored = await this.getEvent(id);
+      if (!stored) throw new RoomError('missing_events', `state event ${id} for ${forEventId} is unknown`);
+      if (stored.rejected || !isStateEvent(stored.event)) continue;
+      state.set(stateKey(stored.event.type, stored.event.state_key!), stored.nid);
+    }
+    return state;
   }
 
   /** Format, size, content hash and signature checks. Returns the event with its ID. */
@@ -829,10 +866,12 @@ export class Rooms {
     return out;
   }
 
-  private async storeRejected(event: RoomEvent, reason: string, outlier = false): Promise<StoredEvent> {
-    const stored = await this.options.db.transaction((tx) =>
-      this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason }),
-    );
+  private async storeRejected(event: RoomEvent, reason: string, outlier = false, existing?: StoredEvent): Promise<StoredEvent> {
+    const stored = await this.options.db.transaction((tx) => {
+      if (!existing) return this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason });
+      tx.run('UPDATE events SET rejected = ? WHERE event_nid = ?', [reason, existing.nid]);
+      return { ...existing, rejected: reason };
+    });
     return this.cache(stored);
   }
 
@@ -844,28 +883,39 @@ export class Rooms {
   }
 
   /** Stores an accepted (or soft-failed) event and moves the room's current state, in one transaction. */
-  private async storeAccepted(head: RoomHead, event: RoomEvent, stateBefore: NidState, prevIds: string[], softFailed: boolean): Promise<LocalWrite> {
+  private async storeAccepted(
+    head: RoomHead,
+    event: RoomEvent,
+    stateBefore: NidState,
+    prevIds: string[],
+    how: { softFailed: boolean; backfilled: boolean; promoting: StoredEvent | undefined },
+  ): Promise<LocalWrite> {
+    const { softFailed, backfilled, promoting } = how;
     const roomId = event.room_id;
     const afterState = new Map(stateBefore);
     if (isStateEvent(event)) afterState.set(stateKey(event.type, event.state_key!), PENDING_NID);
-    // Soft-failed events stay out of the extremities and the current state.
-    const extremities = softFailed ? head.extremities : [...head.extremities.filter((id) => !prevIds.includes(id)), event.event_id];
+    // Soft-failed and backfilled events stay out of the extremities and the current state.
+    const movesCurrent = !softFailed && !backfilled;
+    const extremities = movesCurrent ? [...head.extremities.filter((id) => !prevIds.includes(id)), event.event_id] : head.extremities;
     const from = head.current?.state ?? new Map<StateKey, number>();
     // When the event descends from every extremity its state is the room's; otherwise resolve the two.
-    const newCurrent = softFailed ? undefined : extremities.length === 1 ? afterState : await this.resolve(head.version, [from, afterState], event);
+    const newCurrent = !movesCurrent ? undefined : extremities.length === 1 ? afterState : await this.resolve(head.version, [from, afterState], event);
     const redactionTargets = softFailed ? new Map<string, string>() : await this.redactionTargets(roomId, head, [event]);
     const snapshots: { nid: number; state: NidState }[] = [];
     const write = this.runRoomWrite(roomId, (tx) => {
       for (const id of prevIds) {
         if (!tx.get('SELECT 1 FROM events WHERE event_id = ?', [id])) throw new Error(`an earlier write in room ${roomId} failed; try again`);
       }
-      const already = tx.get<{ event_id: string }>('SELECT event_id FROM events WHERE event_id = ?', [event.event_id]);
-      if (already) throw new RepeatedTransaction(already.event_id);
+      if (!promoting) {
+        const already = tx.get<{ event_id: string }>('SELECT event_id FROM events WHERE event_id = ?', [event.event_id]);
+        if (already) throw new RepeatedTransaction(already.event_id);
+      }
       const before = head.current && sameState(head.current.state, stateBefore) ? head.current : this.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
       snapshots.push(before);
-      const stored = this.insertEvent(tx, event, {
-        streamOrdering: softFailed ? null : nextStreamId(tx), stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed,
-      });
+      // Backfilled history sorts before everything live: negative stream positions, never reported by /sync.
+      const streamOrdering = softFailed ? null : backfilled ? nextBackfillOrdering(tx) : nextStreamId(tx);
+      const meta = { streamOrdering, stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed };
+      const stored = promoting ? this.promoteOutlier(tx, promoting, meta) : this.insertEvent(tx, event, meta);
       if (!newCurrent) return { stored: [stored], head, snapshots, redactionTargets };
       const resolvedCurrent = new Map([...newCurrent].map(([k, nid]) => [k, nid === PENDING_NID ? stored.nid : nid]));
       const current = this.stateStore.create(tx, roomId, head.current, diffState(from, resolvedCurrent));
@@ -880,6 +930,25 @@ export class Rooms {
     const { stored } = await write.executed;
     return { stored, durable: write.durable };
   }
+}
+
+/** How an event from another server arrives. */
+export interface ReceiveOptions {
+  /** Store it without state (auth chains, a join's state): checked against its auth events only. */
+  outlier?: boolean;
+  /** History fetched by backfill: placed before live events, leaves the current state alone. */
+  backfilled?: boolean;
+  /**
+   * The state before the event, as IDs of events we hold: for a join (the resident server's
+   * state) and for backfilled events whose prev events we lack.
+   */
+  stateBefore?: readonly string[];
+}
+
+/** Backfilled events count down from -1, below every live stream position. */
+function nextBackfillOrdering(tx: WriteTransaction): number {
+  const lowest = tx.get<{ low: number | null }>('SELECT MIN(stream_ordering) AS low FROM events')!.low ?? 0;
+  return Math.min(lowest, 0) - 1;
 }
 
 /** Thrown inside a write whose transaction ID (or event) was stored before, to abandon the write. */

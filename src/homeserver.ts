@@ -3,7 +3,12 @@ import { RateLimiter, type RateLimitConfig } from './client/rate-limit.ts';
 import type { ClientServices } from './client/services.ts';
 import { UserInteractiveAuth } from './client/uia.ts';
 import { defaultEd25519Backend, type Ed25519Backend } from './crypto/ed25519.ts';
-import { HEARTH_KEY_ID, publicKeyFromServerName, serverNameFromPublicKey } from './crypto/identity.ts';
+import { HEARTH_KEY_ID, serverNameFromPublicKey } from './crypto/identity.ts';
+import { Federation } from './federation/federation.ts';
+import { Memberships } from './federation/memberships.ts';
+import type { BackoffPolicy } from './federation/queue.ts';
+import { federationSchema } from './federation/schema.ts';
+import { FederationUnreachable, type FederationTransport } from './federation/transport.ts';
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
 import { Keys } from './keys/keys.ts';
 import { keysSchema } from './keys/schema.ts';
@@ -17,7 +22,14 @@ import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema];
+
+/** A host with no federation transport (yet): every destination is unreachable. */
+const NO_TRANSPORT: FederationTransport = {
+  send: async (destination) => {
+    throw new FederationUnreachable(destination, 'this homeserver has no federation transport');
+  },
+};
 
 export interface HomeserverOptions {
   /** The database, opened by the host (with durable persistence) using homeserverSchemas. */
@@ -34,6 +46,16 @@ export interface HomeserverOptions {
   random?: RandomBytes;
   ed25519?: Ed25519Backend;
   log?: (message: string, error?: unknown) => void;
+  /** How this server reaches other servers; without it, nothing crosses servers. */
+  federation?: { transport: FederationTransport; backoff?: BackoffPolicy };
+}
+
+/** What a host hands the core for federation and is told by it. */
+export interface HomeserverFederation {
+  /** An inbound server-server request; `remoteServerName` is the peer the transport authenticated. */
+  fetch(request: Request, remoteServerName: string): Promise<Response>;
+  /** A peer connected or reconnected: its queue wakes at once. */
+  peerConnected(serverName: string): void;
 }
 
 export interface Homeserver {
@@ -43,6 +65,9 @@ export interface Homeserver {
   /** The client-server API: one Request → Response function. */
   fetch(request: Request): Promise<Response>;
   readonly services: ClientServices;
+  readonly federation: HomeserverFederation & { readonly component: Federation };
+  /** Starts the background work (outgoing queues). */
+  start(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -71,12 +96,28 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     now,
     random,
     notify,
-    resolveVerifyKey: async (server, keyId) => (keyId === HEARTH_KEY_ID ? publicKeyFromServerName(server) : undefined),
+    resolveVerifyKey: (server, keyId) => federation.keyRing.verifyKey(server, keyId),
   });
   sync = new Sync(db, rooms, users, now);
   const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log });
   users.addDeviceListener(keys);
   sync.addExtension(keys);
+  const log = options.log ?? (() => {});
+  const federation: Federation = new Federation({
+    db,
+    serverName,
+    keyId: HEARTH_KEY_ID,
+    signingKey,
+    ed25519,
+    rooms,
+    users,
+    keys,
+    sync,
+    transport: options.federation?.transport ?? NO_TRANSPORT,
+    backoff: options.federation?.backoff,
+    now,
+    log,
+  });
 
   const services: ClientServices = {
     config: {
@@ -87,6 +128,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     rooms,
     sync,
     keys,
+    federation,
+    memberships: new Memberships(rooms, users, federation),
     uia: new UserInteractiveAuth(random, now),
     rateLimiter: options.rateLimits === false ? undefined : new RateLimiter(options.rateLimits ?? DEFAULT_RATE_LIMITS, now),
     random,
@@ -100,7 +143,14 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     publicKey: signingKey.publicKey,
     fetch: async (request) => app.fetch(request),
     services,
+    federation: {
+      component: federation,
+      fetch: (request, remoteServerName) => federation.fetch(request, remoteServerName),
+      peerConnected: (name) => federation.peerConnected(name),
+    },
+    start: () => federation.start(),
     close: async () => {
+      federation.stop();
       sync?.typing.stop();
       await db.close();
     },

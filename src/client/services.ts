@@ -1,4 +1,6 @@
 import type { RandomBytes } from '../crypto/random.ts';
+import type { Federation } from '../federation/federation.ts';
+import type { Memberships } from '../federation/memberships.ts';
 import type { Keys } from '../keys/keys.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Sync } from '../sync/sync.ts';
@@ -20,6 +22,9 @@ export interface ClientServices {
   rooms: Rooms;
   sync: Sync;
   keys: Keys;
+  federation: Federation;
+  /** Joins, leaves, invites and knocks, in rooms here and on other servers. */
+  memberships: Memberships;
   uia: UserInteractiveAuth;
   rateLimiter: RateLimiter | undefined;
   random: RandomBytes;

@@ -1,5 +1,6 @@
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import { randomString, type RandomBytes } from '../crypto/random.ts';
+import { serverNameOf } from '../events/identifiers.ts';
 import { DEFAULT_ROOM_VERSION, requireRoomVersion } from '../events/room-versions.ts';
 import type { EventTemplate, Rooms, StoredEvent } from './rooms.ts';
 
@@ -96,7 +97,8 @@ export function creationEvents(request: CreateRoomRequest): EventTemplate[] {
   if (request.topic !== undefined) {
     templates.push(state('m.room.topic', { topic: request.topic, 'm.topic': [{ mimetype: 'text/plain', body: request.topic }] }));
   }
-  for (const invitee of request.invite ?? []) {
+  // Invites of users on other servers need their server's countersignature: the caller sends them once the room exists.
+  for (const invitee of (request.invite ?? []).filter((u) => serverNameOf(u) === serverNameOf(sender))) {
     const content: JsonObject = { membership: 'invite' };
     if (request.is_direct) content['is_direct'] = true;
     templates.push(state('m.room.member', content, invitee));

@@ -5,7 +5,7 @@ import { authEventSelection, checkEventAgainstAuthEvents, checkEventAuth, mayApp
 import { AuthError, powerLevelsOf } from '../events/power-levels.ts';
 import { resolveState } from '../events/state-res.ts';
 import { isStateEvent, splitStateKey, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
-import { byteLength, MAX_ID_BYTES } from '../events/identifiers.ts';
+import { byteLength, MAX_ID_BYTES, serverNameOf } from '../events/identifiers.ts';
 import { computeEventId, contentHashMatches, referenceIds, signNewEvent, verifyEventSignature, type PDU } from '../events/pdu.ts';
 import { redactEvent } from '../events/redaction.ts';
 import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
@@ -14,6 +14,7 @@ import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { RoomError, roomNotFound } from './errors.ts';
 import { LruCache } from './lru.ts';
 import { StateStore, type NidState } from './state-store.ts';
+import { RoomTimeline } from './timeline.ts';
 
 export const MAX_EVENT_BYTES = 65_536;
 const MAX_PREV_EVENTS = 10;
@@ -53,6 +54,17 @@ export interface TransactionKey {
   deviceId: string;
   txnId: string;
 }
+
+/**
+ * Called inside the write transaction of local events, so what federation must send
+ * is made durable together with the events. `servers` are those with members joined
+ * to the room after the write, plus the server of a user who was made to leave.
+ * The returned function, if any, runs once the write is durable.
+ */
+export type OutboxHook = (tx: WriteTransaction, write: { roomId: string; version: RoomVersion; events: RoomEvent[]; servers: string[] }) => (() => void) | void;
+
+/** Lets another server countersign an event before it is stored (an invite of a remote user). */
+export type Countersign = (event: RoomEvent, version: RoomVersion) => Promise<RoomEvent>;
 
 /** Looks up a server's verify key, for events that come from elsewhere. */
 export type VerifyKeyResolver = (serverName: string, keyId: string) => Promise<Uint8Array | undefined>;
@@ -108,6 +120,8 @@ function toStored(row: EventRow): StoredEvent {
  */
 export class Rooms {
   readonly stateStore: StateStore;
+  /** Reads of rooms' timelines, by stream position and by topological order. */
+  readonly timeline: RoomTimeline;
   /** Each room's durable head: what queries see. */
   private readonly heads = new Map<string, RoomHead>();
   /**
@@ -121,13 +135,30 @@ export class Rooms {
   private readonly byId = new LruCache<string, StoredEvent>(20_000);
   private readonly byNid = new LruCache<number, StoredEvent>(20_000);
   private readonly roomQueues = new Map<string, Promise<unknown>>();
+  private outbox: OutboxHook | undefined;
 
   constructor(private readonly options: RoomsOptions) {
     this.stateStore = new StateStore(options.db);
+    this.timeline = new RoomTimeline(options.db, this);
   }
 
   get serverName(): string {
     return this.options.serverName;
+  }
+
+  /** Federation's hook for every local write (see {@link OutboxHook}). */
+  setOutbox(hook: OutboxHook): void {
+    this.outbox = hook;
+  }
+
+  /** The room's newest events, that new events build on. */
+  async forwardExtremities(roomId: string): Promise<string[]> {
+    return [...((await this.head(roomId))?.extremities ?? [])];
+  }
+
+  /** Servers with a member joined to the room now, ours included. */
+  async joinedServers(roomId: string): Promise<string[]> {
+    return serversOf(await this.members(roomId, 'join'));
   }
 
   /** Runs fn with the room's input lock: one event at a time per room. */
@@ -353,14 +384,14 @@ export class Rooms {
    * Builds, signs, authorises and stores local events in order, atomically. With a
    * transaction key, a repeated request returns the event first sent.
    */
-  async sendEvents(roomId: string, templates: EventTemplate[], txn?: TransactionKey): Promise<StoredEvent[]> {
+  async sendEvents(roomId: string, templates: EventTemplate[], txn?: TransactionKey, options: { countersign?: Countersign } = {}): Promise<StoredEvent[]> {
     try {
       // The room lock covers building and running the write; making it durable
       // happens outside, so the next send in the room can be built meanwhile.
       const write = await this.withRoomLock(roomId, async () => {
         const head = await this.writerHead(roomId);
         if (!head) throw roomNotFound(roomId);
-        return this.buildAndStore(roomId, head, templates, txn);
+        return this.buildAndStore(roomId, head, templates, txn, undefined, options.countersign);
       });
       await write.durable;
       return write.stored;
@@ -377,6 +408,7 @@ export class Rooms {
     templates: EventTemplate[],
     txn: TransactionKey | undefined,
     before?: (tx: WriteTransaction) => void,
+    countersign?: Countersign,
   ): Promise<LocalWrite> {
     // Build every event against the state as it evolves, before touching the database.
     const built: RoomEvent[] = [];
@@ -395,7 +427,41 @@ export class Rooms {
       if (isStateEvent(event)) pendingByKey.set(stateKey(event.type, event.state_key!), event);
       prevEvents = [event];
     }
+    if (countersign) {
+      if (built.length !== 1) throw new Error('only a single event can be countersigned');
+      const signed = await countersign(built[0]!, head.version);
+      // Signatures are outside the reference hash: anything else changed would be another event.
+      if (computeEventId(signed, head.version) !== built[0]!.event_id || !contentHashMatches(signed)) {
+        throw new RoomError('bad_event', 'the countersigned event is not the event that was sent');
+      }
+      built[0] = { ...signed, event_id: built[0]!.event_id };
+    }
     return this.storeLocal(roomId, head, built, txn, before);
+  }
+
+  /**
+   * An unsigned event built against the room's current state (prev events, auth
+   * events, depth) and checked against the auth rules: what make_join, make_leave
+   * and make_knock hand a remote server to sign.
+   */
+  async prepareEvent(roomId: string, template: EventTemplate): Promise<{ version: RoomVersion; event: Record<string, unknown> }> {
+    const head = await this.head(roomId);
+    if (!head?.current) throw roomNotFound(roomId);
+    const state = head.current.state;
+    const lookup = async (key: StateKey) => {
+      const nid = state.get(key);
+      return nid === undefined ? undefined : (await this.getEventByNid(nid))?.event;
+    };
+    const prevEvents = (await Promise.all(head.extremities.map((id) => this.getEvent(id)))).filter((e) => !!e).map((e) => e.event);
+    const { unsigned, authEvents } = await this.eventSkeleton(roomId, head.version, template, prevEvents, lookup);
+    const authMap = new Map(authEvents.map((e) => [stateKey(e.type, e.state_key ?? ''), e]));
+    try {
+      await checkEventAuth(unsigned as unknown as RoomEvent, (type, key) => authMap.get(stateKey(type, key)), head.version, this.options.ed25519);
+    } catch (e) {
+      if (e instanceof AuthError) throw new RoomError('forbidden', e.message);
+      throw e;
+    }
+    return { version: head.version, event: unsigned };
   }
 
   private async buildEvent(
@@ -406,6 +472,29 @@ export class Rooms {
     lookup: (key: StateKey) => Promise<RoomEvent | undefined>,
   ): Promise<RoomEvent> {
     const { serverName, keyId, signingKey } = this.options;
+    const { unsigned, authEvents } = await this.eventSkeleton(roomId, version, template, prevEvents, lookup);
+    const signed = await signNewEvent(unsigned, version, serverName, keyId, signingKey);
+    const event = { ...(signed.event as unknown as PDU), event_id: signed.eventId } as RoomEvent;
+    this.checkSize(event, version);
+    const authMap = new Map(authEvents.map((e) => [stateKey(e.type, e.state_key ?? ''), e]));
+    try {
+      await checkEventAuth(event, (type, key) => authMap.get(stateKey(type, key)), version, this.options.ed25519);
+    } catch (e) {
+      if (e instanceof AuthError) throw new RoomError('forbidden', e.message);
+      throw e;
+    }
+    return event;
+  }
+
+  /** The fields of a new event other than hashes and signatures. */
+  private async eventSkeleton(
+    roomId: string,
+    version: RoomVersion,
+    template: EventTemplate,
+    prevEvents: RoomEvent[],
+    lookup: (key: StateKey) => Promise<RoomEvent | undefined>,
+  ): Promise<{ unsigned: Record<string, unknown>; authEvents: RoomEvent[] }> {
+    const { serverName } = this.options;
     const authEvents: RoomEvent[] = [];
     const partial = { type: template.type, sender: template.sender, state_key: template.state_key, content: template.content };
     for (const [type, key] of authEventSelection(version, partial)) {
@@ -427,17 +516,7 @@ export class Rooms {
     if (!version.redactsInContent && template.redacts !== undefined) unsigned['redacts'] = template.redacts;
     if (version.redaction !== 'v11') unsigned['origin'] = serverName;
     if (version.eventIdFormat === 'local') unsigned['event_id'] = `$${randomToken(this.options.random, 18)}:${serverName}`;
-    const signed = await signNewEvent(unsigned, version, serverName, keyId, signingKey);
-    const event = { ...(signed.event as unknown as PDU), event_id: signed.eventId } as RoomEvent;
-    this.checkSize(event, version);
-    const authMap = new Map(authEvents.map((e) => [stateKey(e.type, e.state_key ?? ''), e]));
-    try {
-      await checkEventAuth(event, (type, key) => authMap.get(stateKey(type, key)), version, this.options.ed25519);
-    } catch (e) {
-      if (e instanceof AuthError) throw new RoomError('forbidden', e.message);
-      throw e;
-    }
-    return event;
+    return { unsigned, authEvents };
   }
 
   private checkSize(event: RoomEvent, version: RoomVersion): void {
@@ -507,7 +586,8 @@ export class Rooms {
       if (txn) {
         tx.run('INSERT INTO transaction_ids (user_id, device_id, txn_id, event_id) VALUES (?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.txnId, last.event_id]);
       }
-      return { stored, head: { version: head.version, current, extremities: [last.event_id] }, snapshots, redactionTargets };
+      const sent = this.outbox?.(tx, { roomId, version: head.version, events: built, servers: this.destinationsOf(tx, roomId, built) });
+      return { stored, head: { version: head.version, current, extremities: [last.event_id] }, snapshots, redactionTargets, afterDurable: sent ?? undefined };
     });
     const { stored } = await write.executed;
     return { stored, durable: write.durable };
@@ -522,7 +602,13 @@ export class Rooms {
    */
   private runRoomWrite(
     roomId: string,
-    fn: (tx: WriteTransaction) => { stored: StoredEvent[]; head: RoomHead; snapshots: { nid: number; state: NidState }[]; redactionTargets: Map<string, string> },
+    fn: (tx: WriteTransaction) => {
+      stored: StoredEvent[];
+      head: RoomHead;
+      snapshots: { nid: number; state: NidState }[];
+      redactionTargets: Map<string, string>;
+      afterDurable?: () => void;
+    },
   ): { executed: Promise<{ stored: StoredEvent[] }>; durable: Promise<void> } {
     let resolveExecuted!: (value: ReturnType<typeof fn>) => void;
     let rejectExecuted!: (error: unknown) => void;
@@ -572,6 +658,7 @@ export class Rooms {
       this.heads.set(roomId, result.head);
       forget();
       this.afterCommit(roomId, result.stored, result.redactionTargets);
+      result.afterDurable?.();
     });
     // When fn itself failed, callers hear it through `executed`; don't also report `durable` as unhandled.
     durable.catch(() => undefined);
@@ -634,6 +721,54 @@ export class Rooms {
       softFailed: meta.softFailed ?? false,
       redactedBy: null,
     };
+  }
+
+  /** Where local events go: servers joined after the write, and those of users made to leave. */
+  private destinationsOf(tx: WriteTransaction, roomId: string, events: RoomEvent[]): string[] {
+    const users = tx.all<{ state_key: string }>("SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = 'join'", [roomId]).map((r) => r.state_key);
+    for (const event of events) {
+      const membership = event.type === 'm.room.member' ? event.content['membership'] : undefined;
+      if (membership === 'leave' || membership === 'ban') users.push(event.state_key!);
+    }
+    return serversOf(users).filter((server) => server !== this.options.serverName);
+  }
+
+  // ------------------------------------------------ rooms we are not in (yet)
+
+  /**
+   * An invite for a local user from another server, to a room we may not know:
+   * kept as an outlier with the stripped state it came with, so /sync can show it.
+   */
+  async recordRemoteMembership(event: RoomEvent): Promise<StoredEvent> {
+    const userId = event.state_key!;
+    const membership = String(event.content['membership']);
+    let position = 0;
+    const stored = await this.options.db.transaction((tx) => {
+      const existing = tx.get<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ?`, [event.event_id]);
+      const row = existing ? toStored(existing) : this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true });
+      // A room we are joined to learns of the membership by its own events; this is for the others.
+      const joined = tx.get("SELECT 1 FROM local_memberships WHERE user_id = ? AND room_id = ? AND membership = 'join'", [userId, event.room_id]);
+      if (!joined) {
+        position = nextStreamId(tx);
+        tx.run(
+          `INSERT INTO local_memberships (user_id, room_id, membership, event_id, stream_ordering) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (user_id, room_id) DO UPDATE SET membership = excluded.membership, event_id = excluded.event_id,
+             stream_ordering = excluded.stream_ordering, forgotten = 0`,
+          [userId, event.room_id, membership, event.event_id, position],
+        );
+      }
+      return row;
+    });
+    if (position > 0) this.options.notify({ position, userIds: [userId] });
+    return this.cache(stored);
+  }
+
+  /** A local user's membership as we last heard of it, in rooms we hold and rooms we don't. */
+  async localMembership(userId: string, roomId: string): Promise<{ membership: string; eventId: string } | undefined> {
+    const row = await this.options.db.get<{ membership: string; event_id: string }>(
+      'SELECT membership, event_id FROM local_memberships WHERE user_id = ? AND room_id = ?', [userId, roomId],
+    );
+    return row ? { membership: row.membership, eventId: row.event_id } : undefined;
   }
 
   /** An outlier becomes a timeline event: it gets its place in the stream and its state. */
@@ -943,6 +1078,10 @@ export interface ReceiveOptions {
    * state) and for backfilled events whose prev events we lack.
    */
   stateBefore?: readonly string[];
+}
+
+function serversOf(userIds: Iterable<string>): string[] {
+  return [...new Set([...userIds].map(serverNameOf))];
 }
 
 /** Backfilled events count down from -1, below every live stream position. */

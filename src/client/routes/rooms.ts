@@ -6,7 +6,6 @@ import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions
 import { createRoom } from '../../rooms/create-room.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
 import { roomEventFilterSchema } from '../../sync/filter.ts';
-import { parseToken } from '../../sync/token.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
 import { intQuery, jsonObject, parseBody, readJsonObject, validate } from '../http.ts';
@@ -51,32 +50,25 @@ async function send(c: Ctx, roomId: string, templates: EventTemplate[], txnId?: 
   return services.rooms.sendEvents(roomId, templates, txn);
 }
 
-/** Sends a membership event; for joins, carries the user's profile. */
+/** A membership change by the authenticated user, through the memberships component. */
 async function membership(c: Ctx, roomId: string, target: string, membershipValue: string, extra: JsonObject = {}): Promise<StoredEvent> {
   const session = await requireSession(c);
   const services = c.get('services');
-  if (!(await services.rooms.exists(roomId))) {
-    throw notFound(membershipValue === 'join' ? 'No known servers: this room is unknown here' : 'Unknown room');
-  }
-  const content: JsonObject = { membership: membershipValue, ...extra };
-  if (membershipValue === 'join' || membershipValue === 'invite') {
-    const profile = await services.users.getProfile(target);
-    if (profile?.displayname !== undefined) content['displayname'] = profile.displayname;
-    if (profile?.avatar_url !== undefined) content['avatar_url'] = profile.avatar_url;
-  }
-  const [event] = await send(c, roomId, [{ type: 'm.room.member', sender: session.userId, state_key: target, content }]);
-  return event!;
+  services.rateLimiter?.take(session.userId + '/' + session.deviceId);
+  return services.memberships.sendMembership(session.userId, roomId, target, membershipValue, extra);
 }
 
-async function resolveRoom(c: Ctx, idOrAlias: string): Promise<string> {
+/** A room ID, or the room an alias names (here or on its server), with servers to reach it through. */
+async function resolveRoom(c: Ctx, idOrAlias: string): Promise<{ roomId: string; servers: string[] }> {
+  const via = [...(c.req.queries('via') ?? []), ...(c.req.queries('server_name') ?? [])];
   if (idOrAlias.startsWith('#')) {
     if (!isValidRoomAlias(idOrAlias)) throw invalidParam(`invalid room alias ${idOrAlias}`);
-    const roomId = await c.get('services').rooms.resolveAlias(idOrAlias);
-    if (!roomId) throw notFound(`Room alias ${idOrAlias} not found`);
-    return roomId;
+    const resolved = await c.get('services').memberships.resolveAlias(idOrAlias);
+    if (!resolved) throw notFound(`Room alias ${idOrAlias} not found`);
+    return { roomId: resolved.roomId, servers: [...via, ...resolved.servers] };
   }
   if (!isValidRoomId(idOrAlias)) throw invalidParam(`invalid room ID or alias ${idOrAlias}`);
-  return idOrAlias;
+  return { roomId: idOrAlias, servers: via };
 }
 
 /** Carries a profile change into every room the user is joined to. */
@@ -167,19 +159,28 @@ export function roomRoutes(app: Hono<Env>): void {
       throw new MatrixError(400, 'M_ROOM_IN_USE', 'Room alias already taken');
     }
     if (body.visibility === 'public') await services.rooms.setPublished(roomId, true);
+    for (const invitee of (body.invite ?? []).filter((u) => !services.users.isLocal(u))) {
+      await services.memberships.invite(session.userId, roomId, invitee, body.is_direct ? { is_direct: true } : {});
+    }
     return c.json({ room_id: roomId });
   });
 
   // ---------------------------------------------------------- membership
 
+  /** The body's content goes into the membership event (reason and any other fields), as Synapse and Dendrite do. */
+  const membershipExtra = async (c: Ctx): Promise<JsonObject> => {
+    const body = await readJsonObject(c, { allowEmpty: true });
+    if (body['reason'] !== undefined && typeof body['reason'] !== 'string') throw badJson('reason must be a string');
+    const { membership: _m, third_party_signed: _t, ...extra } = body;
+    return extra as JsonObject;
+  };
+
   const join = async (c: Ctx, idOrAlias: string) => {
     const session = await requireSession(c);
-    const roomId = await resolveRoom(c, idOrAlias);
-    const body = await readJsonObject(c, { allowEmpty: true });
-    const extra: JsonObject = {};
-    if (typeof body['reason'] === 'string') extra['reason'] = body['reason'];
-    const current = await c.get('services').rooms.membership(roomId, session.userId);
-    if (current !== 'join') await membership(c, roomId, session.userId, 'join', extra);
+    const { roomId, servers } = await resolveRoom(c, idOrAlias);
+    const extra = await membershipExtra(c);
+    c.get('services').rateLimiter?.take(session.userId + '/' + session.deviceId);
+    await c.get('services').memberships.join(session.userId, roomId, servers, extra);
     return c.json({ room_id: roomId });
   };
   on(app, 'POST', '/join/:roomIdOrAlias', (c) => join(c, c.req.param('roomIdOrAlias')!));
@@ -187,18 +188,19 @@ export function roomRoutes(app: Hono<Env>): void {
 
   on(app, 'POST', '/knock/:roomIdOrAlias', async (c) => {
     const session = await requireSession(c);
-    const roomId = await resolveRoom(c, c.req.param('roomIdOrAlias')!);
+    const { roomId, servers } = await resolveRoom(c, c.req.param('roomIdOrAlias')!);
     const body = await parseBody(c, reasonSchema, { allowEmpty: true });
-    await membership(c, roomId, session.userId, 'knock', body.reason ? { reason: body.reason } : {});
+    await c.get('services').memberships.knock(session.userId, roomId, servers, body.reason ? { reason: body.reason } : {});
     return c.json({ room_id: roomId });
   });
 
   on(app, 'POST', '/rooms/:roomId/invite', async (c) => {
+    const session = await requireSession(c);
     const roomId = requireRoomId(c);
     const body = await parseBody(c, targetSchema);
     const target = requireUserId(body.user_id);
-    if ((await c.get('services').rooms.membership(roomId, target)) === 'join') throw forbidden(`${target} is already in the room`);
-    await membership(c, roomId, target, 'invite', body.reason ? { reason: body.reason } : {});
+    c.get('services').rateLimiter?.take(session.userId + '/' + session.deviceId);
+    await c.get('services').memberships.invite(session.userId, roomId, target, body.reason ? { reason: body.reason } : {});
     return c.json({});
   });
 
@@ -206,13 +208,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
     const body = await parseBody(c, reasonSchema, { allowEmpty: true });
-    const current = await c.get('services').rooms.membership(roomId, session.userId).catch(() => undefined);
-    if (current === undefined || current === 'leave') {
-      if (!(await c.get('services').rooms.exists(roomId))) throw notFound('Unknown room');
-      if (current === 'leave') return c.json({});
-      throw forbidden(`${session.userId} is not in room ${roomId}`);
-    }
-    await membership(c, roomId, session.userId, 'leave', body.reason ? { reason: body.reason } : {});
+    await c.get('services').memberships.leave(session.userId, roomId, body.reason ? { reason: body.reason } : {});
     return c.json({});
   });
 
@@ -331,7 +327,7 @@ export function roomRoutes(app: Hono<Env>): void {
     let state = await readableState(c, roomId, session.userId);
     const at = c.req.query('at');
     if (at) {
-      const nids = await services.sync.stateAtStream(roomId, parseToken(at).stream);
+      const nids = await services.sync.stateAtToken(roomId, at);
       state = await services.rooms.loadStateEvents(nids);
     }
     const wanted = c.req.query('membership');

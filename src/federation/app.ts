@@ -1,0 +1,83 @@
+import { Hono, type MiddlewareHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { MatrixError, unrecognized } from '../client/errors.ts';
+import { toMatrixError } from '../client/app.ts';
+import type { FederationEnv, FederationServices } from './context.ts';
+import { eventRoutes } from './routes/events.ts';
+import { membershipRoutes } from './routes/membership.ts';
+import { queryRoutes } from './routes/queries.ts';
+import { transactionRoutes } from './routes/transactions.ts';
+import { parseAuthorization, verifyRequest } from './x-matrix.ts';
+
+/** Bodies above this are refused before they are parsed (a transaction of 50 PDUs of 64 KiB fits). */
+export const MAX_FEDERATION_BODY_BYTES = 4 * 1024 * 1024;
+
+const unauthorized = (message: string) => new MatrixError(401, 'M_UNAUTHORIZED', message);
+
+/** Paths served without X-Matrix: the key server and the version. */
+const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|federation\/v1\/version)\/?$/;
+
+/**
+ * The server-server API as one Request → Response function. Every request but the
+ * key server and the version must carry a valid X-Matrix signature from the origin
+ * it names, and that origin must be the peer the transport says sent it: a request
+ * that fails either check gets 401 and nothing of it is processed.
+ */
+export function createFederationApp(services: FederationServices): Hono<FederationEnv> {
+  const app = new Hono<FederationEnv>();
+
+  const authenticate: MiddlewareHandler<FederationEnv> = async (c, next) => {
+    c.set('services', services);
+    const url = new URL(c.req.url);
+    const bytes = new Uint8Array(await c.req.arrayBuffer());
+    if (bytes.length > MAX_FEDERATION_BODY_BYTES) throw new MatrixError(413, 'M_TOO_LARGE', `request body exceeds ${MAX_FEDERATION_BODY_BYTES} bytes`);
+    let body: unknown;
+    if (bytes.length > 0) {
+      let text: string;
+      try {
+        text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+        body = JSON.parse(text);
+      } catch {
+        throw new MatrixError(400, 'M_NOT_JSON', 'request body is not valid UTF-8 JSON');
+      }
+    }
+    c.set('body', body);
+    if (UNAUTHENTICATED.test(url.pathname)) return next();
+
+    const credentials = parseAuthorization(c.req.header('authorization'));
+    if (!credentials) throw unauthorized('missing or malformed X-Matrix Authorization header');
+    if (credentials.origin !== c.env.remoteServerName) {
+      throw unauthorized(`the request claims origin ${credentials.origin}, but the connection is from ${c.env.remoteServerName}`);
+    }
+    if (credentials.origin === services.serverName) throw unauthorized('a request may not claim to come from this server');
+    const key = await services.keyRing.verifyKey(credentials.origin, credentials.key);
+    if (!key) throw unauthorized(`no verify key ${credentials.key} for ${credentials.origin}`);
+    const uri = url.pathname + url.search;
+    if (!(await verifyRequest(credentials, c.req.method, uri, services.serverName, body, key, services.ed25519))) {
+      throw unauthorized('the X-Matrix signature does not verify');
+    }
+    c.set('origin', credentials.origin);
+    return next();
+  };
+  app.use('*', authenticate);
+
+  app.get('/_matrix/key/v2/server', async (c) => c.json(await services.keyRing.serverKeys()));
+  app.get('/_matrix/key/v2/server/:keyId', async (c) => c.json(await services.keyRing.serverKeys()));
+  app.get('/_matrix/federation/v1/version', (c) => c.json({ server: { name: 'Hearth', version: '0.1.0' } }));
+
+  transactionRoutes(app);
+  membershipRoutes(app);
+  eventRoutes(app);
+  queryRoutes(app);
+
+  app.notFound(() => {
+    const error = unrecognized();
+    return new Response(JSON.stringify(error.toJSON()), { status: 404, headers: { 'content-type': 'application/json' } });
+  });
+  app.onError((error, c) => {
+    const matrix = toMatrixError(error);
+    if (matrix.status >= 500) services.log(`federation ${c.req.method} ${new URL(c.req.url).pathname} failed`, error);
+    return c.json(matrix.toJSON(), matrix.status as ContentfulStatusCode);
+  });
+  return app;
+}

@@ -1,0 +1,180 @@
+import type { SigningKey } from '../crypto/ed25519.ts';
+import type { PDU } from '../events/pdu.ts';
+import { FederationUnreachable, type FederationTransport } from './transport.ts';
+import { authorizationHeader } from './x-matrix.ts';
+
+/** A server answered an error, or its answer made no sense. */
+export class FederationRequestError extends Error {
+  override name = 'FederationRequestError';
+  constructor(
+    readonly destination: string,
+    readonly status: number,
+    readonly errcode: string,
+    message: string,
+    /** From Retry-After or retry_after_ms, when the server asked us to wait. */
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface MakeMembershipResponse {
+  room_version?: string;
+  event: Record<string, unknown>;
+}
+
+export interface SendJoinResponse {
+  origin?: string;
+  state: PDU[];
+  auth_chain: PDU[];
+  event?: PDU;
+  members_omitted?: boolean;
+}
+
+export interface TransactionBody {
+  origin: string;
+  origin_server_ts: number;
+  pdus: PDU[];
+  edus?: { edu_type: string; content: Record<string, unknown> }[];
+}
+
+const enc = encodeURIComponent;
+
+/**
+ * Outbound server-server requests, signed with X-Matrix and carried by the host's
+ * transport. One typed method per endpoint we call.
+ */
+export class FederationClient {
+  constructor(
+    private readonly transport: FederationTransport,
+    private readonly origin: string,
+    private readonly keyId: string,
+    private readonly signingKey: SigningKey,
+  ) {}
+
+  async request<T = Record<string, unknown>>(
+    destination: string,
+    method: 'GET' | 'PUT' | 'POST',
+    path: string,
+    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    if (destination === this.origin) throw new FederationUnreachable(destination, 'a server does not federate with itself');
+    const search = new URLSearchParams();
+    for (const [name, value] of Object.entries(options.query ?? {})) {
+      for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) search.append(name, v);
+    }
+    const uri = path + (search.size > 0 ? `?${search}` : '');
+    const authorization = await authorizationHeader(method, uri, this.origin, destination, options.body, this.keyId, this.signingKey);
+    const headers: Record<string, string> = { authorization };
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const request = new Request(`http://${destination}${uri}`, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    });
+    const response = await this.transport.send(destination, request, { signal: options.signal });
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = text === '' ? {} : JSON.parse(text);
+    } catch {
+      throw new FederationRequestError(destination, response.status, 'M_NOT_JSON', `${method} ${path}: the response is not JSON`);
+    }
+    if (!response.ok) {
+      const error = (body ?? {}) as { errcode?: unknown; error?: unknown; retry_after_ms?: unknown };
+      const retryAfter = Number(response.headers.get('retry-after'));
+      const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : typeof error.retry_after_ms === 'number' ? error.retry_after_ms : undefined;
+      throw new FederationRequestError(
+        destination,
+        response.status,
+        typeof error.errcode === 'string' ? error.errcode : 'M_UNKNOWN',
+        `${method} ${path} → ${response.status}: ${typeof error.error === 'string' ? error.error : text.slice(0, 200)}`,
+        retryAfterMs,
+      );
+    }
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw new FederationRequestError(destination, response.status, 'M_BAD_JSON', `${method} ${path}: the response is not a JSON object`);
+    }
+    return body as T;
+  }
+
+  sendTransaction(destination: string, txnId: string, body: TransactionBody): Promise<{ pdus?: Record<string, { error?: string }> }> {
+    return this.request(destination, 'PUT', `/_matrix/federation/v1/send/${enc(txnId)}`, { body });
+  }
+
+  makeJoin(destination: string, roomId: string, userId: string, versions: string[]): Promise<MakeMembershipResponse> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/make_join/${enc(roomId)}/${enc(userId)}`, { query: { ver: versions } });
+  }
+
+  sendJoin(destination: string, roomId: string, eventId: string, event: PDU): Promise<SendJoinResponse> {
+    return this.request(destination, 'PUT', `/_matrix/federation/v2/send_join/${enc(roomId)}/${enc(eventId)}`, { body: event });
+  }
+
+  makeLeave(destination: string, roomId: string, userId: string): Promise<MakeMembershipResponse> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/make_leave/${enc(roomId)}/${enc(userId)}`);
+  }
+
+  sendLeave(destination: string, roomId: string, eventId: string, event: PDU): Promise<Record<string, unknown>> {
+    return this.request(destination, 'PUT', `/_matrix/federation/v2/send_leave/${enc(roomId)}/${enc(eventId)}`, { body: event });
+  }
+
+  makeKnock(destination: string, roomId: string, userId: string, versions: string[]): Promise<MakeMembershipResponse> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/make_knock/${enc(roomId)}/${enc(userId)}`, { query: { ver: versions } });
+  }
+
+  sendKnock(destination: string, roomId: string, eventId: string, event: PDU): Promise<{ knock_room_state?: Record<string, unknown>[] }> {
+    return this.request(destination, 'PUT', `/_matrix/federation/v1/send_knock/${enc(roomId)}/${enc(eventId)}`, { body: event });
+  }
+
+  invite(destination: string, roomId: string, eventId: string, body: { room_version: string; event: PDU; invite_room_state: unknown[] }): Promise<{ event: PDU }> {
+    return this.request(destination, 'PUT', `/_matrix/federation/v2/invite/${enc(roomId)}/${enc(eventId)}`, { body });
+  }
+
+  event(destination: string, eventId: string): Promise<{ pdus: PDU[] }> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/event/${enc(eventId)}`);
+  }
+
+  state(destination: string, roomId: string, eventId: string): Promise<{ pdus: PDU[]; auth_chain: PDU[] }> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/state/${enc(roomId)}`, { query: { event_id: eventId } });
+  }
+
+  stateIds(destination: string, roomId: string, eventId: string): Promise<{ pdu_ids: string[]; auth_chain_ids: string[] }> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/state_ids/${enc(roomId)}`, { query: { event_id: eventId } });
+  }
+
+  eventAuth(destination: string, roomId: string, eventId: string): Promise<{ auth_chain: PDU[] }> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/event_auth/${enc(roomId)}/${enc(eventId)}`);
+  }
+
+  backfill(destination: string, roomId: string, fromEventIds: string[], limit: number): Promise<{ pdus: PDU[] }> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/backfill/${enc(roomId)}`, { query: { v: fromEventIds, limit: String(limit) } });
+  }
+
+  getMissingEvents(
+    destination: string,
+    roomId: string,
+    body: { earliest_events: string[]; latest_events: string[]; limit: number; min_depth: number },
+  ): Promise<{ events: PDU[] }> {
+    return this.request(destination, 'POST', `/_matrix/federation/v1/get_missing_events/${enc(roomId)}`, { body });
+  }
+
+  queryProfile(destination: string, userId: string, field?: 'displayname' | 'avatar_url'): Promise<{ displayname?: string; avatar_url?: string }> {
+    return this.request(destination, 'GET', '/_matrix/federation/v1/query/profile', { query: { user_id: userId, field } });
+  }
+
+  queryDirectory(destination: string, alias: string): Promise<{ room_id: string; servers: string[] }> {
+    return this.request(destination, 'GET', '/_matrix/federation/v1/query/directory', { query: { room_alias: alias } });
+  }
+
+  userDevices(destination: string, userId: string): Promise<Record<string, unknown>> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/user/devices/${enc(userId)}`);
+  }
+
+  userKeysQuery(destination: string, deviceKeys: Record<string, string[]>): Promise<Record<string, unknown>> {
+    return this.request(destination, 'POST', '/_matrix/federation/v1/user/keys/query', { body: { device_keys: deviceKeys } });
+  }
+
+  userKeysClaim(destination: string, oneTimeKeys: Record<string, Record<string, string>>): Promise<Record<string, unknown>> {
+    return this.request(destination, 'POST', '/_matrix/federation/v1/user/keys/claim', { body: { one_time_keys: oneTimeKeys } });
+  }
+}

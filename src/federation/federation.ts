@@ -1,0 +1,506 @@
+import type { Hono } from 'hono';
+import type { JsonObject } from '../crypto/canonical-json.ts';
+import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
+import { verifyEventSignature, computeEventId, contentHashMatches, signNewEvent, referenceIds, type PDU } from '../events/pdu.ts';
+import { serverNameOf } from '../events/identifiers.ts';
+import type { RoomEvent } from '../events/event.ts';
+import { getRoomVersion, ROOM_VERSIONS, type RoomVersion } from '../events/room-versions.ts';
+import type { Keys } from '../keys/keys.ts';
+import { RoomError } from '../rooms/errors.ts';
+import { RoomGraph } from '../rooms/dag.ts';
+import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import type { Database } from '../storage/database.ts';
+import type { Sync } from '../sync/sync.ts';
+import type { Users } from '../users/users.ts';
+import { createFederationApp } from './app.ts';
+import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
+import type { FederationEnv } from './context.ts';
+import { Edus } from './edus.ts';
+import { KeyRing } from './keyring.ts';
+import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
+import { OutgoingQueues, type BackoffPolicy, type Edu } from './queue.ts';
+import type { FederationTransport } from './transport.ts';
+
+export interface FederationOptions {
+  db: Database;
+  serverName: string;
+  keyId: string;
+  signingKey: SigningKey;
+  ed25519: Ed25519Backend;
+  rooms: Rooms;
+  users: Users;
+  keys: Keys;
+  sync: Sync;
+  transport: FederationTransport;
+  now: () => number;
+  log: (message: string, error?: unknown) => void;
+  backoff?: BackoffPolicy;
+}
+
+/** What the EDU handlers need; the Federation passes itself. */
+export type FederationServicesForEdus = Pick<FederationOptions, 'serverName' | 'rooms' | 'users' | 'keys' | 'sync' | 'now' | 'log'> & {
+  queues: OutgoingQueues;
+  client: FederationClient;
+};
+
+/** Failure of a federated membership change, with what the remote server said. */
+export class FederationJoinError extends Error {
+  override name = 'FederationJoinError';
+  constructor(readonly status: number, readonly errcode: string, message: string) {
+    super(message);
+  }
+}
+
+/** Room versions we can join, newest first, for make_join's `ver`. */
+const SUPPORTED_VERSIONS = Object.keys(ROOM_VERSIONS);
+
+/** How far /get_missing_events looks back before we fall back to asking for the state. */
+const MISSING_EVENTS_LIMIT = 20;
+
+/**
+ * Federation: the inbound server-server API, the outgoing queues, and what the
+ * client API does across servers (joins, invites, leaves, backfill). Platform-free:
+ * the host carries requests with a {@link FederationTransport}.
+ */
+export class Federation {
+  readonly client: FederationClient;
+  readonly queues: OutgoingQueues;
+  readonly keyRing: KeyRing;
+  readonly graph: RoomGraph;
+  readonly edus: Edus;
+  private readonly app: Hono<FederationEnv>;
+
+  constructor(private readonly options: FederationOptions) {
+    const { db, serverName, keyId, signingKey, transport, now, log } = options;
+    this.client = new FederationClient(transport, serverName, keyId, signingKey);
+    this.queues = new OutgoingQueues(db, this.client, serverName, now, log, options.backoff);
+    this.keyRing = new KeyRing(serverName, signingKey, now);
+    this.graph = new RoomGraph(options.rooms);
+    this.edus = new Edus({ ...options, queues: this.queues, client: this.client });
+    this.app = createFederationApp({ ...options, keyRing: this.keyRing, federation: this });
+    // Local events go out with the write that made them: durable together.
+    options.rooms.setOutbox((tx, write) => {
+      if (write.servers.length === 0) return;
+      this.queues.enqueue(tx, write.servers, { pdus: write.events.map((e) => toPdu(e, write.version)) });
+      return () => {
+        for (const server of write.servers) this.queues.kick(server);
+      };
+    });
+  }
+
+  get serverName(): string {
+    return this.options.serverName;
+  }
+
+  /** The inbound server-server API; `remoteServerName` is who the transport says sent it. */
+  fetch(request: Request, remoteServerName: string): Promise<Response> {
+    return Promise.resolve(this.app.fetch(request, { remoteServerName }));
+  }
+
+  async start(): Promise<void> {
+    await this.queues.resume();
+  }
+
+  stop(): void {
+    this.queues.stop();
+  }
+
+  /** A peer connected (or reconnected): send what waited for it at once. */
+  peerConnected(serverName: string): void {
+    this.queues.wake(serverName);
+  }
+
+  /** Sends EDUs to servers, durably. */
+  sendEdus(destinations: Iterable<string>, edus: Edu[]): Promise<void> {
+    return this.queues.send(destinations, { edus });
+  }
+
+  // ------------------------------------------------------------- inbound PDUs
+
+  /**
+   * Processes a transaction once (dedupe by origin and txn ID: a retry gets the first
+   * answer). PDUs and EDUs are all stored before it answers.
+   */
+  async receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<{ pdus: Record<string, { error?: string }> }> {
+    const { db, now } = this.options;
+    const seen = await db.get<{ response: string }>('SELECT response FROM federation_received_txns WHERE origin = ? AND txn_id = ?', [origin, txnId]);
+    if (seen) return JSON.parse(seen.response) as { pdus: Record<string, { error?: string }> };
+    const results = await this.receivePdus(origin, pdus);
+    for (const edu of edus) {
+      try {
+        await this.edus.receive(origin, edu);
+      } catch (error) {
+        this.options.log(`federation: ${edu.edu_type} EDU from ${origin} failed`, error);
+      }
+    }
+    const response = { pdus: results };
+    await db.transaction((tx) =>
+      tx.run('INSERT OR IGNORE INTO federation_received_txns (origin, txn_id, response, received_ts) VALUES (?, ?, ?, ?)', [origin, txnId, JSON.stringify(response), now()]),
+    );
+    return response;
+  }
+
+  /**
+   * Processes the PDUs of a transaction (server-server §Checks performed on receipt of
+   * a PDU), each room in order, rooms in parallel. The result per event is `{}` when
+   * it was accepted (or soft-failed) and `{ error }` otherwise.
+   */
+  async receivePdus(origin: string, pdus: unknown[]): Promise<Record<string, { error?: string }>> {
+    const results: Record<string, { error?: string }> = {};
+    const byRoom = new Map<string, PDU[]>();
+    for (const pdu of pdus) {
+      if (!isPduShaped(pdu)) continue; // no event ID to report it under
+      const list = byRoom.get(pdu.room_id) ?? [];
+      list.push(pdu);
+      byRoom.set(pdu.room_id, list);
+    }
+    await Promise.all([...byRoom].map(async ([roomId, list]) => {
+      const version = await this.options.rooms.roomVersion(roomId);
+      for (const pdu of list) {
+        const eventId = version ? eventIdOf(pdu, version) : typeof pdu.event_id === 'string' ? pdu.event_id : undefined;
+        if (!version) {
+          if (eventId) results[eventId] = { error: `room ${roomId} is unknown here` };
+          continue;
+        }
+        if (!eventId) continue;
+        try {
+          const stored = await this.receiveWithGaps(origin, pdu, version, eventId);
+          results[eventId] = stored.rejected ? { error: `rejected: ${stored.rejected}` } : {};
+        } catch (error) {
+          results[eventId] = { error: error instanceof Error ? error.message : String(error) };
+          if (!(error instanceof RoomError)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);
+        }
+      }
+    }));
+    return results;
+  }
+
+  /**
+   * Stores a live event, fetching what it builds on when we lack it: its auth
+   * events by /event_auth, its prev events by /get_missing_events and, when the gap
+   * is wider than that, the state before it by /state.
+   */
+  async receiveWithGaps(origin: string, pdu: PDU, version: RoomVersion, eventId: string): Promise<StoredEvent> {
+    const { rooms } = this.options;
+    if (serverNameOf(pdu.sender) === this.serverName && !(await rooms.getEvent(eventId))) {
+      throw new RoomError('bad_event', `event ${eventId} claims to come from this server`);
+    }
+    const known = await rooms.getEvent(eventId);
+    if (known && !known.outlier) return known;
+    await this.fetchMissingAuth(origin, pdu, version, eventId);
+    const missingPrev = await this.missingPrevEvents(pdu);
+    if (missingPrev.length > 0) {
+      try {
+        const { events } = await this.client.getMissingEvents(origin, pdu.room_id, {
+          earliest_events: await rooms.forwardExtremities(pdu.room_id),
+          latest_events: [eventId],
+          limit: MISSING_EVENTS_LIMIT,
+          min_depth: 0,
+        });
+        for (const missing of [...events].filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
+          const id = eventIdOf(missing, version);
+          if (!id || missing.room_id !== pdu.room_id || (await rooms.getEvent(id))?.outlier === false) continue;
+          await this.fetchMissingAuth(origin, missing, version, id);
+          if ((await this.missingPrevEvents(missing)).length > 0) await this.receiveWithState(origin, missing, version, id, false);
+          else await rooms.receiveEvent(missing);
+        }
+      } catch (error) {
+        if (error instanceof RoomError) throw error;
+        this.options.log(`federation: get_missing_events from ${origin} failed`, error);
+      }
+      if ((await this.missingPrevEvents(pdu)).length > 0) return this.receiveWithState(origin, pdu, version, eventId, false);
+    }
+    return rooms.receiveEvent(pdu);
+  }
+
+  /** Prev events we do not hold as timeline events. */
+  private async missingPrevEvents(pdu: PDU): Promise<string[]> {
+    const missing: string[] = [];
+    for (const id of referenceIds(pdu.prev_events)) {
+      const stored = await this.options.rooms.getEvent(id);
+      if (!stored || stored.outlier) missing.push(id);
+    }
+    return missing;
+  }
+
+  private async fetchMissingAuth(origin: string, pdu: PDU, version: RoomVersion, eventId: string): Promise<void> {
+    const { rooms } = this.options;
+    const unknown = [];
+    for (const id of referenceIds(pdu.auth_events)) if (!(await rooms.getEvent(id))) unknown.push(id);
+    if (unknown.length === 0) return;
+    const { auth_chain } = await this.client.eventAuth(origin, pdu.room_id, eventId);
+    await this.storeOutliers(auth_chain, version, pdu.room_id);
+  }
+
+  /** Stores an event with the state before it as the origin says it is (/state), for gaps too wide to fill. */
+  private async receiveWithState(origin: string, pdu: PDU, version: RoomVersion, eventId: string, backfilled: boolean): Promise<StoredEvent> {
+    const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId);
+    await this.storeOutliers([...auth_chain, ...pdus], version, pdu.room_id);
+    const stateIds = pdus.filter(isPduShaped).map((p) => eventIdOf(p, version)).filter((id): id is string => !!id);
+    return this.options.rooms.receiveEvent(pdu, { stateBefore: stateIds, backfilled });
+  }
+
+  /** Checks and stores events without state (auth chains, a join's state), each after its auth events. */
+  async storeOutliers(pdus: unknown[], version: RoomVersion, roomId: string): Promise<void> {
+    const { rooms } = this.options;
+    const entries: { id: string; event: PDU }[] = [];
+    const seen = new Set<string>();
+    for (const pdu of pdus) {
+      if (!isPduShaped(pdu) || pdu.room_id !== roomId) continue;
+      const id = eventIdOf(pdu, version);
+      if (!id || seen.has(id)) continue;
+      seen.add(id);
+      entries.push({ id, event: pdu });
+    }
+    for (const { id, event } of sortByDependencies(entries)) {
+      if (await rooms.getEvent(id)) continue;
+      try {
+        await rooms.receiveEvent(event, { outlier: true });
+      } catch (error) {
+        // A bad event in a chain is left out; whatever needed it is then refused too.
+        if (!(error instanceof RoomError)) throw error;
+        this.options.log(`federation: outlier ${id} refused: ${error.message}`);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------- joins
+
+  /**
+   * Joins a local user to a room on other servers (server-server §Joining Rooms):
+   * make_join, sign, send_join v2, then check and store the room's state and auth
+   * chain and the join. Tries each server in turn.
+   */
+  async joinRemoteRoom(roomId: string, userId: string, servers: string[], content: JsonObject): Promise<StoredEvent> {
+    const { rooms, serverName } = this.options;
+    let lastError: unknown = new FederationJoinError(404, 'M_NOT_FOUND', `no server to join ${roomId} through`);
+    for (const server of unique(servers).filter((s) => s !== serverName)) {
+      try {
+        const made = await this.client.makeJoin(server, roomId, userId, SUPPORTED_VERSIONS);
+        const version = this.versionOf(made.room_version ?? '1');
+        const template = checkTemplate(made.event, roomId, userId, 'join');
+        const { event } = await this.signTemplate(template, version, { ...content, membership: 'join' });
+        const eventId = computeEventId(event, version);
+        const response = await this.client.sendJoin(server, roomId, eventId, event);
+        await rooms.trackRemoteRoom(roomId, version.id);
+        return await this.storeJoin(response, event, eventId, version, roomId);
+      } catch (error) {
+        lastError = error;
+        this.options.log(`federation: joining ${roomId} through ${server} failed`, error);
+      }
+    }
+    throw asJoinError(lastError);
+  }
+
+  private async storeJoin(response: SendJoinResponse, sent: PDU, eventId: string, version: RoomVersion, roomId: string): Promise<StoredEvent> {
+    if (!Array.isArray(response.state) || !Array.isArray(response.auth_chain)) {
+      throw new FederationJoinError(502, 'M_BAD_JSON', 'the send_join response has no state or auth chain');
+    }
+    await this.storeOutliers([...response.auth_chain, ...response.state], version, roomId);
+    const stateIds = response.state.filter(isPduShaped).map((p) => eventIdOf(p, version)).filter((id): id is string => !!id);
+    // The resident server may have added its signature (restricted joins); it is still our event.
+    const join = response.event && isPduShaped(response.event) && eventIdOf(response.event, version) === eventId ? response.event : sent;
+    const stored = await this.options.rooms.receiveEvent(join, { stateBefore: stateIds });
+    if (stored.rejected) throw new FederationJoinError(403, 'M_FORBIDDEN', `the join was refused here: ${stored.rejected}`);
+    return stored;
+  }
+
+  /** Fills a make_* template in as the joining (leaving, knocking) server and signs it. */
+  private async signTemplate(template: Record<string, unknown>, version: RoomVersion, content: JsonObject): Promise<{ event: PDU }> {
+    const { serverName, keyId, signingKey, now } = this.options;
+    const { hashes: _h, signatures: _s, unsigned: _u, event_id: _id, ...fields } = template;
+    const unsigned: Record<string, unknown> = { ...fields, content, origin_server_ts: now() };
+    if (version.redaction !== 'v11') unsigned['origin'] = serverName;
+    else delete unsigned['origin'];
+    if (version.eventIdFormat === 'local') unsigned['event_id'] = `$${crypto.randomUUID().replace(/-/g, '')}:${serverName}`;
+    const signed = await signNewEvent(unsigned, version, serverName, keyId, signingKey);
+    return { event: signed.event as unknown as PDU };
+  }
+
+  private versionOf(id: string): RoomVersion {
+    const version = getRoomVersion(id);
+    if (!version) throw new FederationJoinError(400, 'M_UNSUPPORTED_ROOM_VERSION', `room version ${id} is not supported here`);
+    return version;
+  }
+
+  // ------------------------------------------------------------- leaves, knocks
+
+  /**
+   * Leaves (or rejects an invite to) a room we hold no state for, through the
+   * servers given: make_leave, sign, send_leave v2. The leave is kept with the
+   * user's memberships so /sync reports it.
+   */
+  async leaveRemoteRoom(roomId: string, userId: string, servers: string[], content: JsonObject): Promise<StoredEvent> {
+    let lastError: unknown = new FederationJoinError(404, 'M_NOT_FOUND', `no server to leave ${roomId} through`);
+    for (const server of unique(servers).filter((s) => s !== this.serverName)) {
+      try {
+        const made = await this.client.makeLeave(server, roomId, userId);
+        const version = this.versionOf(made.room_version ?? (await this.options.rooms.roomVersion(roomId))?.id ?? '1');
+        const template = checkTemplate(made.event, roomId, userId, 'leave');
+        const { event } = await this.signTemplate(template, version, { ...content, membership: 'leave' });
+        const eventId = computeEventId(event, version);
+        await this.client.sendLeave(server, roomId, eventId, event);
+        return await this.options.rooms.recordRemoteMembership({ ...(event as unknown as RoomEvent), event_id: eventId });
+      } catch (error) {
+        lastError = error;
+        this.options.log(`federation: leaving ${roomId} through ${server} failed`, error);
+      }
+    }
+    throw asJoinError(lastError);
+  }
+
+  /** Knocks on a room on other servers: make_knock, sign, send_knock; the knock shows in /sync with the room's stripped state. */
+  async knockRemoteRoom(roomId: string, userId: string, servers: string[], content: JsonObject): Promise<StoredEvent> {
+    let lastError: unknown = new FederationJoinError(404, 'M_NOT_FOUND', `no server to knock on ${roomId} through`);
+    for (const server of unique(servers).filter((s) => s !== this.serverName)) {
+      try {
+        const made = await this.client.makeKnock(server, roomId, userId, SUPPORTED_VERSIONS);
+        const version = this.versionOf(made.room_version ?? '7');
+        const template = checkTemplate(made.event, roomId, userId, 'knock');
+        const { event } = await this.signTemplate(template, version, { ...content, membership: 'knock' });
+        const eventId = computeEventId(event, version);
+        const response = await this.client.sendKnock(server, roomId, eventId, event);
+        const state = Array.isArray(response.knock_room_state) ? response.knock_room_state : [];
+        return await this.options.rooms.recordRemoteMembership({ ...(event as unknown as RoomEvent), event_id: eventId, unsigned: { knock_room_state: state as unknown as JsonObject[] } as unknown as JsonObject });
+      } catch (error) {
+        lastError = error;
+        this.options.log(`federation: knocking on ${roomId} through ${server} failed`, error);
+      }
+    }
+    throw asJoinError(lastError);
+  }
+
+  // ------------------------------------------------------------- invites
+
+  /**
+   * Has the invitee's server countersign an invite we built (server-server §Inviting
+   * to a room, v2), before we store it. The returned event must carry a valid
+   * signature from that server.
+   */
+  async countersignInvite(event: RoomEvent, version: RoomVersion): Promise<RoomEvent> {
+    const destination = serverNameOf(event.state_key!);
+    const inviteRoomState = await this.strippedState(event.room_id, event.sender);
+    const { event: signed } = await this.client.invite(destination, event.room_id, event.event_id, {
+      room_version: version.id,
+      event: toPdu(event, version),
+      invite_room_state: inviteRoomState,
+    });
+    if (!isPduShaped(signed)) throw new FederationJoinError(502, 'M_BAD_JSON', 'the invite came back malformed');
+    const key = await this.keyRing.verifyKey(destination, Object.keys(signed.signatures?.[destination] ?? {})[0] ?? '');
+    const keyId = Object.keys(signed.signatures?.[destination] ?? {})[0] ?? '';
+    if (!key || !(await verifyEventSignature(signed, version, destination, keyId, key, this.options.ed25519))) {
+      throw new FederationJoinError(403, 'M_FORBIDDEN', `${destination} did not sign the invite`);
+    }
+    return { ...(signed as unknown as RoomEvent), event_id: event.event_id };
+  }
+
+  /** Accepts an invite of a local user from another server (PUT /invite v2): check, countersign, keep. */
+  async receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU> {
+    const { rooms, users, serverName, keyId, signingKey, ed25519 } = this.options;
+    const version = this.versionOf(roomVersion);
+    const eventId = eventIdOf(pdu, version);
+    if (!eventId) throw new RoomError('bad_event', 'the invite has no valid event ID');
+    if (pdu.type !== 'm.room.member' || pdu.content['membership'] !== 'invite' || typeof pdu.state_key !== 'string') {
+      throw new RoomError('bad_event', 'not an invite');
+    }
+    if (!users.isLocal(pdu.state_key) || !(await users.exists(pdu.state_key))) throw new RoomError('not_found', `no user ${pdu.state_key} here`);
+    if (serverNameOf(pdu.sender) !== origin) throw new RoomError('forbidden', 'the inviter is not from the server that sent the invite');
+    const keyIdOfOrigin = Object.keys(pdu.signatures?.[origin] ?? {})[0] ?? '';
+    const key = await this.keyRing.verifyKey(origin, keyIdOfOrigin);
+    if (!key || !(await verifyEventSignature(pdu, version, origin, keyIdOfOrigin, key, ed25519))) {
+      throw new RoomError('forbidden', 'the invite is not signed by its sender\'s server');
+    }
+    if (!contentHashMatches(pdu)) throw new RoomError('bad_event', 'the invite\'s content hash does not match');
+    const signed = await countersignEvent(pdu, version, serverName, keyId, signingKey);
+    const stripped = inviteRoomState.filter((e) => typeof e === 'object' && e !== null) as JsonObject[];
+    await rooms.recordRemoteMembership({
+      ...(signed as unknown as RoomEvent),
+      event_id: eventId,
+      unsigned: { invite_room_state: stripped } as unknown as JsonObject,
+    });
+    return signed;
+  }
+
+  /** The stripped state an invitee (or knocker) sees (client-server §Stripped state). */
+  async strippedState(roomId: string, senderOf?: string): Promise<Record<string, unknown>[]> {
+    const types = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
+    const out: Record<string, unknown>[] = [];
+    const add = (stored: StoredEvent | undefined) => {
+      if (!stored) return;
+      const e = stored.event;
+      out.push({ type: e.type, state_key: e.state_key, sender: e.sender, content: e.content });
+    };
+    for (const type of types) add(await this.options.rooms.currentStateEvent(roomId, type, ''));
+    if (senderOf) add(await this.options.rooms.currentStateEvent(roomId, 'm.room.member', senderOf));
+    return out;
+  }
+
+  // ------------------------------------------------------------- backfill
+
+  /**
+   * Fetches older history from a server in the room (server-server §Backfilling) and
+   * stores it in its place by the DAG. Returns how many events were added.
+   */
+  async backfill(roomId: string, fromEventIds: string[], limit: number): Promise<number> {
+    const { rooms } = this.options;
+    const version = await rooms.roomVersion(roomId);
+    if (!version || fromEventIds.length === 0) return 0;
+    const servers = (await rooms.joinedServers(roomId)).filter((s) => s !== this.serverName);
+    for (const server of servers) {
+      let pdus: PDU[];
+      try {
+        pdus = (await this.client.backfill(server, roomId, fromEventIds, limit)).pdus ?? [];
+      } catch (error) {
+        this.options.log(`federation: backfill from ${server} failed`, error);
+        continue;
+      }
+      let added = 0;
+      for (const pdu of pdus.filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
+        const id = eventIdOf(pdu, version);
+        if (!id || pdu.room_id !== roomId) continue;
+        const known = await rooms.getEvent(id);
+        if (known && !known.outlier) continue;
+        try {
+          await this.fetchMissingAuth(server, pdu, version, id);
+          const stored = (await this.missingPrevEvents(pdu)).length > 0 || pdu.type === 'm.room.create'
+            ? await (pdu.type === 'm.room.create' ? rooms.receiveEvent(pdu, { backfilled: true, stateBefore: [] }) : this.receiveWithState(server, pdu, version, id, true))
+            : await rooms.receiveEvent(pdu, { backfilled: true });
+          if (!stored.rejected) added++;
+        } catch (error) {
+          if (!(error instanceof RoomError)) throw error;
+          this.options.log(`federation: backfilled event ${id} refused: ${error.message}`);
+        }
+      }
+      if (added > 0) return added;
+    }
+    return 0;
+  }
+}
+
+function unique<T>(items: T[]): T[] {
+  return [...new Set(items)];
+}
+
+/** The template of a make_join/make_leave/make_knock, checked to be what we asked for. */
+function checkTemplate(template: unknown, roomId: string, userId: string, membership: string): Record<string, unknown> {
+  if (typeof template !== 'object' || template === null) throw new FederationJoinError(502, 'M_BAD_JSON', 'the make_ response has no event');
+  const event = template as Record<string, unknown>;
+  const content = event['content'] as Record<string, unknown> | undefined;
+  if (event['type'] !== 'm.room.member' || event['room_id'] !== roomId || event['sender'] !== userId || event['state_key'] !== userId || content?.['membership'] !== membership) {
+    throw new FederationJoinError(502, 'M_BAD_JSON', `the make_${membership} template is not a ${membership} of ${userId} in ${roomId}`);
+  }
+  if (!Array.isArray(event['prev_events']) || !Array.isArray(event['auth_events']) || typeof event['depth'] !== 'number') {
+    throw new FederationJoinError(502, 'M_BAD_JSON', `the make_${membership} template lacks prev_events, auth_events or depth`);
+  }
+  return event;
+}
+
+function asJoinError(error: unknown): Error {
+  if (error instanceof FederationJoinError) return error;
+  if (error instanceof FederationRequestError) {
+    const status = error.status >= 400 && error.status < 500 ? error.status : 502;
+    return new FederationJoinError(status, error.errcode, error.message);
+  }
+  if (error instanceof RoomError) return error;
+  return new FederationJoinError(502, 'M_UNKNOWN', error instanceof Error ? error.message : String(error));
+}

@@ -1,0 +1,80 @@
+import { encodeBase64 } from '../crypto/base64.ts';
+import type { SigningKey } from '../crypto/ed25519.ts';
+import { signingBytes } from '../crypto/signing.ts';
+import type { RoomEvent } from '../events/event.ts';
+import { computeEventId, referenceIds, type PDU } from '../events/pdu.ts';
+import { redactEvent } from '../events/redaction.ts';
+import type { RoomVersion } from '../events/room-versions.ts';
+
+/** An event as it travels: no event_id from v3 on (receivers derive it), no local unsigned data. */
+export function toPdu(event: RoomEvent, version: RoomVersion): PDU {
+  const { event_id: eventId, unsigned: _unsigned, ...rest } = event;
+  return (version.eventIdFormat === 'local' ? { ...rest, event_id: eventId } : rest) as PDU;
+}
+
+/** Adds our signature to another server's event (an invite we countersign). */
+export async function countersignEvent<T extends PDU>(event: T, version: RoomVersion, serverName: string, keyId: string, key: SigningKey): Promise<T> {
+  const signature = encodeBase64(await key.sign(signingBytes(redactEvent(event, version))));
+  const signatures = { ...event.signatures, [serverName]: { ...(event.signatures?.[serverName] ?? {}), [keyId]: signature } };
+  return { ...event, signatures };
+}
+
+/** The shape every PDU must have before anything else looks at it. */
+export function isPduShaped(value: unknown): value is PDU {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const pdu = value as Record<string, unknown>;
+  return (
+    typeof pdu['room_id'] === 'string' &&
+    typeof pdu['sender'] === 'string' &&
+    typeof pdu['type'] === 'string' &&
+    typeof pdu['origin_server_ts'] === 'number' &&
+    typeof pdu['depth'] === 'number' &&
+    typeof pdu['content'] === 'object' && pdu['content'] !== null && !Array.isArray(pdu['content']) &&
+    Array.isArray(pdu['prev_events']) &&
+    Array.isArray(pdu['auth_events']) &&
+    typeof pdu['hashes'] === 'object' && pdu['hashes'] !== null &&
+    typeof pdu['signatures'] === 'object' && pdu['signatures'] !== null &&
+    (pdu['state_key'] === undefined || typeof pdu['state_key'] === 'string')
+  );
+}
+
+/** The event ID of a PDU, or undefined when it cannot be derived (malformed). */
+export function eventIdOf(pdu: PDU, version: RoomVersion): string | undefined {
+  try {
+    return computeEventId(pdu, version);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Orders events so that each comes after the events it names as auth events (and
+ * prev events) within the set: how an auth chain and a state are stored as outliers.
+ */
+export function sortByDependencies<T extends { auth_events: PDU['auth_events']; prev_events: PDU['prev_events']; depth: number }>(
+  events: { id: string; event: T }[],
+): { id: string; event: T }[] {
+  const byId = new Map(events.map((e) => [e.id, e]));
+  const out: { id: string; event: T }[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (entry: { id: string; event: T }) => {
+    const stack: { entry: { id: string; event: T }; deps: string[] }[] = [{ entry, deps: referenceIds(entry.event.auth_events) }];
+    state.set(entry.id, 'visiting');
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      const next = top.deps.pop();
+      if (next === undefined) {
+        stack.pop();
+        state.set(top.entry.id, 'done');
+        out.push(top.entry);
+        continue;
+      }
+      const dep = byId.get(next);
+      if (!dep || state.has(next)) continue; // unknown here, or done, or a cycle (left to auth to refuse)
+      state.set(next, 'visiting');
+      stack.push({ entry: dep, deps: referenceIds(dep.event.auth_events) });
+    }
+  };
+  for (const entry of [...events].sort((a, b) => a.event.depth - b.event.depth)) if (!state.has(entry.id)) visit(entry);
+  return out;
+}

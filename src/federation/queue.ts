@@ -1,0 +1,190 @@
+import type { PDU } from '../events/pdu.ts';
+import type { Database, WriteTransaction } from '../storage/database.ts';
+import { FederationRequestError, type FederationClient } from './client.ts';
+import { FederationUnreachable } from './transport.ts';
+
+/** The spec's bounds on one transaction. */
+export const MAX_PDUS_PER_TXN = 50;
+export const MAX_EDUS_PER_TXN = 100;
+
+export interface Edu {
+  edu_type: string;
+  content: Record<string, unknown>;
+}
+
+export interface BackoffPolicy {
+  /** First wait after a failure. */
+  initialMs: number;
+  /** The cap on the exponential wait. */
+  maxMs: number;
+  /** First wait when the server refused (4xx other than 429): it will likely refuse again. */
+  refusedMs: number;
+}
+
+export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 10 * 60_000, refusedMs: 60_000 };
+
+interface DestinationState {
+  running: boolean;
+  /** Woken while a send was in flight: go round again. */
+  again: boolean;
+  failures: number;
+  retryAt: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+type OutboxRow = { seq: number; kind: string; json: string };
+
+/**
+ * One durable queue per destination (server-server §Transactions). PDUs and EDUs
+ * are written to the outbox in the same database transaction as whatever caused
+ * them, so nothing committed is lost to a crash; a transaction carries the oldest
+ * waiting items, and its ID names exactly those rows, so a retry after a crash
+ * sends the same ID for the same contents and the receiver dedupes it. Failures
+ * back off exponentially (capped); a peer that connects is retried at once.
+ */
+export class OutgoingQueues {
+  private readonly destinations = new Map<string, DestinationState>();
+  private stopped = false;
+  /** Transactions sent successfully, for tests and benchmarks to wait on. */
+  private readonly sentListeners = new Set<(destination: string, pdus: number, edus: number) => void>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly client: FederationClient,
+    private readonly origin: string,
+    private readonly now: () => number,
+    private readonly log: (message: string, error?: unknown) => void,
+    private readonly backoff: BackoffPolicy = DEFAULT_BACKOFF,
+  ) {}
+
+  /** Adds PDUs and EDUs for destinations inside the caller's write transaction. */
+  enqueue(tx: WriteTransaction, destinations: Iterable<string>, items: { pdus?: PDU[]; edus?: Edu[] }): void {
+    for (const destination of destinations) {
+      if (destination === this.origin) continue;
+      for (const pdu of items.pdus ?? []) tx.run("INSERT INTO federation_outbox (destination, kind, json) VALUES (?, 'pdu', ?)", [destination, JSON.stringify(pdu)]);
+      for (const edu of items.edus ?? []) tx.run("INSERT INTO federation_outbox (destination, kind, json) VALUES (?, 'edu', ?)", [destination, JSON.stringify(edu)]);
+    }
+  }
+
+  /** Enqueues in a transaction of its own, then sends. */
+  async send(destinations: Iterable<string>, items: { pdus?: PDU[]; edus?: Edu[] }): Promise<void> {
+    const list = [...destinations].filter((d) => d !== this.origin);
+    if (list.length === 0) return;
+    await this.db.transaction((tx) => this.enqueue(tx, list, items));
+    for (const destination of list) this.kick(destination);
+  }
+
+  /** Starts every queue that has something waiting (at start-up). */
+  async resume(): Promise<void> {
+    const rows = await this.db.all<{ destination: string }>('SELECT DISTINCT destination FROM federation_outbox');
+    for (const row of rows) this.kick(row.destination);
+  }
+
+  /** The destination is reachable again (a peer connected): clear its backoff and send now. */
+  wake(destination: string): void {
+    const state = this.state(destination);
+    state.failures = 0;
+    state.retryAt = 0;
+    if (state.timer) clearTimeout(state.timer);
+    state.timer = undefined;
+    this.kick(destination);
+  }
+
+  /** Sends what waits for a destination unless it is backing off. */
+  kick(destination: string): void {
+    if (this.stopped || destination === this.origin) return;
+    const state = this.state(destination);
+    if (state.running) {
+      state.again = true;
+      return;
+    }
+    if (state.retryAt > this.now()) return;
+    state.running = true;
+    void this.drain(destination, state).finally(() => {
+      state.running = false;
+    });
+  }
+
+  onSent(listener: (destination: string, pdus: number, edus: number) => void): () => void {
+    this.sentListeners.add(listener);
+    return () => this.sentListeners.delete(listener);
+  }
+
+  async pending(destination?: string): Promise<number> {
+    const row = destination === undefined
+      ? await this.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM federation_outbox')
+      : await this.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM federation_outbox WHERE destination = ?', [destination]);
+    return row?.n ?? 0;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const state of this.destinations.values()) if (state.timer) clearTimeout(state.timer);
+  }
+
+  private state(destination: string): DestinationState {
+    let state = this.destinations.get(destination);
+    if (!state) {
+      state = { running: false, again: false, failures: 0, retryAt: 0, timer: undefined };
+      this.destinations.set(destination, state);
+    }
+    return state;
+  }
+
+  private async drain(destination: string, state: DestinationState): Promise<void> {
+    for (;;) {
+      state.again = false;
+      if (this.stopped) return;
+      const rows = await this.db.all<OutboxRow>(
+        'SELECT seq, kind, json FROM federation_outbox WHERE destination = ? ORDER BY seq LIMIT ?',
+        [destination, MAX_PDUS_PER_TXN + MAX_EDUS_PER_TXN],
+      );
+      const batch: OutboxRow[] = [];
+      let pdus = 0;
+      let edus = 0;
+      for (const row of rows) {
+        // Keep order: stop at the first item that does not fit.
+        if (row.kind === 'pdu' ? pdus === MAX_PDUS_PER_TXN : edus === MAX_EDUS_PER_TXN) break;
+        if (row.kind === 'pdu') pdus++;
+        else edus++;
+        batch.push(row);
+      }
+      if (batch.length === 0) {
+        if (state.again) continue;
+        return;
+      }
+      const txnId = `${batch[0]!.seq}-${batch.at(-1)!.seq}`;
+      try {
+        await this.client.sendTransaction(destination, txnId, {
+          origin: this.origin,
+          origin_server_ts: this.now(),
+          pdus: batch.filter((r) => r.kind === 'pdu').map((r) => JSON.parse(r.json) as PDU),
+          edus: batch.filter((r) => r.kind === 'edu').map((r) => JSON.parse(r.json) as Edu),
+        });
+      } catch (error) {
+        this.scheduleRetry(destination, state, error);
+        return;
+      }
+      state.failures = 0;
+      const last = batch.at(-1)!.seq;
+      await this.db.transaction((tx) => tx.run('DELETE FROM federation_outbox WHERE destination = ? AND seq <= ?', [destination, last]));
+      for (const listener of this.sentListeners) listener(destination, pdus, edus);
+    }
+  }
+
+  private scheduleRetry(destination: string, state: DestinationState, error: unknown): void {
+    state.failures++;
+    const refused = error instanceof FederationRequestError && error.status >= 400 && error.status < 500 && error.status !== 429;
+    const base = refused ? this.backoff.refusedMs : this.backoff.initialMs;
+    let wait = Math.min(this.backoff.maxMs, base * 2 ** (state.failures - 1));
+    if (error instanceof FederationRequestError && error.retryAfterMs !== undefined) wait = Math.max(wait, error.retryAfterMs);
+    state.retryAt = this.now() + wait;
+    if (!(error instanceof FederationUnreachable)) this.log(`federation: sending to ${destination} failed; retrying in ${wait} ms`, error);
+    if (state.timer) clearTimeout(state.timer);
+    state.timer = setTimeout(() => {
+      state.timer = undefined;
+      state.retryAt = 0;
+      this.kick(destination);
+    }, wait);
+  }
+}

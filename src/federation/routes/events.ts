@@ -1,0 +1,99 @@
+import type { Hono } from 'hono';
+import { z } from 'zod';
+import { forbidden, invalidParam, missingParam, notFound } from '../../client/errors.ts';
+import { validate } from '../../client/http.ts';
+import type { RoomVersion } from '../../events/room-versions.ts';
+import type { FederationCtx, FederationEnv } from '../context.ts';
+import { toPdu } from '../pdus.ts';
+
+/** How many events one /backfill or /get_missing_events answer carries at most. */
+const MAX_EVENTS_PER_ANSWER = 100;
+
+const missingEventsSchema = z
+  .object({
+    earliest_events: z.array(z.string()),
+    latest_events: z.array(z.string()),
+    limit: z.number().int().min(0).optional(),
+    min_depth: z.number().int().optional(),
+  })
+  .loose();
+
+/** History and state are served to servers in the room, never to others. */
+async function roomForOrigin(c: FederationCtx, roomId: string): Promise<RoomVersion> {
+  const { rooms } = c.get('services');
+  const version = await rooms.roomVersion(roomId);
+  if (!version) throw notFound(`room ${roomId} is unknown here`);
+  if (!(await rooms.joinedServers(roomId)).includes(c.get('origin'))) throw forbidden(`${c.get('origin')} is not in room ${roomId}`);
+  return version;
+}
+
+/** The event must be one of this room's that we hold. */
+async function eventInRoom(c: FederationCtx, roomId: string, eventId: string) {
+  const stored = await c.get('services').rooms.getEvent(eventId);
+  if (!stored || stored.event.room_id !== roomId || stored.rejected) throw notFound(`event ${eventId} is unknown here`);
+  return stored;
+}
+
+/** /event, /state, /state_ids, /event_auth, /backfill and /get_missing_events. */
+export function eventRoutes(app: Hono<FederationEnv>): void {
+  const envelope = (c: FederationCtx, pdus: unknown[]) => ({ origin: c.get('services').serverName, origin_server_ts: c.get('services').now(), pdus });
+
+  app.get('/_matrix/federation/v1/event/:eventId', async (c) => {
+    const stored = await c.get('services').rooms.getEvent(c.req.param('eventId'));
+    if (!stored || stored.rejected) throw notFound('event not found');
+    const version = await roomForOrigin(c, stored.event.room_id);
+    return c.json(envelope(c, [toPdu(stored.event, version)]));
+  });
+
+  /** The state before an event, as the IDs of its events and of their auth chain. */
+  const stateAt = async (c: FederationCtx) => {
+    const { rooms, federation } = c.get('services');
+    const roomId = c.req.param('roomId')!;
+    const version = await roomForOrigin(c, roomId);
+    const eventId = c.req.query('event_id');
+    if (!eventId) throw missingParam('event_id is required');
+    await eventInRoom(c, roomId, eventId);
+    const nids = await rooms.stateAtEvent(eventId, 'before');
+    if (!nids) throw notFound(`no state is known at ${eventId}`);
+    const state = [...(await rooms.loadStateEvents(nids)).values()].map((s) => s.event);
+    const authChain = await federation.graph.authChain(state.map((e) => e.event_id));
+    return { version, state, authChain };
+  };
+  app.get('/_matrix/federation/v1/state/:roomId', async (c) => {
+    const { version, state, authChain } = await stateAt(c);
+    return c.json({ pdus: state.map((e) => toPdu(e, version)), auth_chain: authChain.map((e) => toPdu(e, version)) });
+  });
+  app.get('/_matrix/federation/v1/state_ids/:roomId', async (c) => {
+    const { state, authChain } = await stateAt(c);
+    return c.json({ pdu_ids: state.map((e) => e.event_id), auth_chain_ids: authChain.map((e) => e.event_id) });
+  });
+
+  app.get('/_matrix/federation/v1/event_auth/:roomId/:eventId', async (c) => {
+    const roomId = c.req.param('roomId');
+    const version = await roomForOrigin(c, roomId);
+    await eventInRoom(c, roomId, c.req.param('eventId'));
+    const chain = await c.get('services').federation.graph.authChain([c.req.param('eventId')]);
+    return c.json({ auth_chain: chain.map((e) => toPdu(e, version)) });
+  });
+
+  app.get('/_matrix/federation/v1/backfill/:roomId', async (c) => {
+    const roomId = c.req.param('roomId');
+    const version = await roomForOrigin(c, roomId);
+    const from = c.req.queries('v') ?? [];
+    if (from.length === 0) throw missingParam('v is required');
+    const rawLimit = c.req.query('limit') ?? '10';
+    if (!/^\d+$/.test(rawLimit)) throw invalidParam('limit must be a non-negative integer');
+    const limit = Math.min(Number(rawLimit), MAX_EVENTS_PER_ANSWER);
+    const events = await c.get('services').federation.graph.backfill(roomId, from, limit);
+    return c.json(envelope(c, events.map((e) => toPdu(e, version))));
+  });
+
+  app.post('/_matrix/federation/v1/get_missing_events/:roomId', async (c) => {
+    const roomId = c.req.param('roomId');
+    const version = await roomForOrigin(c, roomId);
+    const body = validate(missingEventsSchema, c.get('body'));
+    const limit = Math.min(body.limit ?? 10, MAX_EVENTS_PER_ANSWER);
+    const events = await c.get('services').federation.graph.missingEvents(roomId, body.earliest_events, body.latest_events, limit, body.min_depth ?? 0);
+    return c.json({ events: events.map((e) => toPdu(e, version)) });
+  });
+}

@@ -1,0 +1,30 @@
+import type { ComponentSchema } from '../storage/database.ts';
+
+export const federationSchema: ComponentSchema = {
+  component: 'federation',
+  migrations: [
+    {
+      version: 1,
+      description: 'durable outgoing queue per destination, received transactions',
+      up: (tx) => {
+        // What waits to be sent, in order. A row goes once the destination accepted the
+        // transaction that carried it; until then it survives restarts and crashes.
+        tx.run(`CREATE TABLE federation_outbox (
+          seq INTEGER PRIMARY KEY,
+          destination TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          json TEXT NOT NULL
+        )`);
+        tx.run('CREATE INDEX federation_outbox_by_destination ON federation_outbox (destination, seq)');
+        // Transactions already processed, answered again with the same response (dedupe by origin and txn ID).
+        tx.run(`CREATE TABLE federation_received_txns (
+          origin TEXT NOT NULL,
+          txn_id TEXT NOT NULL,
+          response TEXT NOT NULL,
+          received_ts INTEGER NOT NULL,
+          PRIMARY KEY (origin, txn_id)
+        )`);
+      },
+    },
+  ],
+};

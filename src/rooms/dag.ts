@@ -1,0 +1,91 @@
+import { referenceIds } from '../events/pdu.ts';
+import type { RoomEvent } from '../events/event.ts';
+import type { Rooms, StoredEvent } from './rooms.ts';
+
+/**
+ * Walks over a room's event graph, for what other servers ask of it: auth chains
+ * (joins, /event_auth, /state), history going back (/backfill) and the events
+ * between two points (/get_missing_events). Read-only, on the room engine's API.
+ */
+export class RoomGraph {
+  constructor(private readonly rooms: Rooms) {}
+
+  /** Every event in the auth chains of the given events, not the events themselves; oldest first by depth. */
+  async authChain(eventIds: Iterable<string>): Promise<RoomEvent[]> {
+    const seen = new Map<string, RoomEvent>();
+    const pending: string[] = [];
+    const start = new Set(eventIds);
+    for (const id of start) {
+      const stored = await this.rooms.getEvent(id);
+      if (stored) pending.push(...referenceIds(stored.event.auth_events));
+    }
+    while (pending.length > 0) {
+      const id = pending.pop()!;
+      if (seen.has(id)) continue;
+      const stored = await this.rooms.getEvent(id);
+      if (!stored) continue;
+      seen.set(id, stored.event);
+      pending.push(...referenceIds(stored.event.auth_events));
+    }
+    return [...seen.values()].sort((a, b) => a.depth - b.depth);
+  }
+
+  /**
+   * Events going back from (and including) `fromIds` by prev events, newest first by
+   * depth, at most `limit` (server-server §Backfilling). Only events with history
+   * (not outliers), never rejected ones.
+   */
+  async backfill(roomId: string, fromIds: string[], limit: number): Promise<RoomEvent[]> {
+    const found = new Map<string, RoomEvent>();
+    // Breadth-first by depth: take the deepest waiting event each time.
+    const frontier: RoomEvent[] = [];
+    const queued = new Set<string>();
+    const push = async (id: string) => {
+      if (queued.has(id)) return;
+      queued.add(id);
+      const stored = await this.rooms.getEvent(id);
+      if (usable(stored, roomId)) frontier.push(stored.event);
+    };
+    for (const id of fromIds) await push(id);
+    while (frontier.length > 0 && found.size < limit) {
+      frontier.sort((a, b) => a.depth - b.depth);
+      const event = frontier.pop()!;
+      found.set(event.event_id, event);
+      for (const id of referenceIds(event.prev_events)) await push(id);
+    }
+    return [...found.values()];
+  }
+
+  /**
+   * Events before `latest` and after `earliest` (server-server §get_missing_events):
+   * walking back from the latest events' prev events, stopping at the earliest ones
+   * and below minDepth. Oldest first.
+   */
+  async missingEvents(roomId: string, earliest: string[], latest: string[], limit: number, minDepth: number): Promise<RoomEvent[]> {
+    const stop = new Set(earliest);
+    const seen = new Set<string>([...latest, ...earliest]);
+    const found: RoomEvent[] = [];
+    let frontier: string[] = [];
+    for (const id of latest) {
+      const stored = await this.rooms.getEvent(id);
+      if (stored?.event.room_id === roomId) frontier.push(...referenceIds(stored.event.prev_events));
+    }
+    while (frontier.length > 0 && found.length < limit) {
+      const next: string[] = [];
+      for (const id of frontier) {
+        if (seen.has(id) || stop.has(id) || found.length >= limit) continue;
+        seen.add(id);
+        const stored = await this.rooms.getEvent(id);
+        if (!usable(stored, roomId) || stored.event.depth < minDepth) continue;
+        found.push(stored.event);
+        next.push(...referenceIds(stored.event.prev_events));
+      }
+      frontier = next;
+    }
+    return found.sort((a, b) => a.depth - b.depth);
+  }
+}
+
+function usable(stored: StoredEvent | undefined, roomId: string): stored is StoredEvent {
+  return !!stored && stored.event.room_id === roomId && !stored.rejected && !stored.outlier;
+}

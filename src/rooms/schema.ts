@@ -93,5 +93,12 @@ export const roomsSchema: ComponentSchema = {
         )`);
       },
     },
+    {
+      version: 2,
+      description: 'events in topological order, for pagination',
+      up: (tx) => {
+        tx.run('CREATE INDEX events_by_room_topology ON events (room_id, depth, stream_ordering)');
+      },
+    },
   ],
 };

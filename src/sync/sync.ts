@@ -1,5 +1,7 @@
 import { stateKey, type StateKey } from '../events/event.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import type { NidState } from '../rooms/state-store.ts';
+import { comparePositions, positionAfter, positionBefore, TIMELINE_END, TIMELINE_START, type TopologicalPosition } from '../rooms/timeline.ts';
 import type { Database } from '../storage/database.ts';
 import type { StreamChange } from '../storage/stream.ts';
 import type { Users } from '../users/users.ts';
@@ -8,7 +10,7 @@ import { eventMatches, pickEventFields, roomMatches, type Filter, type RoomEvent
 import { EventFormatter, type ClientEvent, type Viewer } from './format.ts';
 import { Notifier } from './notifier.ts';
 import { receiptContent, Receipts } from './receipts.ts';
-import { parseToken, formatToken, type SyncToken } from './token.ts';
+import { formatToken, formatTopologicalToken, parsePaginationToken, parseToken, type SyncToken } from './token.ts';
 import { Visibility } from './visibility.ts';
 
 export const DEFAULT_TIMELINE_LIMIT = 10;
@@ -70,7 +72,29 @@ export interface LeftRoom {
   account_data: { events: Record<string, unknown>[] };
 }
 
-type EventRowIds = { event_nid: number; stream_ordering: number };
+/** Fetches a room's history from other servers when local history runs out (federation implements it). */
+export interface Backfiller {
+  /**
+   * Stores, as backfilled history, up to `limit` events that precede (and include)
+   * `fromEventIds`, the prev events we lack; returns how many events it added.
+   */
+  backfill(roomId: string, fromEventIds: string[], limit: number): Promise<number>;
+}
+
+export interface MessagesPage {
+  chunk: Record<string, unknown>[];
+  start: string;
+  end?: string;
+  state: Record<string, unknown>[];
+}
+
+/** What one pass over a room's timeline found, and where the next one starts. */
+interface TimelinePage {
+  events: StoredEvent[];
+  next: TopologicalPosition;
+  /** Whether more events may exist in that direction (locally, or by backfill going back). */
+  more: boolean;
+}
 
 /** /sync, /messages and /context, with the notifier that wakes long-polls. */
 export class Sync {
@@ -88,6 +112,8 @@ export class Sync {
     private readonly rooms: Rooms,
     private readonly users: Users,
     private readonly now: () => number,
+    /** Set by the composition root once federation exists; without one, history ends where local history does. */
+    public backfiller?: Backfiller,
   ) {
     const notify = (change: StreamChange) => this.notifier.notify(change);
     this.ephemeral = new EphemeralStream(now);
@@ -157,10 +183,7 @@ export class Sync {
       account_data: { events: [] },
     };
 
-    const memberships = await this.db.all<{ room_id: string; membership: string; event_id: string; stream_ordering: number; forgotten: number }>(
-      'SELECT room_id, membership, event_id, stream_ordering, forgotten FROM local_memberships WHERE user_id = ? AND stream_ordering <= ?',
-      [userId, upTo.stream],
-    );
+    const memberships = await this.rooms.timeline.membershipsOf(userId, upTo.stream);
     const roomAccountData = new Map<string, Record<string, unknown>[]>();
     for (const item of await this.users.accountDataSince(userId, sinceStream, upTo.stream)) {
       const event = { type: item.type, content: item.content };
@@ -177,22 +200,22 @@ export class Sync {
     const active = since && !request.fullState ? await this.roomsWithNews(since, upTo, roomAccountData) : undefined;
     const joinedRooms = new Set<string>();
     for (const m of memberships) {
-      if (!roomMatches(filter, m.room_id)) continue;
-      const changedSince = m.stream_ordering > sinceStream;
+      if (!roomMatches(filter, m.roomId)) continue;
+      const changedSince = m.streamOrdering > sinceStream;
       if (m.membership === 'join') {
-        joinedRooms.add(m.room_id);
+        joinedRooms.add(m.roomId);
         // A room joined since `since` is new to the client: all of it. full_state sends all state but keeps the timeline incremental.
         const fresh = !since || changedSince;
-        if (active && !fresh && !active.has(m.room_id)) continue;
-        const joined = await this.joinedRoom(m.room_id, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.room_id) ?? []);
-        if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.room_id] = joined;
+        if (active && !fresh && !active.has(m.roomId)) continue;
+        const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? []);
+        if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
-        response.rooms.invite[m.room_id] = { invite_state: { events: await this.strippedState(m.room_id, m.event_id) } };
+        response.rooms.invite[m.roomId] = { invite_state: { events: await this.strippedState(m.roomId, m.eventId) } };
       } else if (m.membership === 'knock' && (changedSince || !since)) {
-        response.rooms.knock[m.room_id] = { knock_state: { events: await this.strippedState(m.room_id, m.event_id) } };
+        response.rooms.knock[m.roomId] = { knock_state: { events: await this.strippedState(m.roomId, m.eventId) } };
       } else if ((m.membership === 'leave' || m.membership === 'ban') && !m.forgotten) {
         const include = since ? changedSince : filter.room?.include_leave === true;
-        if (include) response.rooms.leave[m.room_id] = await this.leftRoom(m.room_id, m.event_id, viewer, filter, since, roomAccountData.get(m.room_id) ?? []);
+        if (include) response.rooms.leave[m.roomId] = await this.leftRoom(m.roomId, m.eventId, viewer, filter, since, roomAccountData.get(m.roomId) ?? []);
       }
     }
 
@@ -220,10 +243,8 @@ export class Sync {
 
   /** Rooms with new events, receipts, room account data or typing in (since, upTo]. */
   private async roomsWithNews(since: SyncToken, upTo: SyncToken, roomAccountData: Map<string, unknown>): Promise<Set<string>> {
-    const rooms = new Set<string>(roomAccountData.keys());
-    const range = [since.stream, upTo.stream];
-    for (const row of await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM events WHERE stream_ordering > ? AND stream_ordering <= ?', range)) rooms.add(row.room_id);
-    for (const row of await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM receipts WHERE stream_id > ? AND stream_id <= ?', range)) rooms.add(row.room_id);
+    const rooms = new Set<string>([...roomAccountData.keys(), ...(await this.rooms.timeline.roomsWithEvents(since.stream, upTo.stream))]);
+    for (const row of await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM receipts WHERE stream_id > ? AND stream_id <= ?', [since.stream, upTo.stream])) rooms.add(row.room_id);
     for (const roomId of this.typing.changedSince(since.ephemeral)) rooms.add(roomId);
     return rooms;
   }
@@ -245,12 +266,12 @@ export class Sync {
 
     // State: everything at the start of the timeline (full) or what changed between `since` and it.
     const stateFilter = filter.room?.state;
-    const stateAtStart = await this.stateAtStream(roomId, events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream);
+    const stateAtStart = await this.rooms.timeline.stateAtStream(roomId, events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream);
     let stateNids: Map<StateKey, number>;
     if (fullState) {
       stateNids = new Map(stateAtStart);
     } else {
-      const stateAtSince = await this.stateAtStream(roomId, sinceStream);
+      const stateAtSince = await this.rooms.timeline.stateAtStream(roomId, sinceStream);
       stateNids = new Map([...stateAtStart].filter(([key, nid]) => stateAtSince.get(key) !== nid));
     }
     const timelineIds = new Set(events.map((e) => e.event.event_id));
@@ -314,7 +335,7 @@ export class Sync {
     const start = events.length > 0 ? events[0]!.streamOrdering! - 1 : end;
     const state: StoredEvent[] = [];
     if (!since) {
-      for (const nid of (await this.stateAtStream(roomId, start)).values()) {
+      for (const nid of (await this.rooms.timeline.stateAtStream(roomId, start)).values()) {
         const stored = await this.rooms.getEventByNid(nid);
         if (stored) state.push(stored);
       }
@@ -334,42 +355,22 @@ export class Sync {
   /** The newest visible events in (from, to], oldest first, and whether more were left out. */
   private async timeline(roomId: string, userId: string, from: number, to: number, limit: number, filter: RoomEventFilter | undefined) {
     const picked: StoredEvent[] = [];
-    let cursor = to;
     let limited = false;
-    // Page backwards until `limit` visible, matching events are found.
-    while (picked.length < limit) {
-      const batch = await this.db.all<EventRowIds>(
-        'SELECT event_nid, stream_ordering FROM events WHERE room_id = ? AND stream_ordering > ? AND stream_ordering <= ? ORDER BY stream_ordering DESC LIMIT ?',
-        [roomId, from, cursor, limit * 2],
-      );
-      if (batch.length === 0) break;
-      for (const row of batch) {
-        cursor = row.stream_ordering - 1;
-        const stored = await this.rooms.getEventByNid(row.event_nid);
-        if (!stored || !eventMatches(filter, stored.event)) continue;
-        if (!(await this.visibility.canSee(userId, stored))) continue;
-        if (picked.length === limit) {
-          limited = true;
-          break;
-        }
-        picked.push(stored);
+    for await (const stored of this.rooms.timeline.streamRange(roomId, from, to, limit * 2)) {
+      if (picked.length === limit) {
+        limited = true;
+        break;
       }
-      if (limited) break;
-    }
-    if (!limited && picked.length === limit) {
-      limited = !!(await this.db.get('SELECT 1 FROM events WHERE room_id = ? AND stream_ordering > ? AND stream_ordering <= ? LIMIT 1', [roomId, from, cursor]));
+      if (eventMatches(filter, stored.event) && (await this.visibility.canSee(userId, stored))) picked.push(stored);
     }
     return { events: picked.reverse(), limited };
   }
 
-  /** The room's state after the last event at or before a stream position. */
-  async stateAtStream(roomId: string, position: number): Promise<ReadonlyMap<StateKey, number>> {
-    const row = await this.db.get<{ event_id: string }>(
-      'SELECT event_id FROM events WHERE room_id = ? AND stream_ordering <= ? AND stream_ordering IS NOT NULL ORDER BY stream_ordering DESC LIMIT 1',
-      [roomId, position],
-    );
-    if (!row) return new Map();
-    return (await this.rooms.stateAtEvent(row.event_id, 'after')) ?? new Map();
+  /** The room's state at a sync or pagination token (GET /members?at=). */
+  async stateAtToken(roomId: string, text: string): Promise<NidState> {
+    const token = parsePaginationToken(text);
+    if ('sync' in token) return this.rooms.timeline.stateAtStream(roomId, token.sync.stream);
+    return this.rooms.timeline.stateAtPosition(roomId, token.topological);
   }
 
   private async strippedState(roomId: string, memberEventId: string): Promise<Record<string, unknown>[]> {
@@ -405,105 +406,139 @@ export class Sync {
   private async unreadCounts(roomId: string, userId: string): Promise<{ notification_count: number; highlight_count: number }> {
     const receipt = await this.receipts.latestFor(roomId, userId);
     const after = receipt ? ((await this.rooms.getEvent(receipt))?.streamOrdering ?? 0) : 0;
-    const row = await this.db.get<{ n: number }>(
-      `SELECT COUNT(*) AS n FROM events WHERE room_id = ? AND stream_ordering > ? AND sender != ?
-       AND type IN ('m.room.message', 'm.room.encrypted') AND redacted_by IS NULL`,
-      [roomId, after, userId],
-    );
-    return { notification_count: row?.n ?? 0, highlight_count: 0 };
+    return { notification_count: await this.rooms.timeline.countUnread(roomId, userId, after), highlight_count: 0 };
   }
 
-  // ---------------------------------------------------------- /messages
+  // ------------------------------------------------- /messages, /context
 
-  /** Paginates a room's timeline (client-server GET /rooms/{roomId}/messages). */
+  /**
+   * Paginates a room's timeline in topological order (client-server GET
+   * /rooms/{roomId}/messages), backfilling from other servers when history runs
+   * out going back.
+   */
   async messages(
     roomId: string,
     viewer: Viewer,
     options: { from?: string; to?: string; dir: 'b' | 'f'; limit: number; filter?: RoomEventFilter },
-  ): Promise<{ chunk: Record<string, unknown>[]; start: string; end?: string; state: Record<string, unknown>[] }> {
-    const current = await this.currentToken();
-    const from = options.from ? parseToken(options.from) : options.dir === 'b' ? current : { stream: 0, ephemeral: 0 };
-    const to = options.to ? parseToken(options.to).stream : undefined;
+  ): Promise<MessagesPage> {
+    const { dir, limit, filter } = options;
+    let from = options.from ? await this.positionOf(roomId, options.from) : dir === 'b' ? TIMELINE_END : TIMELINE_START;
+    let bound = options.to ? await this.positionOf(roomId, options.to) : dir === 'b' ? TIMELINE_START : TIMELINE_END;
     const membership = await this.rooms.membership(roomId, viewer.userId);
-    // A user who left sees history only up to their leave.
-    let ceiling = current.stream;
-    if (membership !== 'join') {
-      const row = await this.db.get<{ event_id: string; stream_ordering: number }>(
-        'SELECT event_id, stream_ordering FROM local_memberships WHERE user_id = ? AND room_id = ?', [viewer.userId, roomId],
-      );
-      ceiling = row?.stream_ordering ?? 0;
-    }
-    const picked: StoredEvent[] = [];
-    let cursor = options.dir === 'b' ? Math.min(from.stream, ceiling) : from.stream;
-    let exhausted = false;
-    while (picked.length < options.limit) {
-      const rows = options.dir === 'b'
-        ? await this.db.all<EventRowIds>(
-            'SELECT event_nid, stream_ordering FROM events WHERE room_id = ? AND stream_ordering <= ? AND stream_ordering > ? ORDER BY stream_ordering DESC LIMIT ?',
-            [roomId, cursor, to ?? 0, options.limit * 2],
-          )
-        : await this.db.all<EventRowIds>(
-            'SELECT event_nid, stream_ordering FROM events WHERE room_id = ? AND stream_ordering > ? AND stream_ordering <= ? ORDER BY stream_ordering ASC LIMIT ?',
-            [roomId, cursor, Math.min(to ?? ceiling, ceiling), options.limit * 2],
-          );
-      if (rows.length === 0) {
-        exhausted = true;
-        break;
-      }
-      for (const row of rows) {
-        if (picked.length === options.limit) break;
-        cursor = options.dir === 'b' ? row.stream_ordering - 1 : row.stream_ordering;
-        const stored = await this.rooms.getEventByNid(row.event_nid);
-        if (!stored || !eventMatches(options.filter, stored.event)) continue;
-        if (await this.visibility.canSee(viewer.userId, stored, membership)) picked.push(stored);
-      }
-    }
-    const chunk = await Promise.all(picked.map((e) => this.formatter.format(e, viewer)));
+    const ceiling = await this.historyCeiling(roomId, viewer.userId, membership);
+    if (ceiling && dir === 'b') from = earlier(from, ceiling);
+    if (ceiling && dir === 'f') bound = earlier(bound, ceiling);
+    // A client that gives `to` holds what lies beyond it: no backfill.
+    const page = await this.page(roomId, viewer.userId, membership, { from, bound, dir, limit, filter, backfill: !options.to });
+
     const state: Record<string, unknown>[] = [];
-    if (options.filter?.lazy_load_members) {
-      const senders = new Set(picked.map((e) => e.event.sender));
-      for (const sender of senders) {
+    if (filter?.lazy_load_members) {
+      for (const sender of new Set(page.events.map((e) => e.event.sender))) {
         const member = await this.rooms.currentStateEvent(roomId, 'm.room.member', sender);
         if (member) state.push((await this.formatter.format(member, viewer)) as unknown as Record<string, unknown>);
       }
     }
-    const result: { chunk: Record<string, unknown>[]; start: string; end?: string; state: Record<string, unknown>[] } = {
-      chunk: chunk as unknown as Record<string, unknown>[],
-      start: formatToken(from),
+    const result: MessagesPage = {
+      chunk: (await this.formatter.formatAll(page.events, viewer)) as unknown as Record<string, unknown>[],
+      start: options.from ?? (dir === 'b' ? formatToken(await this.currentToken()) : formatTopologicalToken(TIMELINE_START)),
       state,
     };
-    // No `end` once the timeline is exhausted in this direction (the spec's signal to stop).
-    if (!exhausted) result.end = formatToken({ stream: cursor, ephemeral: from.ephemeral });
+    // No `end` once nothing more can come in this direction: the spec's signal to stop.
+    if (page.more) result.end = formatTopologicalToken(page.next);
     return result;
   }
 
-  /** Events around one event (client-server GET /rooms/{roomId}/context/{eventId}). */
+  /** Events around one event, in the same order as /messages (client-server GET /rooms/{roomId}/context/{eventId}). */
   async context(roomId: string, eventId: string, viewer: Viewer, limit: number, filter?: RoomEventFilter) {
     const target = await this.rooms.getEvent(eventId);
     if (!target || target.event.room_id !== roomId || target.streamOrdering === null) return undefined;
-    if (!(await this.visibility.canSee(viewer.userId, target))) return undefined;
+    const membership = await this.rooms.membership(roomId, viewer.userId);
+    if (!(await this.visibility.canSee(viewer.userId, target, membership))) return undefined;
+    const ceiling = await this.historyCeiling(roomId, viewer.userId, membership);
     const half = Math.floor(limit / 2);
-    const before = await this.messages(roomId, viewer, { from: formatToken({ stream: target.streamOrdering - 1, ephemeral: 0 }), dir: 'b', limit: half, filter });
-    const after = await this.messages(roomId, viewer, { from: formatToken({ stream: target.streamOrdering, ephemeral: 0 }), dir: 'f', limit: limit - half, filter });
-    const state: Record<string, unknown>[] = [];
-    const stateNids = (await this.rooms.stateAtEvent(eventId, 'after')) ?? new Map();
-    for (const nid of stateNids.values()) {
+    const common = { filter, backfill: false };
+    const before = await this.page(roomId, viewer.userId, membership, { ...common, from: positionBefore(target), bound: TIMELINE_START, dir: 'b', limit: half });
+    const after = await this.page(roomId, viewer.userId, membership, { ...common, from: positionAfter(target), bound: ceiling ?? TIMELINE_END, dir: 'f', limit: limit - half });
+    const senders = new Set([target, ...before.events, ...after.events].map((e) => e.event.sender));
+    const state: StoredEvent[] = [];
+    for (const nid of ((await this.rooms.stateAtEvent(eventId, 'after')) ?? new Map()).values()) {
       const stored = await this.rooms.getEventByNid(nid);
       if (!stored) continue;
-      if (filter?.lazy_load_members && stored.event.type === 'm.room.member') {
-        const senders = new Set([target.event.sender, ...[...before.chunk, ...after.chunk].map((e) => e['sender'])]);
-        if (!senders.has(stored.event.state_key)) continue;
-      }
-      state.push((await this.formatter.format(stored, viewer)) as unknown as Record<string, unknown>);
+      if (filter?.lazy_load_members && stored.event.type === 'm.room.member' && !senders.has(stored.event.state_key!)) continue;
+      state.push(stored);
     }
     return {
       event: await this.formatter.format(target, viewer),
-      events_before: before.chunk,
-      events_after: after.chunk,
-      start: before.end ?? before.start,
-      end: after.end ?? after.start,
-      state,
+      events_before: await this.formatter.formatAll(before.events, viewer),
+      events_after: await this.formatter.formatAll(after.events, viewer),
+      start: formatTopologicalToken(before.next),
+      end: formatTopologicalToken(after.next),
+      state: await this.formatter.formatAll(state, viewer),
     };
+  }
+
+  /** Where a /messages token lies in the room's topological order. */
+  private async positionOf(roomId: string, text: string): Promise<TopologicalPosition> {
+    const token = parsePaginationToken(text);
+    return 'topological' in token ? token.topological : this.rooms.timeline.positionAtStream(roomId, token.sync.stream);
+  }
+
+  /** A user who left sees history only up to their leave; one never in the room, what its visibility allows. */
+  private async historyCeiling(roomId: string, userId: string, membership: string | undefined): Promise<TopologicalPosition | undefined> {
+    if (membership === 'join') return undefined;
+    const event = await this.rooms.timeline.membershipEventOf(userId, roomId);
+    if (!event) return undefined;
+    return event.streamOrdering === null ? TIMELINE_START : positionAfter(event);
+  }
+
+  /**
+   * Up to `limit` visible events from `from` towards `bound`. Going back, when local
+   * history runs out short of `limit` at an event whose prev events we lack, asks the
+   * backfiller for them once and reads on from where it was.
+   */
+  private async page(
+    roomId: string,
+    userId: string,
+    membership: string | undefined,
+    request: { from: TopologicalPosition; bound: TopologicalPosition; dir: 'b' | 'f'; limit: number; filter: RoomEventFilter | undefined; backfill: boolean },
+  ): Promise<TimelinePage> {
+    const { dir, limit, filter } = request;
+    const picked: StoredEvent[] = [];
+    let next = request.from;
+    let lastRead: StoredEvent | undefined;
+    let backfilled = false;
+    for (;;) {
+      let exhausted = true;
+      for await (const stored of this.rooms.timeline.paginate(roomId, next, dir, request.bound, limit * 2)) {
+        // One event past a full page tells whether more exist.
+        if (picked.length === limit) {
+          exhausted = false;
+          break;
+        }
+        lastRead = stored;
+        next = dir === 'b' ? positionBefore(stored) : positionAfter(stored);
+        if (eventMatches(filter, stored.event) && (await this.visibility.canSee(userId, stored, membership))) picked.push(stored);
+      }
+      if (!exhausted || dir === 'f') return { events: picked, next, more: !exhausted };
+      // Local history has run out going back: other servers may hold what precedes it.
+      const gap = request.backfill && this.backfiller ? await this.gapBefore(roomId, next, lastRead) : [];
+      if (gap.length === 0) return { events: picked, next, more: false };
+      if (backfilled || picked.length === limit) return { events: picked, next, more: true };
+      backfilled = true;
+      if ((await this.backfiller!.backfill(roomId, gap, limit)) === 0) return { events: picked, next, more: false };
+    }
+  }
+
+  /** The prev events we lack of the oldest timeline event after `position` (the last one read, if any). */
+  private async gapBefore(roomId: string, position: TopologicalPosition, lastRead: StoredEvent | undefined): Promise<string[]> {
+    let oldest = lastRead;
+    if (!oldest) {
+      for await (const stored of this.rooms.timeline.paginate(roomId, position, 'f', TIMELINE_END, 1)) {
+        oldest = stored;
+        break;
+      }
+    }
+    return oldest ? this.rooms.timeline.missingPrevEvents(oldest) : [];
   }
 }
 
@@ -524,4 +559,8 @@ function hasNews(response: SyncResponse): boolean {
     (response.device_lists?.changed.length ?? 0) > 0 ||
     (response.device_lists?.left.length ?? 0) > 0
   );
+}
+
+function earlier(a: TopologicalPosition, b: TopologicalPosition): TopologicalPosition {
+  return comparePositions(a, b) <= 0 ? a : b;
 }

@@ -153,12 +153,6 @@ export class RoomTimeline {
     return rows.map((r) => ({ roomId: r.room_id, membership: r.membership, eventId: r.event_id, streamOrdering: r.stream_ordering, forgotten: r.forgotten === 1 }));
   }
 
-  /** The event of a local user's latest membership in a room. */
-  async membershipEventOf(userId: string, roomId: string): Promise<StoredEvent | undefined> {
-    const row = await this.db.get<{ event_id: string }>('SELECT event_id FROM local_memberships WHERE user_id = ? AND room_id = ?', [userId, roomId]);
-    return row ? this.rooms.getEvent(row.event_id) : undefined;
-  }
-
   /**
    * The prev events of a timeline event that we do not hold as timeline events
    * (unknown, or held only as outliers): where backfill should start. None for

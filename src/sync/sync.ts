@@ -486,7 +486,8 @@ export class Sync {
   /** A user who left sees history only up to their leave; one never in the room, what its visibility allows. */
   private async historyCeiling(roomId: string, userId: string, membership: string | undefined): Promise<TopologicalPosition | undefined> {
     if (membership === 'join') return undefined;
-    const event = await this.rooms.timeline.membershipEventOf(userId, roomId);
+    const latest = await this.rooms.localMembership(userId, roomId);
+    const event = latest && (await this.rooms.getEvent(latest.eventId));
     if (!event) return undefined;
     return event.streamOrdering === null ? TIMELINE_START : positionAfter(event);
   }

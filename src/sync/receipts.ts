@@ -9,23 +9,47 @@ export interface ReceiptRow {
   ts: number;
 }
 
+/** A local user's receipt was stored: what other servers in the room may need to hear. */
+export type ReceiptListener = (roomId: string, receipt: ReceiptRow) => void;
+
 /** Read receipts, persisted in the global stream (client-server modules/receipts). */
 export class Receipts {
+  private readonly listeners = new Set<ReceiptListener>();
+
   constructor(
     private readonly db: Database,
     private readonly notify: StreamNotify,
     private readonly now: () => number,
   ) {}
 
+  /** Listens to local users' receipts (private ones included: the listener decides); returns the unsubscribe. */
+  onLocalReceipt(listener: ReceiptListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** A local user's receipt (client-server POST /receipt, /read_markers). */
   async put(roomId: string, userId: string, type: string, eventId: string, threadId = ''): Promise<void> {
-    const ts = this.now();
+    const receipt: ReceiptRow = { receipt_type: type, user_id: userId, thread_id: threadId, event_id: eventId, ts: this.now() };
+    await this.store(roomId, [receipt]);
+    for (const listener of this.listeners) listener(roomId, receipt);
+  }
+
+  /** Receipts of other servers' users (an m.receipt EDU), with the times they carry. */
+  async putRemote(roomId: string, receipts: ReceiptRow[]): Promise<void> {
+    if (receipts.length > 0) await this.store(roomId, receipts);
+  }
+
+  private async store(roomId: string, receipts: ReceiptRow[]): Promise<void> {
     const position = await this.db.transaction((tx) => {
       const stream = nextStreamId(tx);
-      tx.run(
-        `INSERT INTO receipts (room_id, receipt_type, user_id, thread_id, event_id, ts, stream_id) VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (room_id, receipt_type, user_id, thread_id) DO UPDATE SET event_id = excluded.event_id, ts = excluded.ts, stream_id = excluded.stream_id`,
-        [roomId, type, userId, threadId, eventId, ts, stream],
-      );
+      for (const r of receipts) {
+        tx.run(
+          `INSERT INTO receipts (room_id, receipt_type, user_id, thread_id, event_id, ts, stream_id) VALUES (?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (room_id, receipt_type, user_id, thread_id) DO UPDATE SET event_id = excluded.event_id, ts = excluded.ts, stream_id = excluded.stream_id`,
+          [roomId, r.receipt_type, r.user_id, r.thread_id, r.event_id, r.ts, stream],
+        );
+      }
       return stream;
     });
     this.notify({ position, roomIds: [roomId] });

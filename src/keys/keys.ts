@@ -104,6 +104,45 @@ export interface DeviceListUpdate {
   keys?: DeviceKeys;
 }
 
+/** /keys/query's answer (client-server); over federation only the first three parts are sent. */
+export interface KeysQueryResult {
+  device_keys: Record<string, Record<string, DeviceKeys>>;
+  master_keys: Record<string, CrossSigningKey>;
+  self_signing_keys: Record<string, CrossSigningKey>;
+  user_signing_keys: Record<string, CrossSigningKey>;
+  failures: Record<string, Record<string, unknown>>;
+}
+
+export interface KeysClaimResult {
+  one_time_keys: Record<string, Record<string, Record<string, OneTimeKey>>>;
+  failures: Record<string, Record<string, unknown>>;
+}
+
+/** A local user's devices as another server asks for them (server-server GET /user/devices). */
+export interface UserDevices {
+  user_id: string;
+  stream_id: number;
+  devices: { device_id: string; keys: DeviceKeys; device_display_name?: string }[];
+  master_key?: CrossSigningKey;
+  self_signing_key?: CrossSigningKey;
+}
+
+/** Other servers' keys, asked of those servers (federation's client provides it). */
+export interface RemoteKeyServers {
+  userKeysQuery(server: string, deviceKeys: Record<string, string[]>): Promise<Record<string, unknown>>;
+  userKeysClaim(server: string, oneTimeKeys: Record<string, Record<string, string>>): Promise<Record<string, unknown>>;
+}
+
+export interface RemoteKeysOptions {
+  /** Without it, users of other servers are reported under `failures`. */
+  remote?: RemoteKeyServers;
+  /** How long to wait for each server (the client's `timeout`). */
+  timeoutMs?: number;
+}
+
+/** The client-server default for /keys/query and /keys/claim's `timeout`. */
+export const DEFAULT_REMOTE_KEYS_TIMEOUT_MS = 10_000;
+
 type KeyChange = { userId: string; kind: string; audience: string | null };
 
 /** The one-time key algorithm clients count on seeing, even at zero. */
@@ -238,24 +277,18 @@ export class Keys {
 
   // ------------------------------------------------------------- /keys/query
 
-  /** Device and cross-signing keys of the given users (client-server POST /keys/query). */
-  async query(requesterId: string, request: Record<string, string[]>): Promise<{
-    device_keys: Record<string, Record<string, DeviceKeys>>;
-    master_keys: Record<string, CrossSigningKey>;
-    self_signing_keys: Record<string, CrossSigningKey>;
-    user_signing_keys: Record<string, CrossSigningKey>;
-    failures: Record<string, Record<string, unknown>>;
-  }> {
-    const result = {
-      device_keys: {} as Record<string, Record<string, DeviceKeys>>,
-      master_keys: {} as Record<string, CrossSigningKey>,
-      self_signing_keys: {} as Record<string, CrossSigningKey>,
-      user_signing_keys: {} as Record<string, CrossSigningKey>,
-      failures: {} as Record<string, Record<string, unknown>>,
-    };
+  /**
+   * Device and cross-signing keys of the given users (client-server POST /keys/query).
+   * `requesterId` sees the signatures their user-signing key made and their own
+   * user-signing key; other servers asking (no requester) see neither. Users of other
+   * servers are asked of their servers, one request per server, failures per server.
+   */
+  async query(requesterId: string | undefined, request: Record<string, string[]>, options: RemoteKeysOptions = {}): Promise<KeysQueryResult> {
+    const result: KeysQueryResult = { device_keys: {}, master_keys: {}, self_signing_keys: {}, user_signing_keys: {}, failures: {} };
+    const remote = new Map<string, Record<string, string[]>>();
     for (const [userId, deviceIds] of Object.entries(request)) {
       if (!this.options.users.isLocal(userId)) {
-        result.failures[serverNameOf(userId)] = { errcode: 'M_UNKNOWN', error: 'federation is not available yet' };
+        remote.set(serverNameOf(userId), { ...remote.get(serverNameOf(userId)), [userId]: deviceIds });
         continue;
       }
       const wanted = deviceIds.length > 0 ? new Set(deviceIds) : undefined;
@@ -290,7 +323,7 @@ export class Keys {
         const key = JSON.parse(row.key_json) as CrossSigningKey;
         if (row.key_type === 'master') {
           // Signatures by the owner's devices, and by the requester's user-signing key.
-          addSignatures(key, row.public_key, [...new Set([userId, requesterId])]);
+          addSignatures(key, row.public_key, requesterId && requesterId !== userId ? [userId, requesterId] : [userId]);
           result.master_keys[userId] = key;
         } else if (row.key_type === 'self_signing') {
           result.self_signing_keys[userId] = key;
@@ -299,7 +332,48 @@ export class Keys {
         }
       }
     }
+    await this.askServers(remote, result.failures, options, (client, server, asked) => client.userKeysQuery(server, asked), (asked, answer) => mergeRemoteKeys(result, asked, answer));
     return result;
+  }
+
+  /**
+   * Asks each server about its users, in parallel, and takes in the answers that come
+   * in time; a server that fails or is too slow is named in `failures`.
+   */
+  private async askServers<T>(
+    byServer: Map<string, T>,
+    failures: Record<string, Record<string, unknown>>,
+    { remote, timeoutMs = DEFAULT_REMOTE_KEYS_TIMEOUT_MS }: RemoteKeysOptions,
+    ask: (remote: RemoteKeyServers, server: string, asked: T) => Promise<Record<string, unknown>>,
+    take: (asked: T, answer: Record<string, unknown>) => void,
+  ): Promise<void> {
+    await Promise.all([...byServer].map(async ([server, asked]) => {
+      if (!remote) {
+        failures[server] = { errcode: 'M_UNKNOWN', error: 'this homeserver does not federate' };
+        return;
+      }
+      try {
+        take(asked, await withTimeout(ask(remote, server, asked), timeoutMs));
+      } catch (error) {
+        const errcode = (error as { errcode?: unknown }).errcode;
+        failures[server] = { errcode: typeof errcode === 'string' ? errcode : 'M_UNKNOWN', error: error instanceof Error ? error.message : String(error) };
+      }
+    }));
+  }
+
+  /** A local user's devices with their keys, for another server (server-server GET /user/devices). */
+  async userDevices(userId: string): Promise<UserDevices> {
+    const keys = await this.query(undefined, { [userId]: [] });
+    const stream = await this.db.get<{ id: number | null }>('SELECT MAX(stream_id) AS id FROM device_list_stream WHERE user_id = ?', [userId]);
+    // Only devices that uploaded keys: the spec requires `keys`, and a device without them cannot be encrypted to.
+    const devices = Object.values(keys.device_keys[userId] ?? {}).map(({ unsigned, ...signed }) => {
+      const name = (unsigned as { device_display_name?: string } | undefined)?.device_display_name;
+      return { device_id: signed.device_id, keys: signed as DeviceKeys, ...(name ? { device_display_name: name } : {}) };
+    });
+    const answer: UserDevices = { user_id: userId, stream_id: stream?.id ?? 0, devices };
+    if (keys.master_keys[userId]) answer.master_key = keys.master_keys[userId];
+    if (keys.self_signing_keys[userId]) answer.self_signing_key = keys.self_signing_keys[userId];
+    return answer;
   }
 
   // ------------------------------------------------------------- /keys/claim
@@ -307,16 +381,15 @@ export class Keys {
   /**
    * Claims one key per (user, device, algorithm) (client-server POST /keys/claim): the
    * oldest one-time key, which is deleted, or else the fallback key, which is marked used.
+   * Keys of other servers' users are claimed from their servers.
    */
-  async claim(request: Record<string, Record<string, string>>): Promise<{
-    one_time_keys: Record<string, Record<string, Record<string, OneTimeKey>>>;
-    failures: Record<string, Record<string, unknown>>;
-  }> {
+  async claim(request: Record<string, Record<string, string>>, options: RemoteKeysOptions = {}): Promise<KeysClaimResult> {
     const failures: Record<string, Record<string, unknown>> = {};
     const local: [string, string, string][] = [];
+    const remote = new Map<string, Record<string, Record<string, string>>>();
     for (const [userId, devices] of Object.entries(request)) {
       if (!this.options.users.isLocal(userId)) {
-        failures[serverNameOf(userId)] = { errcode: 'M_UNKNOWN', error: 'federation is not available yet' };
+        remote.set(serverNameOf(userId), { ...remote.get(serverNameOf(userId)), [userId]: devices });
         continue;
       }
       for (const [deviceId, algorithm] of Object.entries(devices)) local.push([userId, deviceId, algorithm]);
@@ -342,6 +415,17 @@ export class Keys {
         out[userId][deviceId] = { [`${algorithm}:${found.key_id}`]: JSON.parse(found.key_json) as OneTimeKey };
       }
       return out;
+    });
+    await this.askServers(remote, failures, options, (client, server, asked) => client.userKeysClaim(server, asked), (asked, answer) => {
+      // A server answers for the users and devices we asked it about, nothing else.
+      for (const [userId, devices] of Object.entries(asked)) {
+        for (const deviceId of Object.keys(devices)) {
+          const keys = objectAt(objectAt(answer['one_time_keys'], userId), deviceId);
+          if (Object.keys(keys).length === 0) continue;
+          claimed[userId] ??= {};
+          claimed[userId][deviceId] = keys as Record<string, OneTimeKey>;
+        }
+      }
     });
     return { one_time_keys: claimed, failures };
   }
@@ -691,6 +775,39 @@ export class Keys {
   async acknowledge(userId: string, deviceId: string, since: number): Promise<void> {
     await this.toDevice.acknowledge(userId, deviceId, since);
   }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const objectAt = (value: unknown, key: string): Record<string, unknown> => {
+  const inner = isObject(value) ? value[key] : undefined;
+  return isObject(inner) ? inner : {};
+};
+
+/** Takes from a server's /user/keys/query answer what it may say: keys of the users we asked it about, each device and key its own. */
+function mergeRemoteKeys(result: KeysQueryResult, asked: Record<string, string[]>, answer: Record<string, unknown>): void {
+  for (const [userId, deviceIds] of Object.entries(asked)) {
+    const devices: Record<string, DeviceKeys> = {};
+    for (const [deviceId, keys] of Object.entries(objectAt(answer['device_keys'], userId))) {
+      if (deviceIds.length > 0 && !deviceIds.includes(deviceId)) continue;
+      if (isObject(keys) && keys['user_id'] === userId && keys['device_id'] === deviceId) devices[deviceId] = keys as DeviceKeys;
+    }
+    result.device_keys[userId] = devices;
+    const master = objectAt(answer, 'master_keys')[userId];
+    if (isObject(master) && master['user_id'] === userId) result.master_keys[userId] = master as CrossSigningKey;
+    const selfSigning = objectAt(answer, 'self_signing_keys')[userId];
+    if (isObject(selfSigning) && selfSigning['user_id'] === userId) result.self_signing_keys[userId] = selfSigning as CrossSigningKey;
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 const COUNT_SQL = 'SELECT algorithm, COUNT(*) AS n FROM one_time_keys WHERE user_id = ? AND device_id = ? GROUP BY algorithm';

@@ -116,5 +116,17 @@ export const keysSchema: ComponentSchema = {
         )`);
       },
     },
+    {
+      version: 2,
+      description: 'to-device messages received from other servers, by message ID',
+      up: (tx) => {
+        // An m.direct_to_device EDU may come again (a retried transaction): deliver it once.
+        tx.run(`CREATE TABLE to_device_received (
+          origin TEXT NOT NULL,
+          message_id TEXT NOT NULL,
+          PRIMARY KEY (origin, message_id)
+        )`);
+      },
+    },
   ],
 };

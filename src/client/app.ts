@@ -3,6 +3,9 @@ import { cors } from 'hono/cors';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { CanonicalJsonError } from '../crypto/canonical-json.ts';
 import { UnsupportedRoomVersionError } from '../events/room-versions.ts';
+import { FederationRequestError } from '../federation/client.ts';
+import { FederationJoinError } from '../federation/federation.ts';
+import { FederationUnreachable } from '../federation/transport.ts';
 import { KeysError } from '../keys/errors.ts';
 import { RoomError } from '../rooms/errors.ts';
 import { StorageError } from '../storage/errors.ts';
@@ -33,6 +36,12 @@ export function toMatrixError(error: unknown): MatrixError {
         return new MatrixError(400, 'M_BAD_JSON', error.message);
     }
   }
+  if (error instanceof FederationJoinError) return new MatrixError(error.status, error.errcode, error.message);
+  // Another server asked on the client's behalf: its "not found" and "forbidden" are the answer; anything else is a bad gateway.
+  if (error instanceof FederationRequestError) {
+    return error.status === 403 || error.status === 404 ? new MatrixError(error.status, error.errcode, error.message) : new MatrixError(502, 'M_UNKNOWN', error.message);
+  }
+  if (error instanceof FederationUnreachable) return new MatrixError(502, 'M_UNKNOWN', error.message);
   if (error instanceof KeysError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
   if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
   if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);

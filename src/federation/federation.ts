@@ -52,7 +52,7 @@ export class FederationJoinError extends Error {
 }
 
 /** Room versions we can join, newest first, for make_join's `ver`. */
-const SUPPORTED_VERSIONS = Object.keys(ROOM_VERSIONS);
+const SUPPORTED_VERSIONS = [...ROOM_VERSIONS.keys()];
 
 /** How far /get_missing_events looks back before we fall back to asking for the state. */
 const MISSING_EVENTS_LIMIT = 20;

@@ -41,9 +41,17 @@ type OutboxRow = { seq: number; kind: string; json: string };
  * waiting items, and its ID names exactly those rows, so a retry after a crash
  * sends the same ID for the same contents and the receiver dedupes it. Failures
  * back off exponentially (capped); a peer that connects is retried at once.
+ *
+ * EDUs that a newer one soon supersedes (typing, receipts, presence) take an
+ * in-memory lane instead (see {@link sendEphemeral}).
  */
 export class OutgoingQueues {
   private readonly destinations = new Map<string, DestinationState>();
+  /** Ephemeral EDUs waiting per destination, by the key a newer one replaces them under, oldest first. */
+  private readonly ephemeral = new Map<string, Map<string, Edu>>();
+  /** IDs of transactions with ephemeral EDUs only: the start time keeps them unique across restarts. */
+  private readonly ephemeralTxnPrefix: string;
+  private ephemeralTxns = 0;
   private stopped = false;
   /** Transactions sent successfully, for tests and benchmarks to wait on. */
   private readonly sentListeners = new Set<(destination: string, pdus: number, edus: number) => void>();
@@ -55,7 +63,9 @@ export class OutgoingQueues {
     private readonly now: () => number,
     private readonly log: (message: string, error?: unknown) => void,
     private readonly backoff: BackoffPolicy = DEFAULT_BACKOFF,
-  ) {}
+  ) {
+    this.ephemeralTxnPrefix = `e${now()}`;
+  }
 
   /** Adds PDUs and EDUs for destinations inside the caller's write transaction. */
   enqueue(tx: WriteTransaction, destinations: Iterable<string>, items: { pdus?: PDU[]; edus?: Edu[] }): void {
@@ -72,6 +82,23 @@ export class OutgoingQueues {
     if (list.length === 0) return;
     await this.db.transaction((tx) => this.enqueue(tx, list, items));
     for (const destination of list) this.kick(destination);
+  }
+
+  /**
+   * Sends an EDU that only matters until a newer one replaces it: it waits in memory
+   * (lost on restart, by design) and a later EDU with the same `key` for the same
+   * destination takes its place, so an unreachable server is owed only the latest
+   * state, and a keystroke costs no write.
+   */
+  sendEphemeral(destinations: Iterable<string>, key: string, edu: Edu): void {
+    for (const destination of destinations) {
+      if (destination === this.origin) continue;
+      const waiting = this.ephemeral.get(destination) ?? new Map<string, Edu>();
+      waiting.delete(key);
+      waiting.set(key, edu);
+      this.ephemeral.set(destination, waiting);
+      this.kick(destination);
+    }
   }
 
   /** Starts every queue that has something waiting (at start-up). */
@@ -149,27 +176,53 @@ export class OutgoingQueues {
         else edus++;
         batch.push(row);
       }
-      if (batch.length === 0) {
+      // Ephemeral EDUs ride in the room the durable ones leave.
+      const ephemeral = this.takeEphemeral(destination, MAX_EDUS_PER_TXN - edus);
+      if (batch.length === 0 && ephemeral.length === 0) {
         if (state.again) continue;
         return;
       }
-      const txnId = `${batch[0]!.seq}-${batch.at(-1)!.seq}`;
+      // A retry of a durable batch repeats its ID; should the first try have gone through
+      // after all, the receiver's dedupe drops the ephemeral EDUs of the retry: the next
+      // change carries their state again.
+      const txnId = batch.length > 0 ? `${batch[0]!.seq}-${batch.at(-1)!.seq}` : `${this.ephemeralTxnPrefix}-${++this.ephemeralTxns}`;
       try {
         await this.client.sendTransaction(destination, txnId, {
           origin: this.origin,
           origin_server_ts: this.now(),
           pdus: batch.filter((r) => r.kind === 'pdu').map((r) => JSON.parse(r.json) as PDU),
-          edus: batch.filter((r) => r.kind === 'edu').map((r) => JSON.parse(r.json) as Edu),
+          edus: [...batch.filter((r) => r.kind === 'edu').map((r) => JSON.parse(r.json) as Edu), ...ephemeral.map(([, edu]) => edu)],
         });
       } catch (error) {
+        this.restoreEphemeral(destination, ephemeral);
         this.scheduleRetry(destination, state, error);
         return;
       }
       state.failures = 0;
-      const last = batch.at(-1)!.seq;
-      await this.db.transaction((tx) => tx.run('DELETE FROM federation_outbox WHERE destination = ? AND seq <= ?', [destination, last]));
-      for (const listener of this.sentListeners) listener(destination, pdus, edus);
+      if (batch.length > 0) {
+        const last = batch.at(-1)!.seq;
+        await this.db.transaction((tx) => tx.run('DELETE FROM federation_outbox WHERE destination = ? AND seq <= ?', [destination, last]));
+      }
+      for (const listener of this.sentListeners) listener(destination, pdus, edus + ephemeral.length);
     }
+  }
+
+  private takeEphemeral(destination: string, room: number): [string, Edu][] {
+    const waiting = this.ephemeral.get(destination);
+    if (!waiting || room <= 0) return [];
+    const taken = [...waiting].slice(0, room);
+    for (const [key] of taken) waiting.delete(key);
+    if (waiting.size === 0) this.ephemeral.delete(destination);
+    return taken;
+  }
+
+  /** A failed transaction's ephemeral EDUs wait again, unless newer ones took their place meanwhile. */
+  private restoreEphemeral(destination: string, taken: [string, Edu][]): void {
+    if (taken.length === 0) return;
+    const newer = this.ephemeral.get(destination) ?? new Map<string, Edu>();
+    const waiting = new Map(taken.filter(([key]) => !newer.has(key)));
+    for (const [key, edu] of newer) waiting.set(key, edu);
+    this.ephemeral.set(destination, waiting);
   }
 
   private scheduleRetry(destination: string, state: DestinationState, error: unknown): void {

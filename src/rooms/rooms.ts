@@ -431,7 +431,9 @@ export class Rooms {
       if (built.length !== 1) throw new Error('only a single event can be countersigned');
       const signed = await countersign(built[0]!, head.version);
       // Signatures are outside the reference hash: anything else changed would be another event.
-      if (computeEventId(signed, head.version) !== built[0]!.event_id || !contentHashMatches(signed)) {
+      const { event_id: _id, ...pdu } = signed;
+      const asSent = head.version.eventIdFormat === 'local' ? signed : pdu;
+      if (computeEventId(asSent, head.version) !== built[0]!.event_id || !contentHashMatches(pdu)) {
         throw new RoomError('bad_event', 'the countersigned event is not the event that was sent');
       }
       built[0] = { ...signed, event_id: built[0]!.event_id };
@@ -891,9 +893,10 @@ export class Rooms {
       if (beforeRejection) return done(await this.storeRejected(event, beforeRejection, false, existing));
 
       // Soft failure: allowed by its own history but not by the room as it is now. History that
-      // arrives by backfill is older than the current state: nothing to soft-fail against.
+      // arrives by backfill is older than the current state, and a join to a room we had no
+      // state for (its state came with it) has no current state: nothing to soft-fail against.
       let softFailed = false;
-      if (!options.backfilled) {
+      if (!options.backfilled && head.current) {
         const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
         softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
       }

@@ -1,0 +1,72 @@
+import initSqlJs from 'sql.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createHomeserver, homeserverSchemas, type Homeserver } from '../../src/homeserver.ts';
+import { startHttpServer } from '../../src/node/http-server.ts';
+import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
+import { InProcessNetwork } from '../support/in-process-federation.ts';
+import { api, register, type Account } from './harness.ts';
+
+interface Peer {
+  url: string;
+  homeserver: Homeserver;
+  close(): Promise<void>;
+}
+
+const network = new InProcessNetwork();
+const started: Peer[] = [];
+
+async function peer(): Promise<Peer> {
+  const database = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas });
+  let name = '';
+  const homeserver = await createHomeserver({
+    database,
+    seed: crypto.getRandomValues(new Uint8Array(32)),
+    rateLimits: false,
+    passwordIterations: 1000,
+    log: (message, error) => console.error(message, error),
+    federation: { transport: network.transportFor(() => name), backoff: { initialMs: 50, maxMs: 200, refusedMs: 100 } },
+  });
+  name = homeserver.serverName;
+  network.add(homeserver);
+  await homeserver.start();
+  const http = await startHttpServer(homeserver.fetch);
+  const p = { url: http.url, homeserver, close: async () => { await http.close(); await homeserver.close(); } };
+  started.push(p);
+  return p;
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((p) => p.close()));
+});
+
+async function syncUntil(server: Peer, account: Account, predicate: (body: any) => boolean, since?: string): Promise<any> {
+  let token = since;
+  for (let i = 0; i < 50; i++) {
+    const { body } = await api(server, 'GET', `/_matrix/client/v3/sync?timeout=2000${token ? `&since=${token}` : ''}`, { token: account.accessToken });
+    if (predicate(body)) return body;
+    token = body.next_batch;
+  }
+  throw new Error('sync never showed it');
+}
+
+describe('federation between homeservers (in process)', () => {
+  it('invites a remote user, who joins; messages cross both ways', async () => {
+    const a = await peer();
+    const b = await peer();
+    const alice = await register(a, 'alice');
+    const bob = await register(b, 'bob');
+    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { name: 'Cross' } });
+    const roomId = created.room_id as string;
+    const invite = await api(a, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId } });
+    expect(invite.status, JSON.stringify(invite.body)).toBe(200);
+    await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
+    const join = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.accessToken, body: {} });
+    expect(join.status, JSON.stringify(join.body)).toBe(200);
+    await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.type === 'm.room.member' && e.state_key === bob.userId && e.content.membership === 'join'));
+    const sent = await api(a, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'hello bob' } });
+    expect(sent.status).toBe(200);
+    await syncUntil(b, bob, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'hello bob'));
+    await api(b, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'hello alice' } });
+    await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'hello alice'));
+  });
+});

@@ -2,6 +2,7 @@ import { encodeBase64Url } from '../crypto/base64.ts';
 import { utf8 } from '../crypto/canonical-json.ts';
 import { randomString, randomToken, type RandomBytes } from '../crypto/random.ts';
 import { sha256 } from '../crypto/sha256.ts';
+import { serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { hashPassword, verifyPassword } from './password.ts';
@@ -22,6 +23,14 @@ export interface Device {
 export interface Profile {
   displayname?: string;
   avatar_url?: string;
+}
+
+export type ProfileField = keyof Profile;
+const PROFILE_FIELDS: ProfileField[] = ['displayname', 'avatar_url'];
+
+/** Where other servers' users' profiles come from (federation's client: /query/profile). */
+export interface RemoteProfiles {
+  queryProfile(server: string, userId: string, field?: ProfileField): Promise<Record<string, unknown>>;
 }
 
 /** Lets the keys component record device list changes in the same transaction as the device change. */
@@ -207,6 +216,21 @@ export class Users {
     const profile: Profile = {};
     if (row.displayname !== null) profile.displayname = row.displayname;
     if (row.avatar_url !== null) profile.avatar_url = row.avatar_url;
+    return profile;
+  }
+
+  /**
+   * Any user's profile: ours from our table, another server's user from that server
+   * (only `field`, when given). Its errors (a 404 included) are the caller's to report.
+   */
+  async lookupProfile(userId: string, remote: RemoteProfiles, field?: ProfileField): Promise<Profile | undefined> {
+    if (this.isLocal(userId)) return this.getProfile(userId);
+    const answer = await remote.queryProfile(serverNameOf(userId), userId, field);
+    const profile: Profile = {};
+    for (const name of field ? [field] : PROFILE_FIELDS) {
+      const value = answer[name];
+      if (typeof value === 'string') profile[name] = value;
+    }
     return profile;
   }
 

@@ -235,15 +235,16 @@ export function accountRoutes(app: Hono<Env>): void {
   // ------------------------------------------------------------ profile
 
   on(app, 'GET', '/profile/:userId', async (c) => {
-    const userId = c.req.param('userId')!;
-    const profile = await c.get('services').users.getProfile(userId);
+    const { users, federation } = c.get('services');
+    const profile = await users.lookupProfile(c.req.param('userId')!, federation.client);
     if (!profile) throw notFound('Profile not found');
     return c.json(profile);
   });
 
   for (const field of ['displayname', 'avatar_url'] as const) {
     on(app, 'GET', `/profile/:userId/${field}`, async (c) => {
-      const profile = await c.get('services').users.getProfile(c.req.param('userId')!);
+      const { users, federation } = c.get('services');
+      const profile = await users.lookupProfile(c.req.param('userId')!, federation.client, field);
       if (!profile) throw notFound('Profile not found');
       if (profile[field] === undefined) throw notFound(`No ${field} set`);
       return c.json({ [field]: profile[field] });

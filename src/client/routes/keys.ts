@@ -112,14 +112,16 @@ export function keysRoutes(app: Hono<Env>): void {
     const session = await requireSession(c);
     const body = await parseBody(c, querySchema);
     checkUserIds(Object.keys(body.device_keys));
-    return c.json(await c.get('services').keys.query(session.userId, body.device_keys));
+    const { keys, federation } = c.get('services');
+    return c.json(await keys.query(session.userId, body.device_keys, { remote: federation.client, timeoutMs: body.timeout }));
   });
 
   on(app, 'POST', '/keys/claim', async (c) => {
     await requireSession(c);
     const body = await parseBody(c, claimSchema);
     checkUserIds(Object.keys(body.one_time_keys));
-    return c.json(await c.get('services').keys.claim(body.one_time_keys));
+    const { keys, federation } = c.get('services');
+    return c.json(await keys.claim(body.one_time_keys, { remote: federation.client, timeoutMs: body.timeout }));
   });
 
   on(app, 'GET', '/keys/changes', async (c) => {

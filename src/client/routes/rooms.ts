@@ -403,9 +403,10 @@ export function roomRoutes(app: Hono<Env>): void {
   on(app, 'GET', '/directory/room/:alias', async (c) => {
     const alias = c.req.param('alias')!;
     if (!isValidRoomAlias(alias)) throw invalidParam('invalid room alias');
-    const roomId = await c.get('services').rooms.resolveAlias(alias);
-    if (!roomId) throw notFound(`Room alias ${alias} not found`);
-    return c.json({ room_id: roomId, servers: [c.get('services').users.serverName] });
+    // Ours from our table; another server's alias from that server.
+    const resolved = await c.get('services').memberships.resolveAlias(alias);
+    if (!resolved) throw notFound(`Room alias ${alias} not found`);
+    return c.json({ room_id: resolved.roomId, servers: [...new Set(resolved.servers)] });
   });
 
   on(app, 'PUT', '/directory/room/:alias', async (c) => {

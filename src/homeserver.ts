@@ -118,6 +118,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     now,
     log,
   });
+  sync.backfiller = federation;
 
   const services: ClientServices = {
     config: {

@@ -69,4 +69,34 @@ describe('federation between homeservers (in process)', () => {
     await api(b, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'hello alice' } });
     await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'hello alice'));
   });
+
+  it('a third server joins by alias and paginates the whole history in order, backfilled', async () => {
+    const a = await peer();
+    const c = await peer();
+    const alice = await register(a, 'alice');
+    const carol = await register(c, 'carol');
+    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', {
+      token: alice.accessToken, body: { preset: 'public_chat', room_alias_name: 'history', name: 'History' },
+    });
+    const roomId = created.room_id as string;
+    const sent: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      await api(a, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/h${i}`, { token: alice.accessToken, body: { msgtype: 'm.text', body: `message ${i}` } });
+      sent.push(`message ${i}`);
+    }
+    const alias = `#history:${a.homeserver.serverName}`;
+    const join = await api(c, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(alias)}`, { token: carol.accessToken, body: {} });
+    expect(join.status, JSON.stringify(join.body)).toBe(200);
+    expect(join.body.room_id).toBe(roomId);
+    const seen: string[] = [];
+    let from: string | undefined;
+    for (let page = 0; page < 20; page++) {
+      const { status, body } = await api(c, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=7${from ? `&from=${from}` : ''}`, { token: carol.accessToken });
+      expect(status, JSON.stringify(body)).toBe(200);
+      for (const e of body.chunk) if (e.type === 'm.room.message') seen.unshift(e.content.body);
+      if (!body.end) break;
+      from = body.end;
+    }
+    expect(seen).toEqual(sent);
+  });
 });

@@ -39,14 +39,15 @@ afterEach(async () => {
   await Promise.all(started.splice(0).map((p) => p.close()));
 });
 
-async function syncUntil(server: Peer, account: Account, predicate: (body: any) => boolean, since?: string): Promise<any> {
+/** Syncs until the predicate holds (each long-poll wakes on news); fails after `rounds` empty polls. */
+async function syncUntil(server: Peer, account: Account, predicate: (body: any) => boolean, since?: string, rounds = 10): Promise<any> {
   let token = since;
-  for (let i = 0; i < 50; i++) {
-    const { body } = await api(server, 'GET', `/_matrix/client/v3/sync?timeout=2000${token ? `&since=${token}` : ''}`, { token: account.accessToken });
+  for (let i = 0; i < rounds; i++) {
+    const { body } = await api(server, 'GET', `/_matrix/client/v3/sync?timeout=1000${token ? `&since=${token}` : ''}`, { token: account.accessToken });
     if (predicate(body)) return body;
     token = body.next_batch;
   }
-  throw new Error('sync never showed it');
+  throw new Error(`${account.userId}'s sync never showed ${predicate.toString().slice(0, 200)}`);
 }
 
 describe('federation between homeservers (in process)', () => {
@@ -98,5 +99,63 @@ describe('federation between homeservers (in process)', () => {
       from = body.end;
     }
     expect(seen).toEqual(sent);
+  });
+
+  /** A room on A with a user of B joined to it. */
+  async function sharedRoom(a: Peer, b: Peer, alice: Account, bob: Account): Promise<string> {
+    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
+    const roomId = created.room_id as string;
+    const join = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
+    expect(join.status, JSON.stringify(join.body)).toBe(200);
+    return roomId;
+  }
+
+  const said = (body: string) => (s: any) => Object.values(s.rooms?.join ?? {}).some((r: any) => r.timeline.events.some((e: any) => e.content?.body === body));
+  const send = (server: Peer, account: Account, roomId: string, body: string) =>
+    api(server, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/${crypto.randomUUID()}`, { token: account.accessToken, body: { msgtype: 'm.text', body } });
+
+  it('a server that was away catches up, in order, when it is back', async () => {
+    const a = await peer();
+    const b = await peer();
+    const alice = await register(a, 'alice');
+    const bob = await register(b, 'bob');
+    const roomId = await sharedRoom(a, b, alice, bob);
+    await syncUntil(a, alice, (s) => JSON.stringify(s).includes(bob.userId));
+    network.down.add(b.homeserver.serverName);
+    for (let i = 0; i < 5; i++) expect((await send(a, alice, roomId, `while away ${i}`)).status).toBe(200);
+    network.down.delete(b.homeserver.serverName);
+    b.homeserver.federation.peerConnected(a.homeserver.serverName);
+    a.homeserver.federation.peerConnected(b.homeserver.serverName);
+    await syncUntil(b, bob, said('while away 4'));
+    const { body } = await api(b, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=5`, { token: bob.accessToken });
+    expect(body.chunk.map((e: any) => e.content.body).reverse()).toEqual([0, 1, 2, 3, 4].map((i) => `while away ${i}`));
+  });
+
+  it('rejects a remote invite, and kicks and bans a remote user', async () => {
+    const a = await peer();
+    const b = await peer();
+    const alice = await register(a, 'alice');
+    const bob = await register(b, 'bob');
+    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+    const roomId = created.room_id as string;
+    const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
+    const reject = await api(b, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/leave`, { token: bob.accessToken, body: {} });
+    expect(reject.status, JSON.stringify(reject.body)).toBe(200);
+    await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
+    await syncUntil(a, alice, (s) => s.rooms?.join?.[roomId]?.timeline.events.some((e: any) => e.state_key === bob.userId && e.content.membership === 'leave'));
+
+    const open = await sharedRoom(a, b, alice, bob);
+    const joined = await syncUntil(b, bob, (s) => !!s.rooms?.join?.[open]);
+    const kick = await api(a, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(open)}/kick`, { token: alice.accessToken, body: { user_id: bob.userId, reason: 'out' } });
+    expect(kick.status).toBe(200);
+    const kicked = await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[open], joined.next_batch);
+    const rejoin = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(open)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
+    expect(rejoin.status, JSON.stringify(rejoin.body)).toBe(200);
+    const ban = await api(a, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(open)}/ban`, { token: alice.accessToken, body: { user_id: bob.userId } });
+    expect(ban.status).toBe(200);
+    await syncUntil(b, bob, (s) => s.rooms?.leave?.[open]?.timeline.events.some((e: any) => e.content.membership === 'ban'), kicked.next_batch);
+    const banned = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(open)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
+    expect(banned.status).toBe(403);
+    expect(banned.body.errcode).toBe('M_FORBIDDEN');
   });
 });

@@ -26,5 +26,24 @@ export const federationSchema: ComponentSchema = {
         )`);
       },
     },
+    {
+      version: 2,
+      description: 'outbox sequence numbers are never reused',
+      up: (tx) => {
+        // A transaction's ID names its first and last seq. A plain INTEGER PRIMARY KEY reuses
+        // numbers once the outbox drains, so an ID would repeat and the receiver, deduping by
+        // it, would answer from its cache and drop what is new. AUTOINCREMENT never reuses.
+        tx.run('ALTER TABLE federation_outbox RENAME TO federation_outbox_v1');
+        tx.run(`CREATE TABLE federation_outbox (
+          seq INTEGER PRIMARY KEY AUTOINCREMENT,
+          destination TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          json TEXT NOT NULL
+        )`);
+        tx.run('INSERT INTO federation_outbox (seq, destination, kind, json) SELECT seq, destination, kind, json FROM federation_outbox_v1');
+        tx.run('DROP TABLE federation_outbox_v1');
+        tx.run('CREATE INDEX federation_outbox_by_destination ON federation_outbox (destination, seq)');
+      },
+    },
   ],
 };

@@ -1,0 +1,42 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { federatedServers, until, type FederatedServer } from '../../test/support/federated-homeservers.ts';
+
+let servers: Awaited<ReturnType<typeof federatedServers>>;
+let a: FederatedServer;
+let b: FederatedServer;
+
+beforeAll(async () => {
+  servers = await federatedServers(2);
+  [a, b] = servers.servers as [FederatedServer, FederatedServer];
+});
+afterAll(() => servers.close());
+
+const transactionIds = () => a.sent.filter((e) => e.path.startsWith('/_matrix/federation/v1/send/')).map((e) => e.path.split('/').at(-1));
+
+describe('outgoing queues', () => {
+  it('never reuse a transaction ID once the outbox has drained: the receiver would drop the new one as a repeat', async () => {
+    const { federation } = a.homeserver;
+    for (const n of [1, 2, 3]) {
+      await federation.component.sendEdus([b.serverName], [{ edu_type: 'org.example.test', content: { n } }]);
+      await until(async () => (await federation.component.queues.pending(b.serverName)) === 0 && transactionIds().length === n);
+    }
+    expect(new Set(transactionIds()).size).toBe(3);
+  });
+
+  it('keeps ephemeral EDUs in memory while a server is unreachable, the latest per key, and sends them under IDs of their own', async () => {
+    const { queues } = a.homeserver.federation.component;
+    const before = a.sent.length;
+    servers.network.down.add(b.serverName);
+    queues.sendEphemeral([b.serverName], 'typing', { edu_type: 'org.example.notice', content: { n: 1 } });
+    queues.sendEphemeral([b.serverName], 'presence', { edu_type: 'org.example.notice', content: { n: 0 } });
+    await new Promise((resolve) => setTimeout(resolve, 10)); // the attempt fails; both wait again
+    queues.sendEphemeral([b.serverName], 'typing', { edu_type: 'org.example.notice', content: { n: 2 } });
+    servers.network.down.delete(b.serverName);
+    queues.wake(b.serverName);
+    await until(() => a.sent.length > before);
+    const sent = a.sent.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.path).toMatch(/\/send\/e\d+-\d+$/);
+    expect(sent[0]!.request.edus.map((e: { content: { n: number } }) => e.content.n)).toEqual([0, 2]);
+  });
+});

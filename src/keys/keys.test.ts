@@ -207,3 +207,38 @@ describe('key backup', () => {
     expect(isBetterKey(data(1, false, 2), data(1, false, 2))).toBe(false);
   });
 });
+
+describe('keys of other servers\' users', () => {
+  const device = (userId: string, deviceId: string) => ({ user_id: userId, device_id: deviceId, algorithms: [], keys: {}, signatures: {} });
+
+  it('takes from each server what it may say: its own users we asked about, each device as itself', async () => {
+    const asked: [string, Record<string, string[]>][] = [];
+    const remote = {
+      userKeysQuery: async (server: string, deviceKeys: Record<string, string[]>) => {
+        asked.push([server, deviceKeys]);
+        if (server === 'down.example') throw Object.assign(new Error('unreachable'), { errcode: 'M_UNKNOWN' });
+        return {
+          device_keys: {
+            '@bob:b.example': { BOB: device('@bob:b.example', 'BOB'), LIAR: device('@bob:b.example', 'OTHER'), SKIPPED: device('@bob:b.example', 'SKIPPED') },
+            '@carol:c.example': { CAROL: device('@carol:c.example', 'CAROL') },
+          },
+          master_keys: { '@bob:b.example': { user_id: '@bob:b.example', usage: ['master'], keys: {} }, '@carol:c.example': { user_id: '@carol:c.example', usage: ['master'], keys: {} } },
+        };
+      },
+      userKeysClaim: async () => ({}),
+    };
+    const result = await keys.query('@alice:hs', { '@bob:b.example': ['BOB', 'LIAR'], '@dan:down.example': [] }, { remote });
+    expect(asked).toEqual([['b.example', { '@bob:b.example': ['BOB', 'LIAR'] }], ['down.example', { '@dan:down.example': [] }]]);
+    expect(result.device_keys).toEqual({ '@bob:b.example': { BOB: device('@bob:b.example', 'BOB') } });
+    expect(Object.keys(result.master_keys)).toEqual(['@bob:b.example']);
+    expect(result.failures).toEqual({ 'down.example': { errcode: 'M_UNKNOWN', error: 'unreachable' } });
+  });
+
+  it('names a server that does not answer in time under failures', async () => {
+    const remote = { userKeysQuery: () => new Promise<Record<string, unknown>>(() => {}), userKeysClaim: () => new Promise<Record<string, unknown>>(() => {}) };
+    const query = await keys.query('@alice:hs', { '@bob:slow.example': [] }, { remote, timeoutMs: 20 });
+    expect(Object.keys(query.failures)).toEqual(['slow.example']);
+    const claim = await keys.claim({ '@bob:slow.example': { BOB: 'signed_curve25519' } }, { remote, timeoutMs: 20 });
+    expect(claim).toEqual({ one_time_keys: {}, failures: { 'slow.example': { errcode: 'M_UNKNOWN', error: 'no answer within 20 ms' } } });
+  });
+});

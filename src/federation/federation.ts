@@ -165,7 +165,10 @@ export class Federation {
         if (!eventId) continue;
         try {
           const stored = await this.receiveWithGaps(origin, pdu, version, eventId);
-          results[eventId] = stored.rejected ? { error: `rejected: ${stored.rejected}` } : {};
+          // A bad content hash means tampering on the way: the spec keeps the redacted event, and we say so.
+          if (stored.rejected) results[eventId] = { error: `rejected: ${stored.rejected}` };
+          else if (!contentHashMatches(pdu)) results[eventId] = { error: 'the content hash does not match; only the redacted event was kept' };
+          else results[eventId] = {};
         } catch (error) {
           results[eventId] = { error: error instanceof Error ? error.message : String(error) };
           if (!(error instanceof RoomError)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);

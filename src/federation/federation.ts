@@ -110,6 +110,12 @@ export class Federation {
     this.queues.wake(serverName);
   }
 
+  /** Sends another server's event on to every other server in the room (what a resident server does for a join). */
+  async forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void> {
+    const servers = (await this.options.rooms.joinedServers(event.room_id)).filter((s) => s !== origin && s !== this.serverName);
+    await this.queues.send(servers, { pdus: [toPdu(event, version)] });
+  }
+
   /** Sends EDUs to servers, durably. */
   sendEdus(destinations: Iterable<string>, edus: Edu[]): Promise<void> {
     return this.queues.send(destinations, { edus });

@@ -40,7 +40,7 @@ afterEach(async () => {
 });
 
 /** Syncs until the predicate holds (each long-poll wakes on news); fails after `rounds` empty polls. */
-async function syncUntil(server: Peer, account: Account, predicate: (body: any) => boolean, since?: string, rounds = 10): Promise<any> {
+async function syncUntil(server: Peer, account: Account, predicate: (body: any) => boolean, since?: string, rounds = 60): Promise<any> {
   let token = since;
   for (let i = 0; i < rounds; i++) {
     const { body } = await api(server, 'GET', `/_matrix/client/v3/sync?timeout=1000${token ? `&since=${token}` : ''}`, { token: account.accessToken });
@@ -157,5 +157,28 @@ describe('federation between homeservers (in process)', () => {
     const banned = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(open)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
     expect(banned.status).toBe(403);
     expect(banned.body.errcode).toBe('M_FORBIDDEN');
+  });
+
+  it('fills a gap from the server that sent an event whose history it lacks (get_missing_events, then /state)', async () => {
+    const a = await peer();
+    const b = await peer();
+    const c = await peer();
+    const [alice, bob, carol] = [await register(a, 'alice'), await register(b, 'bob'), await register(c, 'carol')];
+    const roomId = await sharedRoom(a, b, alice, bob);
+    const join = await api(c, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?via=${a.homeserver.serverName}`, { token: carol.accessToken, body: {} });
+    expect(join.status).toBe(200);
+    await syncUntil(b, bob, (s) => JSON.stringify(s).includes(carol.userId));
+    await syncUntil(c, carol, (s) => JSON.stringify(s).includes(bob.userId));
+    // A's mail to B is lost; C hears everything.
+    network.dropped.add(`${a.homeserver.serverName}>${b.homeserver.serverName}`);
+    for (let i = 0; i < 30; i++) expect((await send(a, alice, roomId, `unheard ${i}`)).status).toBe(200);
+    await syncUntil(c, carol, said('unheard 29'));
+    expect((await send(c, carol, roomId, 'after the gap')).status).toBe(200);
+    await syncUntil(b, bob, said('after the gap'));
+    const { body } = await api(b, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=30`, { token: bob.accessToken });
+    const bodies = body.chunk.map((e: any) => e.content?.body).filter(Boolean).reverse();
+    // The newest part of the gap came by get_missing_events, in order, ending with C's message.
+    expect(bodies.at(-1)).toBe('after the gap');
+    expect(bodies.slice(-21, -1)).toEqual(Array.from({ length: 20 }, (_, i) => `unheard ${i + 10}`));
   });
 });

@@ -11,12 +11,16 @@ export class InProcessNetwork {
   private readonly servers = new Map<string, Homeserver>();
   /** Servers that are "offline": requests to them fail as unreachable. */
   readonly down = new Set<string>();
+  /** One-way losses, as `${origin}>${destination}`: that origin's requests to that destination fail. */
+  readonly dropped = new Set<string>();
 
   transportFor(origin: () => string): FederationTransport {
     return {
       send: async (destination, request) => {
         const target = this.servers.get(destination);
-        if (!target || this.down.has(destination) || this.down.has(origin())) throw new FederationUnreachable(destination);
+        if (!target || this.down.has(destination) || this.down.has(origin()) || this.dropped.has(`${origin()}>${destination}`)) {
+          throw new FederationUnreachable(destination);
+        }
         // A fresh Request, as a wire would give: the sender's object is not shared.
         const copy = new Request(request.url, { method: request.method, headers: request.headers, body: request.body ? await request.arrayBuffer() : undefined });
         return target.federation.fetch(copy, origin());

@@ -72,6 +72,8 @@ export function membershipRoutes(app: Hono<FederationEnv>): void {
     const { pdu, eventId } = membershipEvent(c, version, membership);
     const stored = await rooms.receiveEvent(pdu);
     if (stored.rejected || stored.softFailed) throw forbidden(`the ${membership} is not allowed: ${stored.rejected ?? 'the room no longer allows it'}`);
+    // The joining server knows only us: we hand its event on to the rest of the room.
+    await c.get('services').federation.forward(stored.event, version, c.get('origin'));
     return { version, eventId, pdu };
   };
 

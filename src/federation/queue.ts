@@ -127,9 +127,7 @@ export class OutgoingQueues {
     }
     if (state.retryAt > this.now()) return;
     state.running = true;
-    void this.drain(destination, state).finally(() => {
-      state.running = false;
-    });
+    void this.drain(destination, state).catch((error: unknown) => this.log(`federation: the queue for ${destination} failed`, error));
   }
 
   onSent(listener: (destination: string, pdus: number, edus: number) => void): () => void {
@@ -159,9 +157,22 @@ export class OutgoingQueues {
   }
 
   private async drain(destination: string, state: DestinationState): Promise<void> {
+    try {
+      await this.drainLoop(destination, state);
+    } catch (error) {
+      state.running = false;
+      throw error;
+    }
+  }
+
+  /**
+   * Sends until nothing waits. `running` is cleared in the same turn as the last look
+   * for work, so a kick that comes after it starts a new drain and is never lost.
+   */
+  private async drainLoop(destination: string, state: DestinationState): Promise<void> {
     for (;;) {
       state.again = false;
-      if (this.stopped) return;
+      if (this.stopped) return void (state.running = false);
       const rows = await this.db.all<OutboxRow>(
         'SELECT seq, kind, json FROM federation_outbox WHERE destination = ? ORDER BY seq LIMIT ?',
         [destination, MAX_PDUS_PER_TXN + MAX_EDUS_PER_TXN],
@@ -180,6 +191,7 @@ export class OutgoingQueues {
       const ephemeral = this.takeEphemeral(destination, MAX_EDUS_PER_TXN - edus);
       if (batch.length === 0 && ephemeral.length === 0) {
         if (state.again) continue;
+        state.running = false;
         return;
       }
       // A retry of a durable batch repeats its ID; should the first try have gone through
@@ -195,6 +207,7 @@ export class OutgoingQueues {
         });
       } catch (error) {
         this.restoreEphemeral(destination, ephemeral);
+        state.running = false;
         this.scheduleRetry(destination, state, error);
         return;
       }

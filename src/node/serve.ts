@@ -10,6 +10,8 @@ const { values } = parseArgs({
     host: { type: 'string', default: '127.0.0.1' },
     'no-registration': { type: 'boolean', default: false },
     'no-rate-limits': { type: 'boolean', default: false },
+    listen: { type: 'string', multiple: true, default: [] },
+    bootstrap: { type: 'string', multiple: true, default: [] },
   },
 });
 
@@ -25,10 +27,14 @@ const host = await startNodeHost({
   host: values.host!,
   registrationEnabled: !values['no-registration'],
   rateLimits: values['no-rate-limits'] ? false : undefined,
-  log: (message, error) => console.error(message, error),
+  log: (message, error) => console.error(message, error ?? ''),
+  listen: values.listen,
+  bootstrap: values.bootstrap,
 });
 console.log(`Hearth homeserver listening on ${host.url}`);
 console.log(`server name: ${host.homeserver.serverName}`);
+console.log(`peer ID: ${host.p2p.peerId}`);
+for (const address of host.p2p.multiaddrs()) console.log(`libp2p listening on ${address}`);
 console.log(`data: ${values.data}`);
 
 let stopping = false;

@@ -1,0 +1,65 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
+
+/** `npm run serve` in a child process of its own, as a person would run a peer. */
+export interface HearthProcess {
+  url: string;
+  serverName: string;
+  peerId: string;
+  /** The libp2p addresses it listens on, each ending in /p2p/<peer id>. */
+  multiaddrs: string[];
+  child: ChildProcess;
+  /** Everything it printed, for failure messages. */
+  output(): string;
+  /** Ends it with SIGTERM (a clean stop) or SIGKILL (a crash), and waits for it to exit. */
+  stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
+}
+
+const running = new Set<HearthProcess>();
+
+/** Starts a peer on 127.0.0.1 with OS-chosen ports unless `listen` names one. */
+export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[] }): Promise<HearthProcess> {
+  const args = ['--import', 'tsx', 'src/node/serve.ts', '--port', '0', '--data', options.dataDir, '--no-rate-limits'];
+  for (const address of options.listen ?? ['/ip4/127.0.0.1/tcp/0']) args.push('--listen', address);
+  for (const address of options.bootstrap ?? []) args.push('--bootstrap', address);
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const exited = new Promise<void>((done) => child.once('exit', () => done()));
+    const onOutput = (chunk: Buffer) => {
+      output += chunk.toString();
+      // serve prints its data folder last, once everything else is up.
+      if (!/^data: /m.test(output)) return;
+      const url = /listening on (http:\S+)/.exec(output)?.[1];
+      const serverName = /server name: (\S+)/.exec(output)?.[1];
+      const peerId = /peer ID: (\S+)/.exec(output)?.[1];
+      if (!url || !serverName || !peerId) return;
+      child.stdout!.off('data', onOutput);
+      child.stdout!.on('data', (more: Buffer) => (output += more.toString()));
+      const handle: HearthProcess = {
+        url,
+        serverName,
+        peerId,
+        multiaddrs: [...output.matchAll(/libp2p listening on (\S+)/g)].map((m) => m[1]!),
+        child,
+        output: () => output,
+        stop: async (signal = 'SIGTERM') => {
+          running.delete(handle);
+          if (process.env['HEARTH_TEST_LOGS']) appendFileSync(process.env['HEARTH_TEST_LOGS'], `\n=== ${serverName.slice(0, 8)} (${signal})\n${output}`);
+          if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+          await exited;
+        },
+      };
+      running.add(handle);
+      resolve(handle);
+    };
+    child.stdout!.on('data', onOutput);
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('exit', (code, signal) => reject(new Error(`serve exited (${code ?? signal}) before it was up:\n${output}`)));
+  });
+}
+
+/** Stops every peer still running (for afterEach). */
+export async function stopAllHearths(): Promise<void> {
+  await Promise.all([...running].map((p) => p.stop('SIGKILL')));
+}

@@ -1,3 +1,5 @@
+import { WebSocket } from 'ws';
+
 // Node 20 lacks Promise.withResolvers (added in Node 22), which libp2p 3 calls.
 // Without it a dial fails with a misleading ECONNRESET. Every Node entry point
 // and the test setup import this module first.
@@ -15,5 +17,10 @@ if (typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function'
       return { promise, resolve, reject };
     },
   });
+}
+
+// Node 20 has no global WebSocket (Node 22 has), and @libp2p/websockets dials with it.
+if (typeof globalThis.WebSocket === 'undefined') {
+  Object.defineProperty(globalThis, 'WebSocket', { configurable: true, writable: true, value: WebSocket });
 }
 export {};

@@ -1,0 +1,176 @@
+/**
+ * The libp2p node that carries Hearth federation. Platform-free: the host injects
+ * the transports (TCP and WebSockets under Node; WebSockets, WebRTC and relays in
+ * the page later) and the datastore the peer store persists to.
+ */
+import { noise } from '@chainsafe/libp2p-noise';
+import { yamux } from '@chainsafe/libp2p-yamux';
+import { bootstrap } from '@libp2p/bootstrap';
+import { identify } from '@libp2p/identify';
+import type { Connection, ConnectionGater, PeerId } from '@libp2p/interface';
+import { multiaddr } from '@multiformats/multiaddr';
+import { createLibp2p, type Libp2pInit } from 'libp2p';
+import type { FederationTransport } from '../federation/transport.ts';
+import { hearthDiscovery } from './discovery.ts';
+import { createHttpTransport, HTTP_PROTOCOL, serveHttp, type HttpLimits, type InboundFederationHandler } from './http.ts';
+import { privateKeyFromSeed, serverNameFromPeerId } from './identity.ts';
+
+/** Marks the peers we have been connected to, so a restarted node redials them. */
+const KNOWN_PEER_TAG = 'hearth-peer';
+
+const DAY = 24 * 60 * 60 * 1000;
+
+export interface PeerStatus {
+  peer_id: string;
+  server_name: string;
+  multiaddrs: string[];
+}
+
+/** What `GET /_hearth/status` answers. */
+export interface HearthStatus {
+  server_name: string;
+  peer_id: string;
+  multiaddrs: string[];
+  /** Peers connected now. */
+  peers: PeerStatus[];
+}
+
+export interface P2PNodeOptions {
+  /** The server's 32-byte identity seed: it is also the libp2p key. */
+  seed: Uint8Array;
+  /** Transport factories, chosen by the host. */
+  transports: NonNullable<Libp2pInit['transports']>;
+  /** Multiaddrs to listen on; none means the node only dials out. */
+  listen?: string[];
+  /** Multiaddrs (with /p2p/<peer id>) to dial at start. No public list is built in. */
+  bootstrap?: string[];
+  /** Where the peer store persists; in memory when absent. */
+  datastore?: Libp2pInit['datastore'];
+  /** The core's inbound federation entry. */
+  handler: InboundFederationHandler;
+  limits?: Partial<HttpLimits>;
+  /** How often each node re-announces itself on the discovery topic (ms). */
+  announceIntervalMs?: number;
+  /** New inbound connections accepted per second from one host (libp2p's default is 5). */
+  inboundConnectionThreshold?: number;
+  /** How long a peer's addresses are kept unseen (libp2p's default is an hour, too short to redial after a night off). */
+  maxAddressAgeMs?: number;
+  connectionGater?: ConnectionGater;
+  /** Federation over relayed ("limited") connections: only once the relay is ours and lifts the limits. */
+  runOnLimitedConnection?: boolean;
+  onPeerConnected?(serverName: string): void;
+  onPeerDisconnected?(serverName: string): void;
+  /** A peer's addresses became known (discovery or a first connection): it can be dialled by server name now. */
+  onPeerDiscovered?(serverName: string): void;
+  log?(message: string, error?: unknown): void;
+}
+
+export interface P2PNode {
+  readonly peerId: string;
+  readonly serverName: string;
+  /** Our own addresses, each ending in /p2p/<peer id>. */
+  multiaddrs(): string[];
+  /** Peers connected now, with the addresses we are connected to them over. */
+  peers(): PeerStatus[];
+  status(): HearthStatus;
+  /** Carries outbound federation requests to a server name. */
+  readonly transport: FederationTransport;
+  /** Connects to a multiaddr; resolves with the remote server name. */
+  dial(address: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
+  const log = options.log ?? (() => {});
+  const bootstrapList = options.bootstrap ?? [];
+  const maxAddressAge = options.maxAddressAgeMs ?? 30 * DAY;
+
+  const discovery = hearthDiscovery({ intervalMs: options.announceIntervalMs ?? 10_000 });
+  const libp2p = await createLibp2p({
+    privateKey: await privateKeyFromSeed(options.seed),
+    addresses: { listen: options.listen ?? [] },
+    transports: options.transports,
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()],
+    connectionGater: options.connectionGater,
+    connectionManager: { inboundConnectionThreshold: options.inboundConnectionThreshold ?? 100 },
+    datastore: options.datastore,
+    peerStore: { maxAddressAge, maxPeerAge: maxAddressAge },
+    peerDiscovery: [
+      discovery.peerDiscovery,
+      ...(bootstrapList.length > 0 ? [bootstrap({ list: bootstrapList, timeout: 0 })] : []),
+    ],
+    services: { identify: identify(), pubsub: discovery.pubsub },
+    start: false,
+  });
+
+  const self = serverNameFromPeerId(libp2p.peerId)!;
+  const known = (peerId: PeerId, callback?: (serverName: string) => void) => {
+    const serverName = serverNameFromPeerId(peerId);
+    if (serverName !== undefined) callback?.(serverName);
+  };
+
+  libp2p.addEventListener('peer:discovery', ({ detail }) => {
+    // A peer new to us may not know us yet either: tell it where we are.
+    discovery.announce();
+    if (detail.multiaddrs.length > 0) known(detail.id, options.onPeerDiscovered);
+  });
+  libp2p.addEventListener('peer:connect', ({ detail: peerId }) => {
+    if (serverNameFromPeerId(peerId) === undefined) return;
+    libp2p.peerStore.merge(peerId, { tags: { [KNOWN_PEER_TAG]: { value: 50 } } }).catch((error) => log(`could not tag peer ${peerId}`, error));
+    known(peerId, options.onPeerConnected);
+  });
+  libp2p.addEventListener('peer:disconnect', ({ detail: peerId }) => known(peerId, options.onPeerDisconnected));
+
+  await libp2p.handle(HTTP_PROTOCOL, serveHttp(options.handler, { localServerName: self, limits: options.limits, log }), {
+    runOnLimitedConnection: options.runOnLimitedConnection,
+  });
+  await libp2p.start();
+  void redialKnownPeers();
+
+  // A restarted node catches up without --bootstrap: dial whoever we were connected to before.
+  async function redialKnownPeers(): Promise<void> {
+    try {
+      const peers = await libp2p.peerStore.all({
+        filters: [(peer) => peer.tags.has(KNOWN_PEER_TAG) && peer.addresses.length > 0 && !peer.id.equals(libp2p.peerId)],
+      });
+      for (const peer of peers) libp2p.dial(peer.id).catch((error) => log(`could not redial ${peer.id}`, error));
+    } catch (error) {
+      log('could not read the peer store', error);
+    }
+  }
+
+  const connectedPeers = (): PeerStatus[] => {
+    const byPeer = new Map<string, { peerId: PeerId; connections: Connection[] }>();
+    for (const connection of libp2p.getConnections()) {
+      const key = connection.remotePeer.toString();
+      const entry = byPeer.get(key) ?? { peerId: connection.remotePeer, connections: [] };
+      entry.connections.push(connection);
+      byPeer.set(key, entry);
+    }
+    return [...byPeer.values()].flatMap(({ peerId, connections }) => {
+      const serverName = serverNameFromPeerId(peerId);
+      if (serverName === undefined) return [];
+      return [{ peer_id: peerId.toString(), server_name: serverName, multiaddrs: connections.map((c) => c.remoteAddr.toString()) }];
+    });
+  };
+  const multiaddrs = () => libp2p.getMultiaddrs().map(String);
+
+  return {
+    peerId: libp2p.peerId.toString(),
+    serverName: self,
+    multiaddrs,
+    peers: connectedPeers,
+    status: () => ({ server_name: self, peer_id: libp2p.peerId.toString(), multiaddrs: multiaddrs(), peers: connectedPeers() }),
+    transport: createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection }),
+    async dial(address) {
+      const connection = await libp2p.dial(multiaddr(address));
+      const serverName = serverNameFromPeerId(connection.remotePeer);
+      if (serverName === undefined) throw new Error(`${address} is not a Hearth peer`);
+      return serverName;
+    },
+    async stop() {
+      await libp2p.stop();
+    },
+  };
+}

@@ -395,17 +395,22 @@ export class Federation {
       invite_room_state: inviteRoomState,
     });
     if (!isPduShaped(signed)) throw new FederationJoinError(502, 'M_BAD_JSON', 'the invite came back malformed');
-    const key = await this.keyRing.verifyKey(destination, Object.keys(signed.signatures?.[destination] ?? {})[0] ?? '');
-    const keyId = Object.keys(signed.signatures?.[destination] ?? {})[0] ?? '';
-    if (!key || !(await verifyEventSignature(signed, version, destination, keyId, key, this.options.ed25519))) {
-      throw new FederationJoinError(403, 'M_FORBIDDEN', `${destination} did not sign the invite`);
-    }
+    if (!(await this.signedBy(signed, version, destination))) throw new FederationJoinError(403, 'M_FORBIDDEN', `${destination} did not sign the invite`);
     return { ...(signed as unknown as RoomEvent), event_id: event.event_id };
+  }
+
+  /** Whether a server's signature on an event verifies, under any of its key IDs. */
+  private async signedBy(pdu: PDU, version: RoomVersion, server: string): Promise<boolean> {
+    for (const keyId of Object.keys(pdu.signatures?.[server] ?? {})) {
+      const key = await this.keyRing.verifyKey(server, keyId);
+      if (key && (await verifyEventSignature(pdu, version, server, keyId, key, this.options.ed25519))) return true;
+    }
+    return false;
   }
 
   /** Accepts an invite of a local user from another server (PUT /invite v2): check, countersign, keep. */
   async receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU> {
-    const { rooms, users, serverName, keyId, signingKey, ed25519 } = this.options;
+    const { rooms, users, serverName, keyId, signingKey } = this.options;
     const version = this.versionOf(roomVersion);
     const eventId = eventIdOf(pdu, version);
     if (!eventId) throw new RoomError('bad_event', 'the invite has no valid event ID');
@@ -414,11 +419,7 @@ export class Federation {
     }
     if (!users.isLocal(pdu.state_key) || !(await users.exists(pdu.state_key))) throw new RoomError('not_found', `no user ${pdu.state_key} here`);
     if (serverNameOf(pdu.sender) !== origin) throw new RoomError('forbidden', 'the inviter is not from the server that sent the invite');
-    const keyIdOfOrigin = Object.keys(pdu.signatures?.[origin] ?? {})[0] ?? '';
-    const key = await this.keyRing.verifyKey(origin, keyIdOfOrigin);
-    if (!key || !(await verifyEventSignature(pdu, version, origin, keyIdOfOrigin, key, ed25519))) {
-      throw new RoomError('forbidden', 'the invite is not signed by its sender\'s server');
-    }
+    if (!(await this.signedBy(pdu, version, origin))) throw new RoomError('forbidden', "the invite is not signed by its sender's server");
     if (!contentHashMatches(pdu)) throw new RoomError('bad_event', 'the invite\'s content hash does not match');
     const signed = await countersignEvent(pdu, version, serverName, keyId, signingKey);
     const stripped = inviteRoomState.filter((e) => typeof e === 'object' && e !== null) as JsonObject[];
@@ -471,9 +472,10 @@ export class Federation {
         if (known && !known.outlier) continue;
         try {
           await this.fetchMissingAuth(server, pdu, version, id);
-          const stored = (await this.missingPrevEvents(pdu)).length > 0 || pdu.type === 'm.room.create'
-            ? await (pdu.type === 'm.room.create' ? rooms.receiveEvent(pdu, { backfilled: true, stateBefore: [] }) : this.receiveWithState(server, pdu, version, id, true))
-            : await rooms.receiveEvent(pdu, { backfilled: true });
+          let stored: StoredEvent;
+          if (pdu.type === 'm.room.create') stored = await rooms.receiveEvent(pdu, { backfilled: true, stateBefore: [] });
+          else if ((await this.missingPrevEvents(pdu)).length > 0) stored = await this.receiveWithState(server, pdu, version, id, true);
+          else stored = await rooms.receiveEvent(pdu, { backfilled: true });
           if (!stored.rejected) added++;
         } catch (error) {
           if (!(error instanceof RoomError)) throw error;

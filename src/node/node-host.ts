@@ -7,7 +7,8 @@ import initSqlJs from 'sql.js';
 import type { RateLimitConfig } from '../client/rate-limit.ts';
 import { SEED_LENGTH } from '../crypto/ed25519.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
-import { createP2PNode, type P2PNode } from '../p2p/node.ts';
+import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
+import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
 import { openDurableDatabase } from '../storage/durable-database.ts';
 import { fsyncDirectory, openFilePersistence } from './file-persistence.ts';
 import { startHttpServer } from './http-server.ts';
@@ -58,40 +59,50 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
   const seed = await loadOrCreateSeed(join(options.dataDir, 'identity.seed'));
   const persistence = await openFilePersistence({ directory: join(options.dataDir, 'db') });
   const database = await openDurableDatabase({ sqlJs: await initSqlJs(), persistence, schemas: homeserverSchemas });
-  let homeserver: Homeserver | undefined;
-  // The one seed is both the Matrix signing key and the libp2p identity.
-  const p2p = await createP2PNode({
-    seed,
-    transports: [tcp(), webSockets()],
-    listen: options.listen ?? [],
-    bootstrap: options.bootstrap ?? [],
-    datastore: new FsDatastore(join(options.dataDir, 'peers')),
-    handler: (request, remoteServerName) => homeserver!.federation.fetch(request, remoteServerName),
-    onPeerConnected: (serverName) => homeserver?.federation.peerConnected(serverName),
-    log: options.log,
-  });
-  homeserver = await createHomeserver({
+  // The core exists before libp2p starts, so the first request from a redialled peer finds it;
+  // its outbound transport is the P2P node's, once that is up.
+  let p2p: P2PNode | undefined;
+  const transport: FederationTransport = {
+    send: (destination, request, sendOptions) => (p2p ? p2p.transport.send(destination, request, sendOptions) : Promise.reject(new FederationUnreachable(destination, 'libp2p is not up yet'))),
+  };
+  const homeserver = await createHomeserver({
     database,
     seed,
     registrationEnabled: options.registrationEnabled,
     rateLimits: options.rateLimits,
     log: options.log,
-    federation: { transport: p2p.transport },
+    federation: { transport },
   });
+  const peers = new FsDatastore(join(options.dataDir, 'peers'));
+  await peers.open();
+  // The one seed is both the Matrix signing key and the libp2p identity.
+  p2p = await createP2PNode({
+    seed,
+    transports: [tcp(), webSockets()],
+    listen: options.listen ?? [],
+    bootstrap: options.bootstrap ?? [],
+    datastore: peers,
+    handler: homeserver.federation.fetch,
+    // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
+    onPeerConnected: homeserver.federation.peerConnected,
+    onPeerDiscovered: homeserver.federation.peerConnected,
+    log: options.log,
+  });
+  const node = p2p;
   await homeserver.start();
-  const core = homeserver;
   // /_hearth/status: who we are on the network and who we are connected to.
   const fetch = async (request: Request): Promise<Response> =>
-    new URL(request.url).pathname === '/_hearth/status' ? Response.json(p2p.status(), { headers: { 'access-control-allow-origin': '*' } }) : core.fetch(request);
+    new URL(request.url).pathname === '/_hearth/status' ? Response.json(node.status() satisfies HearthStatus, { headers: { 'access-control-allow-origin': '*' } }) : homeserver.fetch(request);
   const http = await startHttpServer(fetch, options.port ?? 8008, options.host ?? '127.0.0.1');
   return {
     url: http.url,
-    homeserver: core,
-    p2p,
+    homeserver,
+    p2p: node,
     close: async () => {
       await http.close();
-      await p2p.stop();
-      await core.close();
+      await node.stop();
+      await peers.close();
+      await homeserver.close();
     },
   };
 }

@@ -1,4 +1,7 @@
 // `npm run serve -- --port 8008 --data ./hearth-data`: the homeserver on 127.0.0.1 for any Matrix client.
+// Federation: `--listen /ip4/0.0.0.0/tcp/4001` (or `…/tcp/4002/ws`) and `--bootstrap /ip4/…/p2p/12D3…`,
+// each repeatable. With no --listen the peer only dials out (bootstrap peers, peers it discovers, and
+// the peers it knew before, from <data>/peers); others reach it over the connections it opens.
 import './polyfills.ts';
 import { parseArgs } from 'node:util';
 import { startNodeHost } from './node-host.ts';

@@ -37,6 +37,7 @@ interface TestNode extends P2PNode {
   dir: string;
   seed: Uint8Array;
   connected: Seen;
+  disconnected: Seen;
   discovered: Seen;
 }
 
@@ -66,6 +67,7 @@ async function startNode(options: Partial<P2PNodeOptions> & { dir?: string } = {
   const datastore = new FsDatastore(join(dir, 'peers'));
   await datastore.open();
   const connected = new Seen();
+  const disconnected = new Seen();
   const discovered = new Seen();
   const node = await createP2PNode({
     seed,
@@ -75,6 +77,7 @@ async function startNode(options: Partial<P2PNodeOptions> & { dir?: string } = {
     handler: echo,
     inboundConnectionThreshold: Infinity,
     onPeerConnected: (name) => connected.fire(name),
+    onPeerDisconnected: (name) => disconnected.fire(name),
     onPeerDiscovered: (name) => discovered.fire(name),
     ...options,
   });
@@ -86,7 +89,7 @@ async function startNode(options: Partial<P2PNodeOptions> & { dir?: string } = {
     await datastore.close();
   };
   cleanups.push(stop);
-  return Object.assign(Object.create(node) as P2PNode, node, { dir, seed, connected, discovered, stop });
+  return Object.assign(Object.create(node) as P2PNode, node, { dir, seed, connected, disconnected, discovered, stop });
 }
 
 async function connectedPair(serverOptions: Partial<P2PNodeOptions> = {}, clientOptions: Partial<P2PNodeOptions> = {}): Promise<[TestNode, TestNode]> {
@@ -188,6 +191,9 @@ describe('discovery and reachability', () => {
     const b = await startNode({ bootstrap: [a.multiaddrs()[0]!] });
     await b.connected.wait(a.serverName);
     await b.stop();
+    await a.disconnected.wait(b.serverName);
+    // A still has B's address, but nobody answers there now.
+    await expect(a.transport.send(b.serverName, json('GET', '/_matrix/federation/v1/version'))).rejects.toBeInstanceOf(FederationUnreachable);
 
     const again = await startNode({ dir: b.dir, seed: b.seed });
     expect(again.serverName).toBe(b.serverName);

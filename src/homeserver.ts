@@ -99,7 +99,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     resolveVerifyKey: (server, keyId) => federation.keyRing.verifyKey(server, keyId),
   });
   sync = new Sync(db, rooms, users, now);
-  const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log });
+  const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now });
   users.addDeviceListener(keys);
   sync.addExtension(keys);
   const log = options.log ?? (() => {});

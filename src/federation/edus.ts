@@ -1,11 +1,23 @@
 import { z } from 'zod';
 import { serverNameOf } from '../events/identifiers.ts';
+import type { DeviceListUpdateEdu } from '../keys/device-lists.ts';
 import type { DirectToDeviceContent } from '../keys/to-device.ts';
 import type { PresenceStatus } from '../sync/ephemeral.ts';
 import type { ReceiptRow } from '../sync/receipts.ts';
 import type { FederationServicesForEdus } from './federation.ts';
 import type { Edu } from './queue.ts';
 
+const deviceListUpdateSchema = z
+  .object({
+    user_id: z.string(),
+    device_id: z.string(),
+    stream_id: z.number().int(),
+    prev_id: z.array(z.number().int()).optional(),
+    deleted: z.boolean().optional(),
+    device_display_name: z.string().optional(),
+    keys: z.record(z.string(), z.unknown()).optional(),
+  })
+  .loose();
 const typingSchema = z.object({ room_id: z.string(), user_id: z.string(), typing: z.boolean() }).loose();
 
 const receiptSchema = z.record(
@@ -57,6 +69,9 @@ export class Edus {
       this.toRoom(roomId, `receipt ${roomId} ${receipt.user_id} ${receipt.thread_id}`, receiptEdu(roomId, receipt)).catch(report('a receipt'));
     });
     sync.presence.onLocalChange((userId, status) => this.sendPresence(userId, status).catch(report('presence')));
+    keys.onLocalDeviceChange((userId, first, last) => this.sendDeviceListUpdates(userId, first, last).catch(report('a device list update')));
+    keys.onLocalSigningKeyChange((userId) => this.sendSigningKeyUpdate(userId).catch(report('a signing key update')));
+    keys.remoteLists.setSource({ userDevices: (server, userId) => services.client.userDevices(server, userId) });
     keys.toDevice.setOutbox((tx, outgoing) => {
       for (const { destination, content } of outgoing) queues.enqueue(tx, [destination], { edus: [{ edu_type: 'm.direct_to_device', content: { ...content } }] });
       return () => {
@@ -76,7 +91,48 @@ export class Edus {
         return this.receivePresence(origin, edu.content);
       case 'm.direct_to_device':
         return this.receiveToDevice(origin, edu.content);
+      case 'm.device_list_update': {
+        const parsed = deviceListUpdateSchema.safeParse(edu.content);
+        if (parsed.success) await this.services.keys.remoteLists.receiveUpdate(origin, parsed.data as DeviceListUpdateEdu);
+        return;
+      }
+      case 'm.signing_key_update':
+        if (typeof edu.content === 'object' && edu.content !== null) await this.services.keys.remoteLists.receiveSigningKeyUpdate(origin, edu.content);
+        return;
     }
+  }
+
+  /** Servers other than ours sharing a room with a local user. */
+  private async serversSharingRooms(userId: string): Promise<string[]> {
+    const { rooms, serverName } = this.services;
+    const servers = new Set<string>();
+    for (const roomId of await rooms.roomsOf(userId)) for (const server of await rooms.joinedServers(roomId)) servers.add(server);
+    servers.delete(serverName);
+    return [...servers];
+  }
+
+  /**
+   * A local user's devices changed: m.device_list_update to every server sharing a
+   * room with them, one EDU per change, each naming the change before it (prev_id).
+   */
+  private async sendDeviceListUpdates(userId: string, first: number, last: number): Promise<void> {
+    const { keys, queues } = this.services;
+    const servers = await this.serversSharingRooms(userId);
+    if (servers.length === 0) return;
+    const updates = (await keys.deviceListUpdates(userId, first - 1)).filter((u) => u.stream_id <= last);
+    await queues.send(servers, { edus: updates.map((content) => ({ edu_type: 'm.device_list_update', content: { ...content } })) });
+  }
+
+  /** A local user's master or self-signing key changed: m.signing_key_update to the same servers. */
+  private async sendSigningKeyUpdate(userId: string): Promise<void> {
+    const { keys, queues } = this.services;
+    const servers = await this.serversSharingRooms(userId);
+    if (servers.length === 0) return;
+    const own = await keys.query(undefined, { [userId]: [] });
+    const content: Record<string, unknown> = { user_id: userId };
+    if (own.master_keys[userId]) content['master_key'] = own.master_keys[userId];
+    if (own.self_signing_keys[userId]) content['self_signing_key'] = own.self_signing_keys[userId];
+    await queues.send(servers, { edus: [{ edu_type: 'm.signing_key_update', content }] });
   }
 
   private async receiveTyping(origin: string, content: unknown): Promise<void> {

@@ -99,15 +99,22 @@ export class Federation {
 
   async start(): Promise<void> {
     await this.queues.resume();
+    await this.options.keys.remoteLists.start();
   }
 
   stop(): void {
     this.queues.stop();
+    this.options.keys.remoteLists.stop();
   }
 
-  /** A peer connected (or reconnected): send what waited for it at once. */
+  /**
+   * A peer connected (or reconnected): send what waited for it at once, and resync
+   * the device lists of its users who share a room with ours, so end-to-end
+   * encryption works the moment the peers meet.
+   */
   peerConnected(serverName: string): void {
     this.queues.wake(serverName);
+    this.options.keys.remoteLists.peerConnected(serverName).catch((error) => this.options.log(`federation: resyncing device lists of ${serverName} failed`, error));
   }
 
   /** Sends another server's event on to every other server in the room (what a resident server does for a join). */

@@ -39,6 +39,11 @@ class FakeRooms {
         .filter((e) => e.position > from && e.position <= to && (joined.has(e.roomId) || mine.has(e.roomId)))
         .map(({ roomId, userId: u, membership }) => ({ roomId, userId: u, membership }));
     },
+    remoteMembersSharingRooms: async (server?: string) => {
+      const local = (u: string) => u.endsWith(':hs');
+      const shared = [...this.members.values()].filter((m) => [...m].some(local));
+      return [...new Set(shared.flatMap((m) => [...m]))].filter((u) => !local(u) && (server === undefined || u.endsWith(':' + server)));
+    },
   };
 }
 
@@ -211,32 +216,36 @@ describe('key backup', () => {
 describe('keys of other servers\' users', () => {
   const device = (userId: string, deviceId: string) => ({ user_id: userId, device_id: deviceId, algorithms: [], keys: {}, signatures: {} });
 
-  it('takes from each server what it may say: its own users we asked about, each device as itself', async () => {
-    const asked: [string, Record<string, string[]>][] = [];
-    const remote = {
-      userKeysQuery: async (server: string, deviceKeys: Record<string, string[]>) => {
-        asked.push([server, deviceKeys]);
+  it('takes from each server what it may say: its own user, each device as itself', async () => {
+    const asked: [string, string][] = [];
+    keys.remoteLists.setSource({
+      userDevices: async (server: string, userId: string) => {
+        asked.push([server, userId]);
         if (server === 'down.example') throw Object.assign(new Error('unreachable'), { errcode: 'M_UNKNOWN' });
         return {
-          device_keys: {
-            '@bob:b.example': { BOB: device('@bob:b.example', 'BOB'), LIAR: device('@bob:b.example', 'OTHER'), SKIPPED: device('@bob:b.example', 'SKIPPED') },
-            '@carol:c.example': { CAROL: device('@carol:c.example', 'CAROL') },
-          },
-          master_keys: { '@bob:b.example': { user_id: '@bob:b.example', usage: ['master'], keys: {} }, '@carol:c.example': { user_id: '@carol:c.example', usage: ['master'], keys: {} } },
+          user_id: userId,
+          stream_id: 3,
+          devices: [
+            { device_id: 'BOB', keys: device('@bob:b.example', 'BOB') },
+            { device_id: 'LIAR', keys: device('@bob:b.example', 'OTHER') },
+            { device_id: 'SKIPPED', keys: device('@bob:b.example', 'SKIPPED') },
+            { device_id: 'CAROL', keys: device('@carol:c.example', 'CAROL') },
+          ],
+          master_key: { user_id: '@bob:b.example', usage: ['master'], keys: {} },
         };
       },
-      userKeysClaim: async () => ({}),
-    };
-    const result = await keys.query('@alice:hs', { '@bob:b.example': ['BOB', 'LIAR'], '@dan:down.example': [] }, { remote });
-    expect(asked).toEqual([['b.example', { '@bob:b.example': ['BOB', 'LIAR'] }], ['down.example', { '@dan:down.example': [] }]]);
-    expect(result.device_keys).toEqual({ '@bob:b.example': { BOB: device('@bob:b.example', 'BOB') } });
+    });
+    const result = await keys.query('@alice:hs', { '@bob:b.example': ['BOB', 'LIAR'], '@dan:down.example': [] });
+    expect(asked).toEqual([['b.example', '@bob:b.example'], ['down.example', '@dan:down.example']]);
+    expect(result.device_keys).toEqual({ '@bob:b.example': { BOB: { ...device('@bob:b.example', 'BOB'), unsigned: {} } } });
     expect(Object.keys(result.master_keys)).toEqual(['@bob:b.example']);
     expect(result.failures).toEqual({ 'down.example': { errcode: 'M_UNKNOWN', error: 'unreachable' } });
   });
 
   it('names a server that does not answer in time under failures', async () => {
-    const remote = { userKeysQuery: () => new Promise<Record<string, unknown>>(() => {}), userKeysClaim: () => new Promise<Record<string, unknown>>(() => {}) };
-    const query = await keys.query('@alice:hs', { '@bob:slow.example': [] }, { remote, timeoutMs: 20 });
+    const remote = { userKeysClaim: () => new Promise<Record<string, unknown>>(() => {}) };
+    keys.remoteLists.setSource({ userDevices: () => new Promise<Record<string, unknown>>(() => {}) });
+    const query = await keys.query('@alice:hs', { '@bob:slow.example': [] }, { timeoutMs: 20 });
     expect(Object.keys(query.failures)).toEqual(['slow.example']);
     const claim = await keys.claim({ '@bob:slow.example': { BOB: 'signed_curve25519' } }, { remote, timeoutMs: 20 });
     expect(claim).toEqual({ one_time_keys: {}, failures: { 'slow.example': { errcode: 'M_UNKNOWN', error: 'no answer within 20 ms' } } });

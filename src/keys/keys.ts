@@ -6,6 +6,7 @@ import { serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { KeyBackup } from './backup.ts';
+import { RemoteDeviceLists, type DeviceListBackoff } from './device-lists.ts';
 import { KeysError, keysBadJson, keysInvalidParam, keysInvalidSignature } from './errors.ts';
 import { ToDevice } from './to-device.ts';
 
@@ -61,6 +62,8 @@ export interface KeysMembership {
    * now or whose own membership changed in that range.
    */
   memberChanges(userId: string, from: number, to: number): Promise<MemberChange[]>;
+  /** Users of other servers (of `server`, if given) joined to a room a local user is joined to. */
+  remoteMembersSharingRooms(server?: string): Promise<string[]>;
 }
 
 /** What the keys component needs to know about accounts and devices (the users component provides it). */
@@ -76,7 +79,12 @@ export interface KeysOptions {
   membership: KeysMembership;
   users: KeysDirectory;
   log?: (message: string, error?: unknown) => void;
+  now?: () => number;
+  deviceListBackoff?: DeviceListBackoff;
 }
+
+/** A local user's device list changed at stream positions first..last (for m.device_list_update). */
+export type DeviceChangeListener = (userId: string, first: number, last: number) => void;
 
 /** The /sync request and response parts the keys component fills in (structurally Sync's SyncExtension). */
 export interface KeysSyncRequest {
@@ -129,7 +137,6 @@ export interface UserDevices {
 
 /** Other servers' keys, asked of those servers (federation's client provides it). */
 export interface RemoteKeyServers {
-  userKeysQuery(server: string, deviceKeys: Record<string, string[]>): Promise<Record<string, unknown>>;
   userKeysClaim(server: string, oneTimeKeys: Record<string, Record<string, string>>): Promise<Record<string, unknown>>;
 }
 
@@ -177,11 +184,39 @@ export class Keys {
   readonly toDevice: ToDevice;
   readonly backup: KeyBackup;
   /** Device list changes recorded inside a users transaction, announced once it commits. */
-  private readonly pendingDeviceChanges = new Map<string, number>();
+  private readonly pendingDeviceChanges = new Map<string, { first: number; last: number }>();
+  /** Device lists of users on other servers, and their updater. */
+  readonly remoteLists: RemoteDeviceLists;
+  private readonly deviceChangeListeners = new Set<DeviceChangeListener>();
+  private readonly signingKeyListeners = new Set<(userId: string) => void>();
 
   constructor(private readonly options: KeysOptions) {
     this.toDevice = new ToDevice(options.db, options.notify, options.users);
     this.backup = new KeyBackup(options.db);
+    this.remoteLists = new RemoteDeviceLists({
+      db: options.db,
+      isLocal: (userId) => options.users.isLocal(userId),
+      remoteUsersSharingRooms: (server) => options.membership.remoteMembersSharingRooms(server),
+      recordChange: (tx, userId) => {
+        const position = nextStreamId(tx);
+        this.insertKeyChange(tx, position, { userId, kind: 'device', audience: null });
+        return position;
+      },
+      announce: (position, userId) => this.announce(position, [{ userId, kind: 'device', audience: null }]),
+      now: options.now ?? Date.now,
+      log: options.log ?? (() => {}),
+      backoff: options.deviceListBackoff,
+    });
+  }
+
+  /** Listens to local users' device list changes (federation sends them as m.device_list_update). */
+  onLocalDeviceChange(listener: DeviceChangeListener): void {
+    this.deviceChangeListeners.add(listener);
+  }
+
+  /** Listens to local users' master or self-signing key changes (m.signing_key_update). */
+  onLocalSigningKeyChange(listener: (userId: string) => void): void {
+    this.signingKeyListeners.add(listener);
   }
 
   private get db(): Database {
@@ -332,8 +367,37 @@ export class Keys {
         }
       }
     }
-    await this.askServers(remote, result.failures, options, (client, server, asked) => client.userKeysQuery(server, asked), (asked, answer) => mergeRemoteKeys(result, asked, answer));
+    await this.queryRemote(remote, result, options.timeoutMs ?? DEFAULT_REMOTE_KEYS_TIMEOUT_MS);
     return result;
+  }
+
+  /**
+   * Users of other servers, answered from their device lists as we hold them: fresh
+   * lists as they are; stale or never-synced ones are resynced first, waiting at most
+   * `timeoutMs`. A server that fails is named in `failures`, and what we hold is still
+   * given (the client then knows it may be old).
+   */
+  private async queryRemote(byServer: Map<string, Record<string, string[]>>, result: KeysQueryResult, timeoutMs: number): Promise<void> {
+    await Promise.all([...byServer].map(async ([server, asked]) => {
+      const outcomes = await Promise.allSettled(Object.keys(asked).map((userId) => this.remoteLists.ensureFresh(userId, timeoutMs)));
+      const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+      if (failed) {
+        const error = failed.reason as { errcode?: unknown; message?: unknown };
+        result.failures[server] = { errcode: typeof error.errcode === 'string' ? error.errcode : 'M_UNKNOWN', error: String(error.message ?? error) };
+      }
+      for (const [userId, deviceIds] of Object.entries(asked)) {
+        const list = await this.remoteLists.get(userId);
+        if (!list || (list.stale && list.streamId === 0)) continue; // never synced: nothing to say
+        const devices: Record<string, DeviceKeys> = {};
+        for (const [deviceId, device] of Object.entries(list.devices)) {
+          if (!device.keys || (deviceIds.length > 0 && !deviceIds.includes(deviceId))) continue;
+          devices[deviceId] = { ...device.keys, unsigned: device.device_display_name ? { device_display_name: device.device_display_name } : {} };
+        }
+        result.device_keys[userId] = devices;
+        if (list.master_key) result.master_keys[userId] = list.master_key;
+        if (list.self_signing_key) result.self_signing_keys[userId] = list.self_signing_key;
+      }
+    }));
   }
 
   /**
@@ -495,6 +559,7 @@ export class Keys {
       return { position, changes };
     });
     if (position !== undefined) await this.announce(position, changes);
+    if (changes.some((c) => c.kind === 'master' || c.kind === 'self_signing')) for (const listener of this.signingKeyListeners) listener(userId);
   }
 
   // ------------------------------------------------------- signatures upload
@@ -636,7 +701,11 @@ export class Keys {
   }
 
   /** Wakes the /sync long-polls of everyone who should hear of these changes. */
-  private async announce(position: number, changes: KeyChange[]): Promise<void> {
+  private async announce(position: number, changes: KeyChange[], first = position): Promise<void> {
+    for (const change of changes) {
+      if (change.kind !== 'device' || change.audience !== null || !this.options.users.isLocal(change.userId)) continue;
+      for (const listener of this.deviceChangeListeners) listener(change.userId, first, position);
+    }
     const userIds = new Set<string>();
     for (const change of changes) {
       if (change.audience !== null) {
@@ -735,7 +804,17 @@ export class Keys {
 
   /** A device was created (login): a device list change, announced once the transaction commits. */
   devicesAdded(tx: WriteTransaction, userId: string, deviceIds: string[]): void {
-    for (const deviceId of deviceIds) this.pendingDeviceChanges.set(userId, this.recordDeviceChange(tx, userId, deviceId, false));
+    for (const deviceId of deviceIds) this.pendingChange(userId, this.recordDeviceChange(tx, userId, deviceId, false));
+  }
+
+  /** A device was renamed: its name is part of the device list other servers hold. */
+  devicesChanged(tx: WriteTransaction, userId: string, deviceIds: string[]): void {
+    for (const deviceId of deviceIds) this.pendingChange(userId, this.recordDeviceChange(tx, userId, deviceId, false));
+  }
+
+  private pendingChange(userId: string, position: number): void {
+    const pending = this.pendingDeviceChanges.get(userId);
+    this.pendingDeviceChanges.set(userId, { first: pending?.first ?? position, last: position });
   }
 
   /** Devices were deleted: their keys and pending messages go with them, and it is a device list change. */
@@ -745,16 +824,16 @@ export class Keys {
         tx.run(`DELETE FROM ${table} WHERE user_id = ? AND device_id = ?`, [userId, deviceId]);
       }
       tx.run('DELETE FROM key_signatures WHERE target_user_id = ? AND target_key_id = ?', [userId, deviceId]);
-      this.pendingDeviceChanges.set(userId, this.recordDeviceChange(tx, userId, deviceId, true));
+      this.pendingChange(userId, this.recordDeviceChange(tx, userId, deviceId, true));
     }
   }
 
   /** The users transaction that added or removed devices committed: wake those who should know. */
   devicesCommitted(userId: string): void {
-    const position = this.pendingDeviceChanges.get(userId);
-    if (position === undefined) return;
+    const pending = this.pendingDeviceChanges.get(userId);
+    if (pending === undefined) return;
     this.pendingDeviceChanges.delete(userId);
-    this.announce(position, [{ userId, kind: 'device', audience: null }]).catch((error) => this.options.log?.('announcing a device change failed', error));
+    this.announce(pending.last, [{ userId, kind: 'device', audience: null }], pending.first).catch((error) => this.options.log?.('announcing a device change failed', error));
   }
 
   // ----------------------------------------------------- sync extension
@@ -785,22 +864,6 @@ const objectAt = (value: unknown, key: string): Record<string, unknown> => {
   const inner = isObject(value) ? value[key] : undefined;
   return isObject(inner) ? inner : {};
 };
-
-/** Takes from a server's /user/keys/query answer what it may say: keys of the users we asked it about, each device and key its own. */
-function mergeRemoteKeys(result: KeysQueryResult, asked: Record<string, string[]>, answer: Record<string, unknown>): void {
-  for (const [userId, deviceIds] of Object.entries(asked)) {
-    const devices: Record<string, DeviceKeys> = {};
-    for (const [deviceId, keys] of Object.entries(objectAt(answer['device_keys'], userId))) {
-      if (deviceIds.length > 0 && !deviceIds.includes(deviceId)) continue;
-      if (isObject(keys) && keys['user_id'] === userId && keys['device_id'] === deviceId) devices[deviceId] = keys as DeviceKeys;
-    }
-    result.device_keys[userId] = devices;
-    const master = objectAt(answer, 'master_keys')[userId];
-    if (isObject(master) && master['user_id'] === userId) result.master_keys[userId] = master as CrossSigningKey;
-    const selfSigning = objectAt(answer, 'self_signing_keys')[userId];
-    if (isObject(selfSigning) && selfSigning['user_id'] === userId) result.self_signing_keys[userId] = selfSigning as CrossSigningKey;
-  }
-}
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;

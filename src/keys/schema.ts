@@ -128,5 +128,21 @@ export const keysSchema: ComponentSchema = {
         )`);
       },
     },
+    {
+      version: 3,
+      description: 'device lists of users on other servers',
+      up: (tx) => {
+        // One row per remote user we share a room with: their server's stream ID we are at,
+        // whether we may have missed updates (stale), and the list as JSON (devices with
+        // keys and names, master and self-signing keys), replaced whole on a resync.
+        tx.run(`CREATE TABLE remote_device_lists (
+          user_id TEXT PRIMARY KEY,
+          stream_id INTEGER NOT NULL,
+          stale INTEGER NOT NULL,
+          list_json TEXT NOT NULL
+        )`);
+        tx.run('CREATE INDEX remote_device_lists_stale ON remote_device_lists (stale)');
+      },
+    },
   ],
 };

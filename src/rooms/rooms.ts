@@ -151,6 +151,16 @@ export class Rooms {
     this.outbox = hook;
   }
 
+  /** Users of other servers (of `server`, if given) joined to a room a local user is joined to. */
+  async remoteMembersSharingRooms(server?: string): Promise<string[]> {
+    const rows = await this.options.db.all<{ state_key: string }>(
+      `SELECT DISTINCT state_key FROM current_state WHERE type = 'm.room.member' AND membership = 'join'
+       AND room_id IN (SELECT room_id FROM local_memberships WHERE membership = 'join')`,
+    );
+    const ours = ':' + this.options.serverName;
+    return rows.map((r) => r.state_key).filter((u) => !u.endsWith(ours) && (server === undefined || serverNameOf(u) === server));
+  }
+
   /** The room's newest events, that new events build on. */
   async forwardExtremities(roomId: string): Promise<string[]> {
     return [...((await this.head(roomId))?.extremities ?? [])];

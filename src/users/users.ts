@@ -37,6 +37,8 @@ export interface RemoteProfiles {
 export interface DeviceListener {
   devicesAdded(tx: WriteTransaction, userId: string, deviceIds: string[]): void;
   devicesRemoved(tx: WriteTransaction, userId: string, deviceIds: string[]): void;
+  /** Devices changed otherwise (renamed). */
+  devicesChanged?(tx: WriteTransaction, userId: string, deviceIds: string[]): void;
   /** Called after the transaction that added or removed devices committed (to wake /sync). */
   devicesCommitted?(userId: string): void;
 }
@@ -196,9 +198,17 @@ export class Users {
 
   /** Updates a device's display name; false when there is no such device. */
   async renameDevice(userId: string, deviceId: string, displayName: string | null): Promise<boolean> {
-    return this.options.db.transaction(
-      (tx) => tx.run('UPDATE devices SET display_name = ? WHERE user_id = ? AND device_id = ?', [displayName, userId, deviceId]).changes > 0,
-    );
+    const renamed = await this.options.db.transaction((tx) => {
+      const current = tx.get<{ display_name: string | null }>('SELECT display_name FROM devices WHERE user_id = ? AND device_id = ?', [userId, deviceId]);
+      if (!current) return false;
+      if (current.display_name === displayName) return true;
+      tx.run('UPDATE devices SET display_name = ? WHERE user_id = ? AND device_id = ?', [displayName, userId, deviceId]);
+      // Other servers show device names: a rename is a device list change.
+      for (const listener of this.deviceListeners) listener.devicesChanged?.(tx, userId, [deviceId]);
+      return 'changed';
+    });
+    if (renamed === 'changed') for (const listener of this.deviceListeners) listener.devicesCommitted?.(userId);
+    return renamed !== false;
   }
 
   async deactivate(userId: string): Promise<void> {

@@ -54,6 +54,10 @@ export class FederationJoinError extends Error {
 /** Room versions we can join, newest first, for make_join's `ver`. */
 const SUPPORTED_VERSIONS = [...ROOM_VERSIONS.keys()];
 
+/** How long a received transaction's answer is kept for a retry, and how often old ones are dropped. */
+const RECEIVED_TXN_TTL_MS = 24 * 60 * 60 * 1000;
+const PRUNE_EVERY_TXNS = 500;
+
 /** How far /get_missing_events looks back before we fall back to asking for the state. */
 const MISSING_EVENTS_LIMIT = 20;
 
@@ -69,6 +73,7 @@ export class Federation {
   readonly graph: RoomGraph;
   readonly edus: Edus;
   private readonly app: Hono<FederationEnv>;
+  private receivedSincePrune = 0;
 
   constructor(private readonly options: FederationOptions) {
     const { db, serverName, keyId, signingKey, transport, now, log } = options;
@@ -147,9 +152,13 @@ export class Federation {
       }
     }
     const response = { pdus: results };
-    await db.transaction((tx) =>
-      tx.run('INSERT OR IGNORE INTO federation_received_txns (origin, txn_id, response, received_ts) VALUES (?, ?, ?, ?)', [origin, txnId, JSON.stringify(response), now()]),
-    );
+    // A sender retries a transaction within minutes, not days: older answers are dropped now and then.
+    const prune = ++this.receivedSincePrune >= PRUNE_EVERY_TXNS;
+    if (prune) this.receivedSincePrune = 0;
+    await db.transaction((tx) => {
+      tx.run('INSERT OR IGNORE INTO federation_received_txns (origin, txn_id, response, received_ts) VALUES (?, ?, ?, ?)', [origin, txnId, JSON.stringify(response), now()]);
+      if (prune) tx.run('DELETE FROM federation_received_txns WHERE received_ts < ?', [now() - RECEIVED_TXN_TTL_MS]);
+    });
     return response;
   }
 

@@ -1,49 +1,27 @@
-import initSqlJs from 'sql.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHomeserver, homeserverSchemas, type Homeserver } from '../../src/homeserver.ts';
-import { startHttpServer } from '../../src/node/http-server.ts';
-import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
-import { InProcessNetwork } from '../support/in-process-federation.ts';
-import { api, register, type Account } from './harness.ts';
+import { federatedServers, type Account, type FederatedServer } from '../support/federated-homeservers.ts';
 
-interface Peer {
-  url: string;
-  homeserver: Homeserver;
-  close(): Promise<void>;
+// Real homeservers federating in one process (test/support/federated-homeservers.ts),
+// for the logic of rooms shared across servers; three-peers.test.ts runs the same
+// over libp2p between processes.
+
+let net: Awaited<ReturnType<typeof federatedServers>> | undefined;
+async function servers(count: 2): Promise<[FederatedServer, FederatedServer]>;
+async function servers(count: 3): Promise<[FederatedServer, FederatedServer, FederatedServer]>;
+async function servers(count: number): Promise<FederatedServer[]> {
+  net = await federatedServers(count);
+  return net.servers;
 }
-
-const network = new InProcessNetwork();
-const started: Peer[] = [];
-
-async function peer(): Promise<Peer> {
-  const database = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas });
-  let name = '';
-  const homeserver = await createHomeserver({
-    database,
-    seed: crypto.getRandomValues(new Uint8Array(32)),
-    rateLimits: false,
-    passwordIterations: 1000,
-    log: (message, error) => console.error(message, error),
-    federation: { transport: network.transportFor(() => name), backoff: { initialMs: 50, maxMs: 200, refusedMs: 100 } },
-  });
-  name = homeserver.serverName;
-  network.add(homeserver);
-  await homeserver.start();
-  const http = await startHttpServer(homeserver.fetch);
-  const p = { url: http.url, homeserver, close: async () => { await http.close(); await homeserver.close(); } };
-  started.push(p);
-  return p;
-}
-
 afterEach(async () => {
-  await Promise.all(started.splice(0).map((p) => p.close()));
+  await net?.close();
+  net = undefined;
 });
 
 /** Syncs until the predicate holds (each long-poll wakes on news); fails after `rounds` empty polls. */
-async function syncUntil(server: Peer, account: Account, predicate: (body: any) => boolean, since?: string, rounds = 60): Promise<any> {
+async function syncUntil(server: FederatedServer, account: Account, predicate: (body: any) => boolean, since?: string, rounds = 60): Promise<any> {
   let token = since;
   for (let i = 0; i < rounds; i++) {
-    const { body } = await api(server, 'GET', `/_matrix/client/v3/sync?timeout=1000${token ? `&since=${token}` : ''}`, { token: account.accessToken });
+    const { body } = await server.api('GET', `/_matrix/client/v3/sync?timeout=1000${token ? `&since=${token}` : ''}`, { token: account.accessToken });
     if (predicate(body)) return body;
     token = body.next_batch;
   }
@@ -52,47 +30,45 @@ async function syncUntil(server: Peer, account: Account, predicate: (body: any) 
 
 describe('federation between homeservers (in process)', () => {
   it('invites a remote user, who joins; messages cross both ways', async () => {
-    const a = await peer();
-    const b = await peer();
-    const alice = await register(a, 'alice');
-    const bob = await register(b, 'bob');
-    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { name: 'Cross' } });
+    const [a, b] = await servers(2);
+    const alice = await a.register('alice');
+    const bob = await b.register('bob');
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { name: 'Cross' } });
     const roomId = created.room_id as string;
-    const invite = await api(a, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId } });
+    const invite = await a.api('POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId } });
     expect(invite.status, JSON.stringify(invite.body)).toBe(200);
     await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
-    const join = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.accessToken, body: {} });
+    const join = await b.api('POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.accessToken, body: {} });
     expect(join.status, JSON.stringify(join.body)).toBe(200);
     await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.type === 'm.room.member' && e.state_key === bob.userId && e.content.membership === 'join'));
-    const sent = await api(a, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'hello bob' } });
+    const sent = await a.api('PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'hello bob' } });
     expect(sent.status).toBe(200);
     await syncUntil(b, bob, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'hello bob'));
-    await api(b, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'hello alice' } });
+    await b.api('PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'hello alice' } });
     await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'hello alice'));
   });
 
   it('a third server joins by alias and paginates the whole history in order, backfilled', async () => {
-    const a = await peer();
-    const c = await peer();
-    const alice = await register(a, 'alice');
-    const carol = await register(c, 'carol');
-    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', {
+    const [a, c] = await servers(2);
+    const alice = await a.register('alice');
+    const carol = await c.register('carol');
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', {
       token: alice.accessToken, body: { preset: 'public_chat', room_alias_name: 'history', name: 'History' },
     });
     const roomId = created.room_id as string;
     const sent: string[] = [];
     for (let i = 0; i < 30; i++) {
-      await api(a, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/h${i}`, { token: alice.accessToken, body: { msgtype: 'm.text', body: `message ${i}` } });
+      await a.api('PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/h${i}`, { token: alice.accessToken, body: { msgtype: 'm.text', body: `message ${i}` } });
       sent.push(`message ${i}`);
     }
     const alias = `#history:${a.homeserver.serverName}`;
-    const join = await api(c, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(alias)}`, { token: carol.accessToken, body: {} });
+    const join = await c.api('POST', `/_matrix/client/v3/join/${encodeURIComponent(alias)}`, { token: carol.accessToken, body: {} });
     expect(join.status, JSON.stringify(join.body)).toBe(200);
     expect(join.body.room_id).toBe(roomId);
     const seen: string[] = [];
     let from: string | undefined;
     for (let page = 0; page < 20; page++) {
-      const { status, body } = await api(c, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=7${from ? `&from=${from}` : ''}`, { token: carol.accessToken });
+      const { status, body } = await c.api('GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=7${from ? `&from=${from}` : ''}`, { token: carol.accessToken });
       expect(status, JSON.stringify(body)).toBe(200);
       for (const e of body.chunk) if (e.type === 'm.room.message') seen.unshift(e.content.body);
       if (!body.end) break;
@@ -102,80 +78,76 @@ describe('federation between homeservers (in process)', () => {
   });
 
   /** A room on A with a user of B joined to it. */
-  async function sharedRoom(a: Peer, b: Peer, alice: Account, bob: Account): Promise<string> {
-    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
+  async function sharedRoom(a: FederatedServer, b: FederatedServer, alice: Account, bob: Account): Promise<string> {
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
     const roomId = created.room_id as string;
-    const join = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
+    const join = await b.api('POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
     expect(join.status, JSON.stringify(join.body)).toBe(200);
     return roomId;
   }
 
   const said = (body: string) => (s: any) => Object.values(s.rooms?.join ?? {}).some((r: any) => r.timeline.events.some((e: any) => e.content?.body === body));
-  const send = (server: Peer, account: Account, roomId: string, body: string) =>
-    api(server, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/${crypto.randomUUID()}`, { token: account.accessToken, body: { msgtype: 'm.text', body } });
+  const send = (server: FederatedServer, account: Account, roomId: string, body: string) =>
+    server.api('PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/${crypto.randomUUID()}`, { token: account.accessToken, body: { msgtype: 'm.text', body } });
 
   it('a server that was away catches up, in order, when it is back', async () => {
-    const a = await peer();
-    const b = await peer();
-    const alice = await register(a, 'alice');
-    const bob = await register(b, 'bob');
+    const [a, b] = await servers(2);
+    const alice = await a.register('alice');
+    const bob = await b.register('bob');
     const roomId = await sharedRoom(a, b, alice, bob);
     await syncUntil(a, alice, (s) => JSON.stringify(s).includes(bob.userId));
-    network.down.add(b.homeserver.serverName);
+    net!.network.down.add(b.homeserver.serverName);
     for (let i = 0; i < 5; i++) expect((await send(a, alice, roomId, `while away ${i}`)).status).toBe(200);
-    network.down.delete(b.homeserver.serverName);
+    net!.network.down.delete(b.homeserver.serverName);
     b.homeserver.federation.peerConnected(a.homeserver.serverName);
     a.homeserver.federation.peerConnected(b.homeserver.serverName);
     await syncUntil(b, bob, said('while away 4'));
-    const { body } = await api(b, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=5`, { token: bob.accessToken });
+    const { body } = await b.api('GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=5`, { token: bob.accessToken });
     expect(body.chunk.map((e: any) => e.content.body).reverse()).toEqual([0, 1, 2, 3, 4].map((i) => `while away ${i}`));
   });
 
   it('rejects a remote invite, and kicks and bans a remote user', async () => {
-    const a = await peer();
-    const b = await peer();
-    const alice = await register(a, 'alice');
-    const bob = await register(b, 'bob');
-    const { body: created } = await api(a, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+    const [a, b] = await servers(2);
+    const alice = await a.register('alice');
+    const bob = await b.register('bob');
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
     const roomId = created.room_id as string;
     const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
-    const reject = await api(b, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/leave`, { token: bob.accessToken, body: {} });
+    const reject = await b.api('POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/leave`, { token: bob.accessToken, body: {} });
     expect(reject.status, JSON.stringify(reject.body)).toBe(200);
     await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
     await syncUntil(a, alice, (s) => s.rooms?.join?.[roomId]?.timeline.events.some((e: any) => e.state_key === bob.userId && e.content.membership === 'leave'));
 
     const open = await sharedRoom(a, b, alice, bob);
     const joined = await syncUntil(b, bob, (s) => !!s.rooms?.join?.[open]);
-    const kick = await api(a, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(open)}/kick`, { token: alice.accessToken, body: { user_id: bob.userId, reason: 'out' } });
+    const kick = await a.api('POST', `/_matrix/client/v3/rooms/${encodeURIComponent(open)}/kick`, { token: alice.accessToken, body: { user_id: bob.userId, reason: 'out' } });
     expect(kick.status).toBe(200);
     const kicked = await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[open], joined.next_batch);
-    const rejoin = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(open)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
+    const rejoin = await b.api('POST', `/_matrix/client/v3/join/${encodeURIComponent(open)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
     expect(rejoin.status, JSON.stringify(rejoin.body)).toBe(200);
-    const ban = await api(a, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(open)}/ban`, { token: alice.accessToken, body: { user_id: bob.userId } });
+    const ban = await a.api('POST', `/_matrix/client/v3/rooms/${encodeURIComponent(open)}/ban`, { token: alice.accessToken, body: { user_id: bob.userId } });
     expect(ban.status).toBe(200);
     await syncUntil(b, bob, (s) => s.rooms?.leave?.[open]?.timeline.events.some((e: any) => e.content.membership === 'ban'), kicked.next_batch);
-    const banned = await api(b, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(open)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
+    const banned = await b.api('POST', `/_matrix/client/v3/join/${encodeURIComponent(open)}?via=${a.homeserver.serverName}`, { token: bob.accessToken, body: {} });
     expect(banned.status).toBe(403);
     expect(banned.body.errcode).toBe('M_FORBIDDEN');
   });
 
   it('fills a gap from the server that sent an event whose history it lacks (get_missing_events, then /state)', async () => {
-    const a = await peer();
-    const b = await peer();
-    const c = await peer();
-    const [alice, bob, carol] = [await register(a, 'alice'), await register(b, 'bob'), await register(c, 'carol')];
+    const [a, b, c] = await servers(3);
+    const [alice, bob, carol] = [await a.register('alice'), await b.register('bob'), await c.register('carol')];
     const roomId = await sharedRoom(a, b, alice, bob);
-    const join = await api(c, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?via=${a.homeserver.serverName}`, { token: carol.accessToken, body: {} });
+    const join = await c.api('POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?via=${a.homeserver.serverName}`, { token: carol.accessToken, body: {} });
     expect(join.status).toBe(200);
     await syncUntil(b, bob, (s) => JSON.stringify(s).includes(carol.userId));
     await syncUntil(c, carol, (s) => JSON.stringify(s).includes(bob.userId));
     // A's mail to B is lost; C hears everything.
-    network.dropped.add(`${a.homeserver.serverName}>${b.homeserver.serverName}`);
+    net!.network.dropped.add(`${a.homeserver.serverName}>${b.homeserver.serverName}`);
     for (let i = 0; i < 30; i++) expect((await send(a, alice, roomId, `unheard ${i}`)).status).toBe(200);
     await syncUntil(c, carol, said('unheard 29'));
     expect((await send(c, carol, roomId, 'after the gap')).status).toBe(200);
     await syncUntil(b, bob, said('after the gap'));
-    const { body } = await api(b, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=30`, { token: bob.accessToken });
+    const { body } = await b.api('GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=30`, { token: bob.accessToken });
     const bodies = body.chunk.map((e: any) => e.content?.body).filter(Boolean).reverse();
     // The newest part of the gap came by get_missing_events, in order, ending with C's message.
     expect(bodies.at(-1)).toBe('after the gap');

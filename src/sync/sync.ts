@@ -261,12 +261,17 @@ export class Sync {
     const timelineFilter = filter.room?.timeline;
     const limit = Math.min(timelineFilter?.limit ?? DEFAULT_TIMELINE_LIMIT, MAX_TIMELINE_LIMIT);
     const sinceStream = since?.stream ?? 0;
-    const { events, limited } = await this.timeline(roomId, viewer.userId, sinceStream, upTo.stream, limit, timelineFilter);
+    const timeline = await this.timeline(roomId, viewer.userId, sinceStream, upTo.stream, limit, timelineFilter);
+    const { events } = timeline;
+    // A timeline that does not start at the room's creation has more to page back to: history
+    // we hold (or backfill) in a room new to the client, history we lack after a gap.
+    const first = events[0];
+    const limited = timeline.limited || (first !== undefined && first.event.type !== 'm.room.create' && (!since || (await this.rooms.timeline.missingPrevEvents(first)).length > 0));
     const prevBatch = formatToken({ stream: events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream, ephemeral: upTo.ephemeral });
 
     // State: everything at the start of the timeline (full) or what changed between `since` and it.
     const stateFilter = filter.room?.state;
-    const stateAtStart = await this.rooms.timeline.stateAtStream(roomId, events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream);
+    const stateAtStart = await this.stateBefore(roomId, events, upTo.stream);
     let stateNids: Map<StateKey, number>;
     if (fullState) {
       stateNids = new Map(stateAtStart);
@@ -335,7 +340,7 @@ export class Sync {
     const start = events.length > 0 ? events[0]!.streamOrdering! - 1 : end;
     const state: StoredEvent[] = [];
     if (!since) {
-      for (const nid of (await this.rooms.timeline.stateAtStream(roomId, start)).values()) {
+      for (const nid of (await this.stateBefore(roomId, events, start)).values()) {
         const stored = await this.rooms.getEventByNid(nid);
         if (stored) state.push(stored);
       }
@@ -345,6 +350,15 @@ export class Sync {
       state: { events: await Promise.all(state.map(format)) },
       account_data: { events: accountData },
     };
+  }
+
+  /**
+   * The state a timeline starts from: before its first event (a room joined over
+   * federation has its state only there, before the join), or at `stream` when empty.
+   */
+  private async stateBefore(roomId: string, events: StoredEvent[], stream: number): Promise<ReadonlyMap<StateKey, number>> {
+    const first = events[0];
+    return (first && (await this.rooms.stateAtEvent(first.event.event_id, 'before'))) ?? this.rooms.timeline.stateAtStream(roomId, stream);
   }
 
   private shape(event: ClientEvent, filter: Filter): Record<string, unknown> {

@@ -153,4 +153,26 @@ describe('federation between homeservers (in process)', () => {
     expect(bodies.at(-1)).toBe('after the gap');
     expect(bodies.slice(-21, -1)).toEqual(Array.from({ length: 20 }, (_, i) => `unheard ${i + 10}`));
   });
+
+  it("gives a server that joins the room's state in /sync, with a timeline marked limited for the history it lacks", async () => {
+    const [a, b] = await servers(2);
+    const alice = await a.register('alice');
+    const bob = await b.register('bob');
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat', name: 'Named', topic: 'on A' } });
+    const roomId = created.room_id as string;
+    for (let i = 0; i < 3; i++) expect((await send(a, alice, roomId, `before ${i}`)).status).toBe(200);
+    const before = (await b.api('GET', '/_matrix/client/v3/sync', { token: bob.accessToken })).body.next_batch;
+    expect((await b.api('POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?via=${a.serverName}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    for (const since of [before, undefined]) {
+      const { body } = await b.api('GET', `/_matrix/client/v3/sync${since ? `?since=${since}` : ''}`, { token: bob.accessToken });
+      const room = body.rooms.join[roomId];
+      const state = new Map(room.state.events.map((e: any) => [e.type, e.content]));
+      expect(state.get('m.room.name'), since ? 'incremental' : 'initial').toEqual({ name: 'Named' });
+      expect(state.get('m.room.topic')).toMatchObject({ topic: 'on A' });
+      expect(state.has('m.room.power_levels') && state.has('m.room.create')).toBe(true);
+      expect(room.timeline.limited).toBe(true);
+      const { body: page } = await b.api('GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=3&from=${room.timeline.prev_batch}`, { token: bob.accessToken });
+      expect(page.chunk.map((e: any) => e.content.body)).toEqual(['before 2', 'before 1', 'before 0']);
+    }
+  });
 });

@@ -65,6 +65,9 @@ describe('three Hearth peers over libp2p', () => {
     await waitFor(bobClient, () => bobClient.getRoom(roomId)?.getMyMembership() === 'invite', 20_000, 'the invite on B');
     await bobClient.joinRoom(roomId);
     await waitFor(aliceClient, () => aliceClient.getRoom(roomId)?.getMember(bob.userId)?.membership === 'join', 20_000, "bob's join on A");
+    // The room came with its state (not just the invite's stripped state): alice's power, its name.
+    await waitFor(bobClient, () => bobClient.getRoom(roomId)?.getMyMembership() === 'join' && bobClient.getRoom(roomId)?.getMember(alice.userId)?.powerLevel === 100, 20_000, "alice's power level on B");
+    expect(bobClient.getRoom(roomId)!.name).toBe('Hearth');
 
     // Messages, typing, receipts and profile changes cross both ways.
     await aliceClient.sendTextMessage(roomId, 'hello from A');

@@ -4,7 +4,6 @@
 // (`federation-peer.ts child`), it runs one there and takes commands over IPC,
 // so the two servers of the bench do not share a thread, as two machines do not.
 import '../src/node/polyfills.ts';
-import { HTTPParser } from '@achingbrain/http-parser-js';
 import { tcp } from '@libp2p/tcp';
 import type { FederationTransport } from '../src/federation/transport.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../src/homeserver.ts';
@@ -12,21 +11,6 @@ import { startHttpServer } from '../src/node/http-server.ts';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
 import type { Database } from '../src/storage/database.ts';
 import { openBenchDatabase } from './bench-database.ts';
-
-/**
- * Works around a bug below src/p2p/http.ts, which the bench must not fix there:
- * @libp2p/http-fetch reads responses with http-parser-js 0.5.9, whose execute()
- * adds the length of the whole chunk to its header-size count when the chunk
- * ends a message (the parser is back in a header state after the body), so any
- * response whose last chunk is over maxHeaderSize (80 KiB) fails with "max
- * header size exceeded", though it arrived whole. A send_join answer for a room
- * of 100 members is about that size, and the join fails. The default read when
- * http-fetch is not given `maxHeaderSize` is raised here to the response bound
- * src/p2p/http.ts enforces itself (4 MiB); once http.ts passes its own
- * `maxHeaderSize`, this line changes nothing.
- */
-export const HTTP_PARSER_DEFAULT_MAX_HEADER_SIZE = HTTPParser.maxHeaderSize;
-if (process.env['HEARTH_BENCH_HTTP_PARSER_BUG'] !== 'keep') HTTPParser.maxHeaderSize = 4 * 1024 * 1024 + 64 * 1024;
 
 /** Time spent per federation request, outbound (round trip) or inbound (in the homeserver), by endpoint. */
 export type Timings = Record<string, number[]>;

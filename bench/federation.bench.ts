@@ -20,7 +20,7 @@ import { Rooms } from '../src/rooms/rooms.ts';
 import { roomsSchema } from '../src/rooms/schema.ts';
 import { streamSchema } from '../src/storage/stream.ts';
 import { openBenchDatabase } from './bench-database.ts';
-import { HTTP_PARSER_DEFAULT_MAX_HEADER_SIZE, sharedClock, startBenchPeer, type BenchPeer, type PeerCommand, type Timings } from './federation-peer.ts';
+import { sharedClock, startBenchPeer, type BenchPeer, type PeerCommand, type Timings } from './federation-peer.ts';
 import { percentile, report, type Row } from './harness.ts';
 
 const WARMUP = 20;
@@ -506,7 +506,7 @@ export async function run(): Promise<void> {
 
     report('federation: joining a remote room', `${JOIN_MEMBERS} members and ${JOIN_MESSAGES} messages on A; B's user joins over libp2p`, [
       ['POST /join on B, until it returns', join.joinMs, 'ms', `make_join ${ms(join.makeJoin)}, send_join round trip ${ms(join.sendJoin)} (${ms(join.sendJoinOnA)} of it in A)${join.joinOther ? `, also ${join.joinOther}` : ''}; the rest, ${ms(join.joinMs - join.makeJoin - join.sendJoin)}, is B checking and storing what came back`],
-      ['  send_join answer', join.sendJoinBytes / 1024, 'KiB', `over http-parser-js's ${HTTP_PARSER_DEFAULT_MAX_HEADER_SIZE / 1024} KiB header limit, which it wrongly applies to a response's last chunk: lifted in this bench (federation-peer.ts)`],
+      ['  send_join answer', join.sendJoinBytes / 1024, 'KiB', 'one response over libp2p'],
       ['  state in the send_join answer', join.state, 'events'],
       ['  auth chain in the send_join answer', join.authChain, 'events'],
       [`first /messages page after it (limit ${FIRST_PAGE})`, join.pageMs, 'ms', `${join.pageEvents} events, ${join.pageMessages} messages; asked of A: ${join.pageCalls || 'nothing'}`],

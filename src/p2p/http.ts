@@ -5,6 +5,7 @@
  * what is written here is what they leave out: size bounds, deadlines, and who the
  * sender is (from the connection's peer ID, never from the Host header).
  */
+import { HTTPParser } from '@achingbrain/http-parser-js';
 import { fetch as fetchOverStream } from '@libp2p/http-fetch';
 import { readHeaders, responseToStream, type HeaderInfo } from '@libp2p/http-utils';
 import type { AbortOptions, PeerId, Stream, StreamHandler } from '@libp2p/interface';
@@ -211,8 +212,23 @@ class RequestTarget extends URL {
 }
 
 /** The client side: `send` dials the destination's peer ID and exchanges one request on a new stream. */
+/**
+ * http-fetch 4.0.4 reads responses with http-parser-js 0.5.9, which counts what follows
+ * the end of a message in a chunk against its header limit, and resets that limit to
+ * the library-wide default once the message is complete (`reinitialize`), so the
+ * per-request `maxHeaderSize` does not hold: a response whose last chunk exceeds
+ * 80 KiB (a join's state, a backfill) fails although it arrived whole. The only lever
+ * is the library-wide default; we raise it to our own response bound (readBounded
+ * below enforces that), and headers stay far below it in practice.
+ */
+function allowResponsesOf(bytes: number): void {
+  const limit = bytes + 64 * 1024;
+  if (HTTPParser.maxHeaderSize < limit) HTTPParser.maxHeaderSize = limit;
+}
+
 export function createHttpTransport(dialer: StreamDialer, options: { limits?: Partial<HttpLimits>; runOnLimitedConnection?: boolean } = {}): FederationTransport {
   const limits = { ...DEFAULT_HTTP_LIMITS, ...options.limits };
+  allowResponsesOf(limits.maxResponseBytes);
   return {
     async send(destination, request, { signal: callerSignal } = {}) {
       const peerId = peerIdFromServerName(destination);

@@ -153,6 +153,14 @@ describe('federation over libp2p', () => {
     await expect(a.transport.send(b.serverName, json('GET', '/_matrix/federation/v1/state/x'))).rejects.toThrow(/exceeds 1024/);
   });
 
+  it('carries a response of a few MiB whole (a join\'s state, a backfill)', async () => {
+    const filler = 'x'.repeat(3 * 1024 * 1024);
+    const [a, b] = await connectedPair({ handler: async () => Response.json({ filler }) }, {});
+    const response = await a.transport.send(b.serverName, json('GET', '/_matrix/federation/v1/state/x'));
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { filler: string }).filler.length).toBe(filler.length);
+  });
+
   it('gives up after its timeout, and honours the caller’s AbortSignal', async () => {
     let release = () => {};
     const never = new Promise<Response>((resolve) => (release = () => resolve(new Response(null, { status: 204 }))));

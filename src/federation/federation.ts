@@ -178,6 +178,22 @@ export class Federation {
     }
     await Promise.all([...byRoom].map(async ([roomId, list]) => {
       const version = await this.options.rooms.roomVersion(roomId);
+      const record = (pdu: PDU, eventId: string) => (stored: StoredEvent) => {
+        // A bad content hash means tampering on the way: the spec keeps the redacted event, and we say so.
+        if (stored.rejected) results[eventId] = { error: `rejected: ${stored.rejected}` };
+        else if (!contentHashMatches(pdu)) results[eventId] = { error: 'the content hash does not match; only the redacted event was kept' };
+        else results[eventId] = {};
+      };
+      const fail = (eventId: string) => (error: unknown) => {
+        results[eventId] = { error: error instanceof Error ? error.message : String(error) };
+        if (!(error instanceof RoomError)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);
+      };
+      // Events whose auth and prev events we hold, or that come earlier in this transaction,
+      // go to the room engine without waiting for each other: it keeps their order, checks
+      // several at once and commits them as a group. Any other waits for those before it
+      // and fetches what it lacks.
+      const inFlight: Promise<void>[] = [];
+      const here = new Set<string>();
       for (const pdu of list) {
         const eventId = version ? eventIdOf(pdu, version) : typeof pdu.event_id === 'string' ? pdu.event_id : undefined;
         if (!version) {
@@ -185,19 +201,41 @@ export class Federation {
           continue;
         }
         if (!eventId) continue;
-        try {
-          const stored = await this.receiveWithGaps(origin, pdu, version, eventId);
-          // A bad content hash means tampering on the way: the spec keeps the redacted event, and we say so.
-          if (stored.rejected) results[eventId] = { error: `rejected: ${stored.rejected}` };
-          else if (!contentHashMatches(pdu)) results[eventId] = { error: 'the content hash does not match; only the redacted event was kept' };
-          else results[eventId] = {};
-        } catch (error) {
-          results[eventId] = { error: error instanceof Error ? error.message : String(error) };
-          if (!(error instanceof RoomError)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);
+        if (await this.holdsWhatItNeeds(pdu, here)) {
+          inFlight.push(this.receiveLive(pdu, eventId).then(record(pdu, eventId), fail(eventId)));
+        } else {
+          await Promise.all(inFlight.splice(0));
+          await this.receiveWithGaps(origin, pdu, version, eventId).then(record(pdu, eventId), fail(eventId));
         }
+        here.add(eventId);
       }
+      await Promise.all(inFlight);
     }));
     return results;
+  }
+
+  /** Whether an event's auth and prev events are all held (or come before it in the same batch). */
+  private async holdsWhatItNeeds(pdu: PDU, batch: Set<string>): Promise<boolean> {
+    for (const id of referenceIds(pdu.auth_events)) if (!batch.has(id) && !(await this.options.rooms.getEvent(id))) return false;
+    for (const id of referenceIds(pdu.prev_events)) {
+      if (batch.has(id)) continue;
+      const stored = await this.options.rooms.getEvent(id);
+      if (!stored || stored.outlier) return false;
+    }
+    return true;
+  }
+
+  /** An event that builds on what we hold. */
+  private async receiveLive(pdu: PDU, eventId: string): Promise<StoredEvent> {
+    await this.refuseImpostor(pdu, eventId);
+    return this.options.rooms.receiveEvent(pdu);
+  }
+
+  /** Another server may not hand us an event of ours that we never made. */
+  private async refuseImpostor(pdu: PDU, eventId: string): Promise<void> {
+    if (serverNameOf(pdu.sender) === this.serverName && !(await this.options.rooms.getEvent(eventId))) {
+      throw new RoomError('bad_event', `event ${eventId} claims to come from this server`);
+    }
   }
 
   /**
@@ -207,9 +245,7 @@ export class Federation {
    */
   async receiveWithGaps(origin: string, pdu: PDU, version: RoomVersion, eventId: string): Promise<StoredEvent> {
     const { rooms } = this.options;
-    if (serverNameOf(pdu.sender) === this.serverName && !(await rooms.getEvent(eventId))) {
-      throw new RoomError('bad_event', `event ${eventId} claims to come from this server`);
-    }
+    await this.refuseImpostor(pdu, eventId);
     const known = await rooms.getEvent(eventId);
     if (known && !known.outlier) return known;
     await this.fetchMissingAuth(origin, pdu, version, eventId);

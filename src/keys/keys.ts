@@ -367,7 +367,7 @@ export class Keys {
         }
       }
     }
-    await this.queryRemote(remote, result, options.timeoutMs ?? DEFAULT_REMOTE_KEYS_TIMEOUT_MS);
+    await this.queryRemote(requesterId, remote, result, options.timeoutMs ?? DEFAULT_REMOTE_KEYS_TIMEOUT_MS);
     return result;
   }
 
@@ -377,7 +377,7 @@ export class Keys {
    * `timeoutMs`. A server that fails is named in `failures`, and what we hold is still
    * given (the client then knows it may be old).
    */
-  private async queryRemote(byServer: Map<string, Record<string, string[]>>, result: KeysQueryResult, timeoutMs: number): Promise<void> {
+  private async queryRemote(requesterId: string | undefined, byServer: Map<string, Record<string, string[]>>, result: KeysQueryResult, timeoutMs: number): Promise<void> {
     await Promise.all([...byServer].map(async ([server, asked]) => {
       const outcomes = await Promise.allSettled(Object.keys(asked).map((userId) => this.remoteLists.ensureFresh(userId, timeoutMs)));
       const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
@@ -394,7 +394,7 @@ export class Keys {
           devices[deviceId] = { ...device.keys, unsigned: device.device_display_name ? { device_display_name: device.device_display_name } : {} };
         }
         result.device_keys[userId] = devices;
-        if (list.master_key) result.master_keys[userId] = list.master_key;
+        if (list.master_key) result.master_keys[userId] = await this.withRequesterSignatures(list.master_key, userId, requesterId);
         if (list.self_signing_key) result.self_signing_keys[userId] = list.self_signing_key;
       }
     }));
@@ -423,6 +423,17 @@ export class Keys {
         failures[server] = { errcode: typeof errcode === 'string' ? errcode : 'M_UNKNOWN', error: error instanceof Error ? error.message : String(error) };
       }
     }));
+  }
+
+  /** A remote user's master key with the signature the requester's user-signing key made of it, which only they see. */
+  private async withRequesterSignatures(key: CrossSigningKey, userId: string, requesterId: string | undefined): Promise<CrossSigningKey> {
+    if (!requesterId) return key;
+    const rows = await this.db.all<{ signer_key_id: string; signature: string }>(
+      'SELECT signer_key_id, signature FROM key_signatures WHERE target_user_id = ? AND signer_user_id = ?', [userId, requesterId],
+    );
+    if (rows.length === 0) return key;
+    const mine = Object.fromEntries(rows.map((r) => [r.signer_key_id, r.signature]));
+    return { ...key, signatures: { ...(key.signatures ?? {}), [requesterId]: { ...(key.signatures?.[requesterId] ?? {}), ...mine } } };
   }
 
   /** A local user's devices with their keys, for another server (server-server GET /user/devices). */
@@ -495,6 +506,12 @@ export class Keys {
   }
 
   // ---------------------------------------------------------- cross-signing
+
+  private async remoteMasterKey(userId: string): Promise<{ publicKey: string; key: CrossSigningKey; json: string } | undefined> {
+    const key = (await this.remoteLists.get(userId))?.master_key;
+    const publicKey = key ? Object.values(key.keys)[0] : undefined;
+    return key && publicKey ? { publicKey, key, json: canonicalJson(key) } : undefined;
+  }
 
   private async crossSigningKeys(userId: string): Promise<Map<CrossSigningKeyType, { publicKey: string; key: CrossSigningKey; json: string }>> {
     const rows = await this.db.all<{ key_type: string; public_key: string; key_json: string }>(
@@ -672,9 +689,8 @@ export class Keys {
     }
 
     // The user's user-signing key signs another user's master key; only the signer hears of it.
-    if (!this.options.users.isLocal(targetUser)) throw new KeysError(404, 'M_NOT_FOUND', 'federation is not available yet');
-    const theirs = await this.crossSigningKeys(targetUser);
-    const master = theirs.get('master');
+    // A remote user's master key is the one their server gave us (their device list).
+    const master = this.options.users.isLocal(targetUser) ? (await this.crossSigningKeys(targetUser)).get('master') : await this.remoteMasterKey(targetUser);
     if (!master || master.publicKey !== keyId) throw new KeysError(404, 'M_NOT_FOUND', `${keyId} is not ${targetUser}'s master key`);
     mustMatch(master.json);
     const userSigning = own.get('user_signing');

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeBase64 } from '../../src/crypto/base64.ts';
-import { defaultEd25519Backend, type SigningKey } from '../../src/crypto/ed25519.ts';
 import { signJson } from '../../src/crypto/signing.ts';
+import { crossSigningKey, crossSigningSet, deviceKeys, newKey } from '../support/e2ee-keys.ts';
 import { api, register, type Account, startTestServer, type TestServer } from './harness.ts';
 
 // Raw HTTP against the end-to-end encryption endpoints: each validation error has
@@ -12,12 +11,10 @@ const PASSWORD = 'correct horse battery staple';
 const V3 = '/_matrix/client/v3';
 
 let server: TestServer;
-let ed: Awaited<ReturnType<typeof defaultEd25519Backend>>;
 let counter = 0;
 
 beforeAll(async () => {
   server = await startTestServer();
-  ed = await defaultEd25519Backend();
 });
 afterAll(() => server.close());
 
@@ -30,38 +27,6 @@ const expectError = (response: { status: number; body: any }, status: number, er
 const otk = (key: string, fallback = false) => ({ key, ...(fallback ? { fallback: true } : {}), signatures: { '@someone:example.org': { 'ed25519:DEVICE': 'sig' } } });
 
 const newUser = (name: string) => register(server, `${name}${++counter}`, PASSWORD);
-
-async function newKey(): Promise<{ key: SigningKey; pub: string }> {
-  const key = await ed.keyFromSeed(crypto.getRandomValues(new Uint8Array(32)));
-  return { key, pub: encodeBase64(key.publicKey) };
-}
-
-/** Device keys for an account, signed by the device's own ed25519 key. */
-async function deviceKeys(account: Account, overrides: Record<string, unknown> = {}) {
-  const { key, pub } = await newKey();
-  const deviceId = (overrides['device_id'] as string | undefined) ?? account.deviceId;
-  const unsigned = {
-    user_id: account.userId,
-    device_id: deviceId,
-    algorithms: ['m.olm.v1.curve25519-aes-sha2', 'm.megolm.v1.aes-sha2'],
-    keys: { [`ed25519:${deviceId}`]: pub, [`curve25519:${deviceId}`]: encodeBase64(crypto.getRandomValues(new Uint8Array(32))) },
-    ...overrides,
-  };
-  return { key, pub, signed: await signJson(unsigned, account.userId, `ed25519:${account.deviceId}`, key) };
-}
-
-async function crossSigningKey(userId: string, usage: string, signer?: { key: SigningKey; pub: string }) {
-  const { key, pub } = await newKey();
-  const object = { user_id: userId, usage: [usage], keys: { [`ed25519:${pub}`]: pub } };
-  return { key, pub, object: signer ? await signJson(object, userId, `ed25519:${signer.pub}`, signer.key) : object };
-}
-
-async function crossSigningSet(userId: string) {
-  const master = await crossSigningKey(userId, 'master');
-  const selfSigning = await crossSigningKey(userId, 'self_signing', master);
-  const userSigning = await crossSigningKey(userId, 'user_signing', master);
-  return { master, selfSigning, userSigning };
-}
 
 const upload = (account: Account, body: unknown, unchecked = false) => api(server, 'POST', `${V3}/keys/upload`, { token: account.accessToken, body, unchecked });
 const query = (account: Account, users: Record<string, string[]>) => api(server, 'POST', `${V3}/keys/query`, { token: account.accessToken, body: { device_keys: users } });

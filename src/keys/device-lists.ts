@@ -308,7 +308,12 @@ export class RemoteDeviceLists {
       });
     }
     const next = parseUserDevices(userId, answer);
-    await this.withUserLock(userId, async () => this.store(userId, next, await this.get(userId)));
+    await this.withUserLock(userId, async () => {
+      const current = await this.get(userId);
+      // Updates applied while the request was in flight are newer than its answer: keep them.
+      if (current && current.streamId > next.streamId) return;
+      await this.store(userId, next, current);
+    });
   }
 
   private withUserLock<T>(userId: string, fn: () => Promise<T>): Promise<T> {

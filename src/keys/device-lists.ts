@@ -259,12 +259,16 @@ export class RemoteDeviceLists {
       while (queue.waiting.size > 0 && !this.stopped) {
         const userId = queue.waiting.values().next().value as string;
         queue.waiting.delete(userId);
+        // This request answers those waiting now. Who asks while it is in flight may need a
+        // change it was sent too early to see, and waits for the next (schedule queued it).
+        const waiters = queue.waiters.get(userId) ?? [];
+        queue.waiters.delete(userId);
         try {
           await this.resyncNow(server, userId);
           queue.failures = 0;
-          this.settle(queue, userId);
+          for (const w of waiters) w.resolve();
         } catch (error) {
-          this.settle(queue, userId, error);
+          for (const w of waiters) w.reject(error);
           if (error instanceof DeviceListResyncError && error.errcode === 'M_NOT_FOUND') continue; // that user only
           // The server failed: back off, keep the rest waiting (they stay stale).
           this.backOff(server, queue, error);

@@ -270,7 +270,9 @@ export class RemoteDeviceLists {
         } catch (error) {
           for (const w of waiters) w.reject(error);
           if (error instanceof DeviceListResyncError && error.errcode === 'M_NOT_FOUND') continue; // that user only
-          // The server failed: back off, keep the rest waiting (they stay stale).
+          // The server failed: back off, keep this user and the rest waiting (they stay stale)
+          // for the retry when the backoff ends.
+          queue.waiting.add(userId);
           this.backOff(server, queue, error);
           for (const waiting of queue.waiting) this.settle(queue, waiting, error);
           break;

@@ -204,11 +204,11 @@ export class RemoteDeviceLists {
     });
   }
 
-  /** Stores a user's list; a key change is recorded only when devices or keys differ. */
+  /** Stores a user's list; a key change is recorded only when what /keys/query serves of it differs. */
   private async store(userId: string, next: RemoteDeviceList, previous: RemoteDeviceList | undefined): Promise<void> {
     const { streamId, stale, ...content } = next;
     const json = canonicalJson(content as never);
-    const changed = previous === undefined || canonicalJson(withoutMeta(previous) as never) !== json;
+    const changed = previous === undefined || canonicalJson(served(previous) as never) !== canonicalJson(served(next) as never);
     const position = await this.options.db.transaction((tx) => {
       tx.run(
         `INSERT INTO remote_device_lists (user_id, stream_id, stale, list_json) VALUES (?, ?, ?, ?)
@@ -334,9 +334,13 @@ export class RemoteDeviceLists {
   }
 }
 
-function withoutMeta(list: RemoteDeviceList): Omit<RemoteDeviceList, 'streamId' | 'stale'> {
-  const { streamId: _s, stale: _t, ...content } = list;
-  return content;
+/**
+ * What clients are given of a list: devices with keys (a device without them cannot be
+ * encrypted to, and /user/devices leaves it out), and the cross-signing keys.
+ */
+function served(list: RemoteDeviceList): Omit<RemoteDeviceList, 'streamId' | 'stale'> {
+  const { streamId: _s, stale: _t, devices, ...keys } = list;
+  return { ...keys, devices: Object.fromEntries(Object.entries(devices).filter(([, device]) => device.keys !== undefined)) };
 }
 
 /** What a server may tell us of its user: their devices, each itself, and their own cross-signing keys. */

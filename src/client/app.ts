@@ -10,8 +10,10 @@ import { KeysError } from '../keys/errors.ts';
 import { RoomError } from '../rooms/errors.ts';
 import { StorageError } from '../storage/errors.ts';
 import { TokenError } from '../sync/token.ts';
+import { UsersError } from '../users/errors.ts';
 import type { Env } from './context.ts';
 import { MatrixError, unrecognized } from './errors.ts';
+import { readBody } from './http.ts';
 import { accountRoutes } from './routes/account.ts';
 import { keysRoutes } from './routes/keys.ts';
 import { knownPathOtherMethod } from './routes/route.ts';
@@ -42,6 +44,7 @@ export function toMatrixError(error: unknown): MatrixError {
     return error.status === 403 || error.status === 404 ? new MatrixError(error.status, error.errcode, error.message) : new MatrixError(502, 'M_UNKNOWN', error.message);
   }
   if (error instanceof FederationUnreachable) return new MatrixError(502, 'M_UNKNOWN', error.message);
+  if (error instanceof UsersError) return new MatrixError(error.status, error.errcode, error.message);
   if (error instanceof KeysError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
   if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
   if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);
@@ -80,6 +83,12 @@ export function createClientApp(services: ClientServices, log: (message: string,
     await next();
   };
   app.use('*', inject);
+  // A body is read, and refused if too large or not UTF-8, before any route looks at the request.
+  const body: MiddlewareHandler<Env> = async (c, next) => {
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && c.req.method !== 'OPTIONS') await readBody(c);
+    await next();
+  };
+  app.use('*', body);
   accountRoutes(app);
   roomRoutes(app);
   syncRoutes(app);

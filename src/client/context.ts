@@ -3,7 +3,8 @@ import type { Session } from '../users/users.ts';
 import { missingToken, unknownToken } from './errors.ts';
 import type { ClientServices } from './services.ts';
 
-export type Env = { Variables: { session: Session; services: ClientServices } };
+/** `body` is the request body as text, once read (http.ts readBody). */
+export type Env = { Variables: { session: Session; services: ClientServices; body: string } };
 export type Ctx = Context<Env>;
 
 /** The access token from `Authorization: Bearer …` or, as the spec still allows, `?access_token=`. */

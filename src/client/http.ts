@@ -1,17 +1,37 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
+import type { Env } from './context.ts';
 import { badJson, notJson, tooLarge } from './errors.ts';
 
 /** Request bodies above this size are refused with M_TOO_LARGE before parsing. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-/** Reads and parses a JSON object body. Empty bodies count as `{}` where the endpoint allows it. */
-export async function readJsonObject(c: Context, options: { allowEmpty?: boolean } = {}): Promise<Record<string, unknown>> {
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Reads a request's body once, before any route looks at the request: bodies over
+ * the limit are refused with M_TOO_LARGE and bodies that are not UTF-8 with
+ * M_NOT_JSON, whatever else is wrong with the request (client-server §API
+ * standards: JSON bodies are UTF-8). Routes parse the text it leaves.
+ */
+export async function readBody(c: Context<Env>): Promise<void> {
   const length = Number(c.req.header('content-length') ?? '0');
   if (length > MAX_BODY_BYTES) throw tooLarge(`request body exceeds ${MAX_BODY_BYTES} bytes`);
   const buffer = new Uint8Array(await c.req.arrayBuffer());
   if (buffer.length > MAX_BODY_BYTES) throw tooLarge(`request body exceeds ${MAX_BODY_BYTES} bytes`);
-  const text = new TextDecoder('utf-8', { fatal: false }).decode(buffer);
+  let text: string;
+  try {
+    text = utf8Decoder.decode(buffer);
+  } catch {
+    throw notJson('Request body is not valid UTF-8');
+  }
+  c.set('body', text);
+}
+
+/** Parses the request's JSON object body (read by readBody). Empty bodies count as `{}` where the endpoint allows it. */
+export async function readJsonObject(c: Context<Env>, options: { allowEmpty?: boolean } = {}): Promise<Record<string, unknown>> {
+  if (c.get('body') === undefined) await readBody(c);
+  const text = c.get('body')!;
   if (text.trim() === '') {
     if (options.allowEmpty) return {};
     throw notJson('Request body is empty; a JSON object was expected');
@@ -27,7 +47,7 @@ export async function readJsonObject(c: Context, options: { allowEmpty?: boolean
 }
 
 /** Parses and validates a body against a schema: M_NOT_JSON for bad JSON, M_BAD_JSON for the wrong shape. */
-export async function parseBody<S extends z.ZodType>(c: Context, schema: S, options: { allowEmpty?: boolean } = {}): Promise<z.infer<S>> {
+export async function parseBody<S extends z.ZodType>(c: Context<Env>, schema: S, options: { allowEmpty?: boolean } = {}): Promise<z.infer<S>> {
   return validate(schema, await readJsonObject(c, options));
 }
 

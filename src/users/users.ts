@@ -2,9 +2,10 @@ import { encodeBase64Url } from '../crypto/base64.ts';
 import { utf8 } from '../crypto/canonical-json.ts';
 import { randomString, randomToken, type RandomBytes } from '../crypto/random.ts';
 import { sha256 } from '../crypto/sha256.ts';
-import { serverNameOf } from '../events/identifiers.ts';
+import { byteLength, LOCALPART_PATTERN, MAX_ID_BYTES, serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
+import { UsersError } from './errors.ts';
 import { hashPassword, verifyPassword } from './password.ts';
 import { defaultPushRules } from './push-rules.ts';
 
@@ -76,6 +77,22 @@ export class Users {
 
   isLocal(userId: string): boolean {
     return userId.endsWith(':' + this.options.serverName);
+  }
+
+  /**
+   * The user ID a new account's username asks for: lower-cased first, as Synapse and
+   * Dendrite do (`Alice` registers `@alice`), then checked for the characters and
+   * length new user IDs may have, and for being free.
+   */
+  async newAccountUserId(username: string): Promise<string> {
+    const localpart = username.toLowerCase();
+    if (!LOCALPART_PATTERN.test(localpart)) {
+      throw new UsersError(400, 'M_INVALID_USERNAME', 'User ID may only contain a-z, 0-9, and . _ = - / +');
+    }
+    const userId = this.userId(localpart);
+    if (byteLength(userId) > MAX_ID_BYTES) throw new UsersError(400, 'M_INVALID_USERNAME', 'User ID is too long');
+    if (await this.exists(userId)) throw new UsersError(400, 'M_USER_IN_USE', 'User ID already taken');
+    return userId;
   }
 
   async exists(userId: string): Promise<boolean> {

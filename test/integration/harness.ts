@@ -47,12 +47,12 @@ export async function api(
   server: { url: string },
   method: string,
   path: string,
-  options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string>; unchecked?: boolean } = {},
+  options: { token?: string; body?: unknown; rawBody?: string | Uint8Array<ArrayBuffer>; headers?: Record<string, string>; unchecked?: boolean } = {},
 ): Promise<{ status: number; body: any; headers: Headers }> {
   if (!options.unchecked && options.body !== undefined) validateClientRequest(method, path, options.body);
   const headers: Record<string, string> = { ...(options.headers ?? {}) };
   if (options.token) headers['authorization'] = `Bearer ${options.token}`;
-  let body: string | undefined = options.rawBody;
+  let body: string | Uint8Array<ArrayBuffer> | undefined = options.rawBody;
   if (options.body !== undefined) {
     body = JSON.stringify(options.body);
     headers['content-type'] = 'application/json';

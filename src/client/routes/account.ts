@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import { randomString } from '../../crypto/random.ts';
-import { byteLength, isValidUserId, LOCALPART_PATTERN, MAX_ID_BYTES } from '../../events/identifiers.ts';
+import { isValidUserId } from '../../events/identifiers.ts';
 import { DEFAULT_ROOM_VERSION, ROOM_VERSIONS } from '../../events/room-versions.ts';
 import { filterSchema } from '../../sync/filter.ts';
 import { PUSH_RULE_KINDS, type PushRule, type PushRuleKind, type PushRuleset } from '../../users/push-rules.ts';
@@ -122,22 +122,11 @@ export function accountRoutes(app: Hono<Env>): void {
 
   // ------------------------------------------------------- registration
 
-  const checkUsername = async (c: Ctx, username: string): Promise<string> => {
-    const users = c.get('services').users;
-    if (!LOCALPART_PATTERN.test(username)) {
-      throw new MatrixError(400, 'M_INVALID_USERNAME', 'User ID may only contain a-z, 0-9, and . _ = - / +');
-    }
-    const userId = users.userId(username);
-    if (byteLength(userId) > MAX_ID_BYTES) throw new MatrixError(400, 'M_INVALID_USERNAME', 'User ID is too long');
-    if (await users.exists(userId)) throw new MatrixError(400, 'M_USER_IN_USE', 'User ID already taken');
-    return userId;
-  };
-
   on(app, 'GET', '/register/available', async (c) => {
     const username = c.req.query('username');
     if (!username) throw new MatrixError(400, 'M_MISSING_PARAM', 'username is required');
     if (!c.get('services').config.registrationEnabled) throw forbidden('Registration is disabled');
-    await checkUsername(c, username);
+    await c.get('services').users.newAccountUserId(username);
     return c.json({ available: true });
   });
 
@@ -150,7 +139,7 @@ export function accountRoutes(app: Hono<Env>): void {
     const body = await parseBody(c, registerSchema);
     rateLimit(c, 'register:' + (c.req.header('x-forwarded-for') ?? 'local'));
     const username = body.username ?? randomString(services.random, 12, 'abcdefghijklmnopqrstuvwxyz0123456789');
-    const userId = await checkUsername(c, username);
+    const userId = await services.users.newAccountUserId(username);
     await services.uia.authenticate('register', body.auth, [{ stages: ['m.login.dummy'] }], async (stage) => stage === 'm.login.dummy');
     if (!(await services.users.createAccount(userId, body.password))) throw new MatrixError(400, 'M_USER_IN_USE', 'User ID already taken');
     if (body.inhibit_login) return c.json({ user_id: userId, home_server: services.users.serverName });

@@ -1,0 +1,171 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { validateClientResponse } from '../support/spec-schema.ts';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients
+// expect of the client API, one behaviour at a time (issue 13, items 1–17).
+// Raw HTTP, every request and response checked against the spec's OpenAPI
+// unless said otherwise.
+
+let server: TestServer;
+const V3 = '/_matrix/client/v3';
+const PASSWORD = 'correct horse battery staple';
+const enc = encodeURIComponent;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+
+let users = 0;
+const newUser = (name: string) => register(server, `${name}${++users}`);
+
+const createRoom = async (account: Account, body: object = {}) => {
+  const r = await api(server, 'POST', `${V3}/createRoom`, { token: account.accessToken, body });
+  expect(r.status).toBe(200);
+  return r.body.room_id as string;
+};
+const join = async (account: Account, roomId: string) => {
+  const r = await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: account.accessToken, body: {} });
+  expect(r.status).toBe(200);
+};
+const leave = async (account: Account, roomId: string) => {
+  const r = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/leave`, { token: account.accessToken, body: {} });
+  expect(r.status).toBe(200);
+};
+const send = async (account: Account, roomId: string, body: string) => {
+  const r = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/${enc(`t${Math.random()}`)}`, {
+    token: account.accessToken, body: { msgtype: 'm.text', body },
+  });
+  expect(r.status).toBe(200);
+  return r.body.event_id as string;
+};
+const putState = async (account: Account, roomId: string, type: string, key: string, content: object) => {
+  const r = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/${enc(type)}/${enc(key)}`, { token: account.accessToken, body: content });
+  expect(r.status).toBe(200);
+  return r.body.event_id as string;
+};
+const getState = async (account: Account, roomId: string, type: string, key = '') =>
+  (await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/state/${enc(type)}/${enc(key)}`, { token: account.accessToken })).body;
+const sync = async (account: Account, query: Record<string, string | number | object> = {}) => {
+  const params = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)]));
+  const r = await api(server, 'GET', `${V3}/sync?${params}`, { token: account.accessToken });
+  expect(r.status).toBe(200);
+  return r.body;
+};
+const messages = async (account: Account, roomId: string, query: Record<string, string | number | object> = {}) => {
+  const params = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)]));
+  const r = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/messages?${params}`, { token: account.accessToken });
+  expect(r.status).toBe(200);
+  return r.body;
+};
+const bodies = (events: any[]) => events.filter((e) => e.type === 'm.room.message').map((e) => e.content.body);
+const passwordAuth = (account: Account, password = PASSWORD, session?: string) => ({
+  type: 'm.login.password', identifier: { type: 'm.id.user', user: account.userId }, password, ...(session ? { session } : {}),
+});
+const login = async (account: Account) => {
+  const r = await api(server, 'POST', `${V3}/login`, { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: account.userId }, password: PASSWORD } });
+  expect(r.status).toBe(200);
+  return { userId: account.userId, accessToken: r.body.access_token as string, deviceId: r.body.device_id as string };
+};
+/** Every timeline event of a room a user can page back to, oldest first. */
+const history = async (account: Account, roomId: string) => {
+  const events: any[] = [];
+  let from: string | undefined;
+  for (;;) {
+    const page = await messages(account, roomId, { dir: 'b', limit: 50, ...(from ? { from } : {}) });
+    events.unshift(...[...page.chunk].reverse());
+    if (!page.end) return events;
+    from = page.end;
+  }
+};
+
+describe('1. registration', () => {
+  it('1. lower-cases a username given with capitals, as Synapse and Dendrite do, and still refuses other characters', async () => {
+    const r = await api(server, 'POST', `${V3}/register`, { body: { username: 'Mixed.Case', password: PASSWORD, auth: { type: 'm.login.dummy' } } });
+    expect(r.status).toBe(200);
+    expect(r.body.user_id).toBe(`@mixed.case:${server.homeserver.serverName}`);
+    const again = await api(server, 'POST', `${V3}/register`, { body: { username: 'mixed.case', password: PASSWORD, auth: { type: 'm.login.dummy' } } });
+    expect([again.status, again.body.errcode]).toEqual([400, 'M_USER_IN_USE']);
+    const available = await api(server, 'GET', `${V3}/register/available?username=MIXED.CASE`);
+    expect([available.status, available.body.errcode]).toEqual([400, 'M_USER_IN_USE']);
+    expect((await api(server, 'GET', `${V3}/register/available?username=Fresh.Name`)).body).toEqual({ available: true });
+    const signIn = await api(server, 'POST', `${V3}/login`, { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'Mixed.Case' }, password: PASSWORD } });
+    expect(signIn.body.user_id).toBe(r.body.user_id);
+    const bad = await api(server, 'POST', `${V3}/register`, { body: { username: 'Has Space', password: PASSWORD, auth: { type: 'm.login.dummy' } } });
+    expect([bad.status, bad.body.errcode]).toEqual([400, 'M_INVALID_USERNAME']);
+  });
+});
+
+describe('2. request bodies', () => {
+  const invalidUtf8 = (before: string, after: string) =>
+    new Uint8Array([...new TextEncoder().encode(before), 0xff, 0xfe, 0xc3, ...new TextEncoder().encode(after)]);
+
+  it('2. M_NOT_JSON for a body that is not valid UTF-8, before any other check', async () => {
+    const alice = await newUser('alice');
+    const headers = { 'content-type': 'application/json' };
+    // A username the decoder would otherwise turn into U+FFFD and refuse as M_INVALID_USERNAME.
+    const registration = await api(server, 'POST', `${V3}/register`, { rawBody: invalidUtf8('{"username":"x', '","auth":{"type":"m.login.dummy"}}'), headers });
+    expect([registration.status, registration.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    const roomId = await createRoom(alice);
+    const message = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/utf8`, {
+      token: alice.accessToken, rawBody: invalidUtf8('{"msgtype":"m.text","body":"', '"}'), headers,
+    });
+    expect([message.status, message.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    expect(bodies(await history(alice, roomId))).toEqual([]);
+    // Before the path, the auth and the shape are looked at.
+    const badRoom = await api(server, 'PUT', `${V3}/rooms/not-a-room/send/m.room.message/utf8`, {
+      token: alice.accessToken, rawBody: invalidUtf8('{"body":"', '"}'), headers, unchecked: true,
+    });
+    expect([badRoom.status, badRoom.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    const noToken = await api(server, 'POST', `${V3}/createRoom`, { rawBody: invalidUtf8('{"name":"', '"}'), headers });
+    expect([noToken.status, noToken.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    // Valid UTF-8 beyond ASCII is still welcome.
+    const fine = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/utf8-ok`, {
+      token: alice.accessToken, rawBody: new TextEncoder().encode('{"msgtype":"m.text","body":"naïve ☃ 🐈"}'), headers,
+    });
+    expect(fine.status).toBe(200);
+    expect(bodies(await history(alice, roomId))).toEqual(['naïve ☃ 🐈']);
+  });
+});
+
+describe('3. deleting devices', () => {
+  it('3. needs the password of the user who owns the device: another user’s password is refused', async () => {
+    const alice = await newUser('alice');
+    const mallory = await newUser('mallory');
+    const phone = await login(alice);
+    const path = `${V3}/devices/${enc(phone.deviceId)}`;
+    const challenge = await api(server, 'DELETE', path, { token: alice.accessToken, body: {} });
+    expect(challenge.status).toBe(401);
+    const session = challenge.body.session as string;
+    // Mallory's own, correct, password, with and without naming herself.
+    for (const auth of [passwordAuth(mallory, PASSWORD, session), { type: 'm.login.password', password: PASSWORD, session, user: mallory.userId }]) {
+      const refused = await api(server, 'DELETE', path, { token: alice.accessToken, body: { auth } });
+      expect([refused.status, refused.body.errcode]).toEqual([401, 'M_FORBIDDEN']);
+    }
+    // Mallory, signed in as herself, cannot delete Alice's device with Alice's device ID either.
+    const viaMallory = await api(server, 'POST', `${V3}/delete_devices`, { token: mallory.accessToken, body: { devices: [phone.deviceId], auth: passwordAuth(mallory) } });
+    expect(viaMallory.status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/account/whoami`, { token: phone.accessToken })).status).toBe(200);
+    expect((await api(server, 'GET', path, { token: alice.accessToken })).status).toBe(200);
+    // Alice's own password does it.
+    const ok = await api(server, 'DELETE', path, { token: alice.accessToken, body: { auth: passwordAuth(alice, PASSWORD, session) } });
+    expect(ok.status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/account/whoami`, { token: phone.accessToken })).status).toBe(401);
+  });
+});
+
+describe('5. joining with a body', () => {
+  it('5. keeps the body’s reason and extra fields in the membership event, on both join endpoints', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const carol = await newUser('carol');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    const viaJoin = await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: bob.accessToken, body: { reason: 'hello', 'org.example.colour': 'green' } });
+    expect(viaJoin.status).toBe(200);
+    const viaRoom = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/join`, { token: carol.accessToken, body: { reason: 'hi too', 'org.example.size': 3 } });
+    expect(viaRoom.status).toBe(200);
+    expect(await getState(alice, roomId, 'm.room.member', bob.userId)).toMatchObject({ membership: 'join', reason: 'hello', 'org.example.colour': 'green' });
+    expect(await getState(alice, roomId, 'm.room.member', carol.userId)).toMatchObject({ membership: 'join', reason: 'hi too', 'org.example.size': 3 });
+  });
+});

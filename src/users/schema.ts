@@ -53,5 +53,27 @@ export const usersSchema: ComponentSchema = {
         )`);
       },
     },
+    {
+      version: 2,
+      description: 'pushers, each kept with the access token that set it',
+      up: (tx) => {
+        tx.run(`CREATE TABLE pushers (
+          user_id TEXT NOT NULL,
+          app_id TEXT NOT NULL,
+          pushkey TEXT NOT NULL,
+          token_hash TEXT,
+          kind TEXT NOT NULL,
+          app_display_name TEXT NOT NULL,
+          device_display_name TEXT NOT NULL,
+          profile_tag TEXT,
+          lang TEXT NOT NULL,
+          data TEXT NOT NULL,
+          created_ts INTEGER NOT NULL,
+          PRIMARY KEY (user_id, app_id, pushkey)
+        )`);
+        tx.run('CREATE INDEX pushers_by_key ON pushers (app_id, pushkey)');
+        tx.run('CREATE INDEX pushers_by_token ON pushers (user_id, token_hash)');
+      },
+    },
   ],
 };

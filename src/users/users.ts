@@ -8,10 +8,13 @@ import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { UsersError } from './errors.ts';
 import { hashPassword, verifyPassword } from './password.ts';
 import { defaultPushRules } from './push-rules.ts';
+import { Pushers } from './pushers.ts';
 
 export interface Session {
   userId: string;
   deviceId: string;
+  /** Which access token authenticated it (its hash): what a pusher set with it belongs to. */
+  tokenId?: string;
 }
 
 export interface Device {
@@ -60,8 +63,12 @@ const hashToken = (token: string) => encodeBase64Url(sha256(utf8(token)));
 export class Users {
   private readonly sessions = new Map<string, Session>();
   private readonly deviceListeners: DeviceListener[] = [];
+  /** Pushers, each belonging to the access token that set it. */
+  readonly pushers: Pushers;
 
-  constructor(private readonly options: UsersOptions) {}
+  constructor(private readonly options: UsersOptions) {
+    this.pushers = new Pushers(options.db, options.now);
+  }
 
   addDeviceListener(listener: DeviceListener): void {
     this.deviceListeners.push(listener);
@@ -147,7 +154,7 @@ export class Users {
       return !existing;
     });
     if (added) for (const listener of this.deviceListeners) listener.devicesCommitted?.(userId);
-    return { userId, deviceId: id, accessToken: token };
+    return { userId, deviceId: id, accessToken: token, tokenId: hashToken(token) };
   }
 
   async authenticate(token: string): Promise<Session | undefined> {
@@ -158,7 +165,7 @@ export class Users {
       'SELECT user_id, device_id FROM access_tokens WHERE token_hash = ?', [hash],
     );
     if (!row) return undefined;
-    const session = { userId: row.user_id, deviceId: row.device_id };
+    const session = { userId: row.user_id, deviceId: row.device_id, tokenId: hash };
     if (this.sessions.size > 10_000) this.sessions.clear();
     this.sessions.set(hash, session);
     return session;
@@ -175,12 +182,14 @@ export class Users {
     await this.deleteDevices(userId, devices.map((d) => d.device_id));
   }
 
-  /** Deletes devices with their access tokens (logging them out). */
-  async deleteDevices(userId: string, deviceIds: string[], ): Promise<void> {
+  /** Deletes devices with their access tokens (logging them out) and the pushers those tokens set. */
+  async deleteDevices(userId: string, deviceIds: string[]): Promise<void> {
     if (deviceIds.length === 0) return;
     const removedAny = await this.options.db.transaction((tx) => {
       const removed: string[] = [];
       for (const deviceId of deviceIds) {
+        const tokens = tx.all<{ token_hash: string }>('SELECT token_hash FROM access_tokens WHERE user_id = ? AND device_id = ?', [userId, deviceId]);
+        this.pushers.deleteForTokens(tx, userId, tokens.map((t) => t.token_hash));
         tx.run('DELETE FROM access_tokens WHERE user_id = ? AND device_id = ?', [userId, deviceId]);
         if (tx.run('DELETE FROM devices WHERE user_id = ? AND device_id = ?', [userId, deviceId]).changes > 0) removed.push(deviceId);
       }
@@ -191,10 +200,25 @@ export class Users {
     if (removedAny) for (const listener of this.deviceListeners) listener.devicesCommitted?.(userId);
   }
 
-  /** Invalidates every access token of a user except those of one device. */
-  async revokeTokensExcept(userId: string, keepDeviceId: string | undefined): Promise<void> {
-    const devices = (await this.listDevices(userId)).map((d) => d.device_id).filter((d) => d !== keepDeviceId);
+  /**
+   * Signs a user out everywhere but one session (a password change, as Synapse does):
+   * every other device goes, and so do the session's device's other access tokens,
+   * each with the pushers it set.
+   */
+  async revokeTokensExcept(userId: string, keep: Session): Promise<void> {
+    const devices = (await this.listDevices(userId)).map((d) => d.device_id).filter((d) => d !== keep.deviceId);
     await this.deleteDevices(userId, devices);
+    if (keep.tokenId === undefined) return;
+    const tokenId = keep.tokenId;
+    const revoked = await this.options.db.transaction((tx) => {
+      const others = tx.all<{ token_hash: string }>(
+        'SELECT token_hash FROM access_tokens WHERE user_id = ? AND device_id = ? AND token_hash != ?', [userId, keep.deviceId, tokenId],
+      ).map((t) => t.token_hash);
+      this.pushers.deleteForTokens(tx, userId, others);
+      for (const hash of others) tx.run('DELETE FROM access_tokens WHERE token_hash = ?', [hash]);
+      return new Set(others);
+    });
+    for (const [hash] of this.sessions) if (revoked.has(hash)) this.sessions.delete(hash);
   }
 
   private forgetSessions(predicate: (session: Session) => boolean): void {

@@ -160,7 +160,7 @@ export function accountRoutes(app: Hono<Env>): void {
     const body = await parseBody(c, z.object({ new_password: z.string().min(1).max(512), logout_devices: z.boolean().optional(), auth: z.unknown().optional() }).loose());
     await services.uia.authenticate(`password:${session.userId}`, body.auth, passwordAuthFlows, passwordStage(c, session.userId));
     await services.users.setPassword(session.userId, body.new_password);
-    if (body.logout_devices !== false) await services.users.revokeTokensExcept(session.userId, session.deviceId);
+    if (body.logout_devices !== false) await services.users.revokeTokensExcept(session.userId, session);
     return c.json({});
   });
 
@@ -418,8 +418,14 @@ export function accountRoutes(app: Hono<Env>): void {
   }
 
   on(app, 'GET', '/pushers', async (c) => {
-    await requireSession(c);
-    return c.json({ pushers: [] });
+    const session = await requireSession(c);
+    return c.json({ pushers: await c.get('services').users.pushers.list(session.userId) });
+  });
+  on(app, 'POST', '/pushers/set', async (c) => {
+    const session = await requireSession(c);
+    const body = await readJsonObject(c);
+    await c.get('services').users.pushers.set(session.userId, session.tokenId, body);
+    return c.json({});
   });
 
   // ----------------------------------------------------------- presence

@@ -1,4 +1,4 @@
-import { stateKey } from '../events/event.ts';
+import { stateKey, type StateKey } from '../events/event.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 
 /**
@@ -30,6 +30,25 @@ export class Visibility {
       return current === 'join';
     }
     return false;
+  }
+
+  /**
+   * The room state a user may read (GET /state, /members, /joined_members): the current
+   * state for members and world-readable rooms, the state as it was when they left for
+   * former members; undefined for anyone else.
+   */
+  async readableState(roomId: string, userId: string): Promise<Map<StateKey, StoredEvent> | undefined> {
+    if (!(await this.rooms.exists(roomId))) return undefined;
+    const membership = await this.rooms.membership(roomId, userId);
+    if (membership === 'join') return this.rooms.currentState(roomId);
+    const history = (await this.rooms.currentStateEvent(roomId, 'm.room.history_visibility', ''))?.event.content['history_visibility'];
+    if (history === 'world_readable') return this.rooms.currentState(roomId);
+    if (membership === 'leave' || membership === 'ban') {
+      const member = await this.rooms.currentStateEvent(roomId, 'm.room.member', userId);
+      const state = member ? await this.rooms.stateAtEvent(member.event.event_id, 'after') : undefined;
+      if (state) return this.rooms.loadStateEvents(state);
+    }
+    return undefined;
   }
 
   async filter(userId: string, events: StoredEvent[]): Promise<StoredEvent[]> {

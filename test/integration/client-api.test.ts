@@ -135,7 +135,8 @@ describe('rooms', () => {
     expect(members.body.chunk.map((e: any) => e.state_key).sort()).toEqual([alice.userId, bob.userId].sort());
     const before = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/members?at=${beforeBob}`, { token: bob.accessToken });
     expect(before.body.chunk.map((e: any) => e.state_key)).toEqual([alice.userId]);
-    const joined = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/joined_members`, { token: bob.accessToken });
+    // Unset avatars come as null, as Synapse sends them, where the spec's schema has strings (client-behaviours.test.ts, item 4).
+    const joined = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/joined_members`, { token: bob.accessToken, unchecked: true });
     expect(Object.keys(joined.body.joined).sort()).toEqual([alice.userId, bob.userId].sort());
     expect((await api(server, 'GET', '/_matrix/client/v3/joined_rooms', { token: bob.accessToken })).body.joined_rooms).toContain(roomId);
     const carolOutside = await register(server, 'erin');

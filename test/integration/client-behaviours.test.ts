@@ -155,6 +155,28 @@ describe('3. deleting devices', () => {
   });
 });
 
+describe('4. joined members', () => {
+  it('4. gives display_name and avatar_url for each member, null when unset, as Synapse does', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    await api(server, 'PUT', `${V3}/profile/${enc(alice.userId)}/avatar_url`, { token: alice.accessToken, body: { avatar_url: 'mxc://example.org/alice' } });
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const path = `${V3}/rooms/${enc(roomId)}/joined_members`;
+    // The spec's schema types both as strings; Synapse and Dendrite send null for an unset one.
+    const r = await api(server, 'GET', path, { token: bob.accessToken, unchecked: true });
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({
+      joined: {
+        [alice.userId]: { display_name: alice.userId.slice(1).split(':')[0], avatar_url: 'mxc://example.org/alice' },
+        [bob.userId]: { display_name: bob.userId.slice(1).split(':')[0], avatar_url: null },
+      },
+    });
+    const withoutNulls = JSON.parse(JSON.stringify(r.body, (_key, value) => (value === null ? undefined : value)));
+    validateClientResponse('GET', path, 200, withoutNulls);
+  });
+});
+
 describe('5. joining with a body', () => {
   it('5. keeps the body’s reason and extra fields in the membership event, on both join endpoints', async () => {
     const alice = await newUser('alice');

@@ -106,20 +106,11 @@ async function requireJoined(c: Ctx, roomId: string, userId: string): Promise<vo
   if ((await c.get('services').rooms.membership(roomId, userId)) !== 'join') throw forbidden(`${userId} is not in room ${roomId}`);
 }
 
-/** State may be read by members, and by former members as it was when they left. */
+/** The state a user may read (sync's visibility rules); M_FORBIDDEN for anyone else. */
 async function readableState(c: Ctx, roomId: string, userId: string) {
-  const services = c.get('services');
-  if (!(await services.rooms.exists(roomId))) throw forbidden(`${userId} is not in room ${roomId}`);
-  const membershipValue = await services.rooms.membership(roomId, userId);
-  if (membershipValue === 'join') return services.rooms.currentState(roomId);
-  const history = (await services.rooms.currentStateEvent(roomId, 'm.room.history_visibility', ''))?.event.content['history_visibility'];
-  if (history === 'world_readable') return services.rooms.currentState(roomId);
-  if (membershipValue === 'leave' || membershipValue === 'ban') {
-    const member = await services.rooms.currentStateEvent(roomId, 'm.room.member', userId);
-    const state = member ? await services.rooms.stateAtEvent(member.event.event_id, 'after') : undefined;
-    if (state) return services.rooms.loadStateEvents(state);
-  }
-  throw forbidden(`${userId} is not in room ${roomId}`);
+  const state = await c.get('services').sync.visibility.readableState(roomId, userId);
+  if (!state) throw forbidden(`${userId} is not in room ${roomId}`);
+  return state;
 }
 
 export function roomRoutes(app: Hono<Env>): void {
@@ -344,13 +335,15 @@ export function roomRoutes(app: Hono<Env>): void {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
     const state = await readableState(c, roomId, session.userId);
-    const joined: Record<string, { display_name?: string; avatar_url?: string }> = {};
+    // Both fields for every member, null when unset, as Synapse and Dendrite answer (the spec's schema says strings).
+    const joined: Record<string, { display_name: string | null; avatar_url: string | null }> = {};
     for (const stored of state.values()) {
       if (stored.event.type !== 'm.room.member' || stored.event.content['membership'] !== 'join') continue;
-      const entry: { display_name?: string; avatar_url?: string } = {};
-      if (typeof stored.event.content['displayname'] === 'string') entry.display_name = stored.event.content['displayname'];
-      if (typeof stored.event.content['avatar_url'] === 'string') entry.avatar_url = stored.event.content['avatar_url'];
-      joined[stored.event.state_key!] = entry;
+      const { displayname, avatar_url: avatarUrl } = stored.event.content;
+      joined[stored.event.state_key!] = {
+        display_name: typeof displayname === 'string' ? displayname : null,
+        avatar_url: typeof avatarUrl === 'string' ? avatarUrl : null,
+      };
     }
     return c.json({ joined });
   });

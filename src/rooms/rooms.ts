@@ -398,9 +398,11 @@ export class Rooms {
     try {
       // The room lock covers building and running the write; making it durable
       // happens outside, so the next send in the room can be built meanwhile.
-      const write = await this.withRoomLock(roomId, async () => {
+      const write = await this.withRoomLock(roomId, async (): Promise<LocalWrite> => {
         const head = await this.writerHead(roomId);
         if (!head) throw roomNotFound(roomId);
+        const same = await this.sameAsCurrentState(head, templates);
+        if (same) return { stored: [same], durable: Promise.resolve() };
         return this.buildAndStore(roomId, head, templates, txn, undefined, options.countersign);
       });
       await write.durable;
@@ -410,6 +412,21 @@ export class Rooms {
       if (e instanceof RepeatedTransaction) return [(await this.getEvent(e.eventId))!];
       throw e;
     }
+  }
+
+  /**
+   * A state event the room holds already: same type, state key, sender and content as
+   * the one template asked for. Sending it again makes no new event (as in Synapse);
+   * the caller gets the current one. Only durable events count, so the answer never
+   * names an event that could still roll back.
+   */
+  private async sameAsCurrentState(head: RoomHead, templates: EventTemplate[]): Promise<StoredEvent | undefined> {
+    const template = templates.length === 1 ? templates[0]! : undefined;
+    if (template?.state_key === undefined) return undefined;
+    const nid = head.current?.state.get(stateKey(template.type, template.state_key));
+    const current = nid === undefined ? undefined : await this.getEventByNid(nid);
+    if (!current || this.pendingEvents.has(current.nid) || current.redactedBy !== null || current.event.sender !== template.sender) return undefined;
+    return canonicalJson(current.event.content) === canonicalJson(template.content) ? current : undefined;
   }
 
   private async buildAndStore(

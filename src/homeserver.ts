@@ -12,6 +12,7 @@ import { FederationUnreachable, type FederationTransport } from './federation/tr
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
 import { Keys } from './keys/keys.ts';
 import { keysSchema } from './keys/schema.ts';
+import { updateMemberProfiles } from './rooms/profile-updates.ts';
 import { roomsSchema } from './rooms/schema.ts';
 import { Rooms } from './rooms/rooms.ts';
 import type { ComponentSchema, Database } from './storage/database.ts';
@@ -119,6 +120,9 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     log,
   });
   sync.backfiller = federation;
+  const memberships = new Memberships(rooms, users, federation);
+  // A profile change is carried into the user's member events, through the memberships component.
+  users.onProfileChange((userId) => updateMemberProfiles(rooms, userId, (roomId) => memberships.sendMembership(userId, roomId, userId, 'join')));
 
   const services: ClientServices = {
     config: {
@@ -130,7 +134,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     sync,
     keys,
     federation,
-    memberships: new Memberships(rooms, users, federation),
+    memberships,
     uia: new UserInteractiveAuth(random, now),
     rateLimiter: options.rateLimits === false ? undefined : new RateLimiter(options.rateLimits ?? DEFAULT_RATE_LIMITS, now),
     random,

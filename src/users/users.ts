@@ -63,6 +63,7 @@ const hashToken = (token: string) => encodeBase64Url(sha256(utf8(token)));
 export class Users {
   private readonly sessions = new Map<string, Session>();
   private readonly deviceListeners: DeviceListener[] = [];
+  private readonly profileListeners: ((userId: string) => Promise<void>)[] = [];
   /** Pushers, each belonging to the access token that set it. */
   readonly pushers: Pushers;
 
@@ -285,8 +286,14 @@ export class Users {
     return profile;
   }
 
+  /** Listens to local users' profile changes; the change is answered once every listener is done. */
+  onProfileChange(listener: (userId: string) => Promise<void>): void {
+    this.profileListeners.push(listener);
+  }
+
   async setProfileField(userId: string, field: 'displayname' | 'avatar_url', value: string | null): Promise<void> {
     await this.options.db.transaction((tx) => tx.run(`UPDATE profiles SET ${field} = ? WHERE user_id = ?`, [value, userId]));
+    for (const listener of this.profileListeners) await listener(userId);
   }
 
   // Account data

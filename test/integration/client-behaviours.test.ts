@@ -276,3 +276,47 @@ describe('8. repeated state', () => {
     expect(await putState(bob, roomId, 'm.room.member', bob.userId, member.body.content)).toBe(member.body.event_id);
   });
 });
+
+describe('9. typing', () => {
+  it('9. typing expires after its timeout, and a waiting /sync hears that the user stopped', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const typing = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/typing/${enc(alice.userId)}`, { token: alice.accessToken, body: { typing: true, timeout: 300 } });
+    expect(typing.status).toBe(200);
+    const now = await sync(bob);
+    const typingNow = now.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.typing');
+    expect(typingNow.content.user_ids).toEqual([alice.userId]);
+    const started = Date.now();
+    const later = await sync(bob, { since: now.next_batch, timeout: 20_000 });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const stopped = later.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.typing');
+    expect(stopped.content.user_ids).toEqual([]);
+  });
+});
+
+describe('10. profiles in rooms', () => {
+  it('10. a display name or avatar change updates the member event in every room the user is joined to, and no other', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const own = await createRoom(alice, { preset: 'private_chat' });
+    const bobs = await createRoom(bob, { preset: 'public_chat' });
+    const left = await createRoom(bob, { preset: 'public_chat' });
+    await join(alice, bobs);
+    await join(alice, left);
+    await leave(alice, left);
+    const leftBefore = await api(server, 'GET', `${V3}/rooms/${enc(left)}/state/m.room.member/${enc(alice.userId)}?format=event`, { token: bob.accessToken, unchecked: true });
+    await api(server, 'PUT', `${V3}/profile/${enc(alice.userId)}/displayname`, { token: alice.accessToken, body: { displayname: 'Alice Liddell' } });
+    await api(server, 'PUT', `${V3}/profile/${enc(alice.userId)}/avatar_url`, { token: alice.accessToken, body: { avatar_url: 'mxc://example.org/rabbit' } });
+    for (const roomId of [own, bobs]) {
+      expect(await getState(alice, roomId, 'm.room.member', alice.userId)).toEqual({
+        membership: 'join', displayname: 'Alice Liddell', avatar_url: 'mxc://example.org/rabbit',
+      });
+    }
+    const leftAfter = await api(server, 'GET', `${V3}/rooms/${enc(left)}/state/m.room.member/${enc(alice.userId)}?format=event`, { token: bob.accessToken, unchecked: true });
+    expect(leftAfter.body.event_id).toBe(leftBefore.body.event_id);
+    const joined = await api(server, 'GET', `${V3}/rooms/${enc(bobs)}/joined_members`, { token: bob.accessToken, unchecked: true });
+    expect(joined.body.joined[alice.userId]).toEqual({ display_name: 'Alice Liddell', avatar_url: 'mxc://example.org/rabbit' });
+  });
+});

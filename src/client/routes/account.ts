@@ -9,7 +9,6 @@ import { requireSession, type Ctx, type Env } from '../context.ts';
 import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
 import { jsonObject, parseBody, readJsonObject } from '../http.ts';
 import { on, V1 } from './route.ts';
-import { updateProfileInRooms } from './rooms.ts';
 
 const SPEC_VERSIONS = ['r0.6.1', 'v1.1', 'v1.2', 'v1.3', 'v1.4', 'v1.5', 'v1.6', 'v1.7', 'v1.8', 'v1.9', 'v1.10', 'v1.11', 'v1.12'];
 
@@ -246,8 +245,8 @@ export function accountRoutes(app: Hono<Env>): void {
       rateLimit(c, session.deviceId + session.userId);
       const value = (body[field] as string | null | undefined) ?? null;
       if (field === 'avatar_url' && value !== null && value !== '' && !value.startsWith('mxc://')) throw badJson('avatar_url must be an mxc:// URI');
+      // The users component carries the change into the user's rooms before answering.
       await c.get('services').users.setProfileField(userId, field, value);
-      await updateProfileInRooms(c, userId);
       return c.json({});
     });
   }

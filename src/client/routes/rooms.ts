@@ -71,25 +71,6 @@ async function resolveRoom(c: Ctx, idOrAlias: string): Promise<{ roomId: string;
   return { roomId: idOrAlias, servers: via };
 }
 
-/** Carries a profile change into every room the user is joined to. */
-export async function updateProfileInRooms(c: Ctx, userId: string): Promise<void> {
-  const services = c.get('services');
-  const profile = (await services.users.getProfile(userId)) ?? {};
-  for (const roomId of await services.rooms.roomsOf(userId, ['join'])) {
-    const current = await services.rooms.currentStateEvent(roomId, 'm.room.member', userId);
-    const content: JsonObject = { ...(current?.event.content ?? {}), membership: 'join' };
-    delete content['displayname'];
-    delete content['avatar_url'];
-    if (profile.displayname !== undefined) content['displayname'] = profile.displayname;
-    if (profile.avatar_url !== undefined) content['avatar_url'] = profile.avatar_url;
-    try {
-      await services.rooms.sendEvents(roomId, [{ type: 'm.room.member', sender: userId, state_key: userId, content }]);
-    } catch {
-      // A room that no longer lets the user change their membership keeps the old profile.
-    }
-  }
-}
-
 async function powerLevel(c: Ctx, roomId: string, userId: string): Promise<{ user: number; levels: Record<string, unknown> }> {
   const rooms = c.get('services').rooms;
   const levels = (await rooms.currentStateEvent(roomId, 'm.room.power_levels', ''))?.event.content;

@@ -28,6 +28,8 @@ export default defineConfig({
   worker: { format: 'es' },
   build: {
     target: 'es2022',
+    // The libp2p node (worker/page-p2p.ts, ~600 kB) is its own chunk, loaded only by the leader tab once its core is up.
+    chunkSizeWarningLimit: 700,
     rolldownOptions: {
       input: { index: 'index.html', sw: 'worker/sw.ts' },
       output: {

@@ -32,8 +32,18 @@ export interface StaticServer {
  * Matrix-shaped 404, never the page, so nobody mistakes this server for the
  * homeserver.
  */
-export async function serveStatic(root: string, port = 0, host = '127.0.0.1'): Promise<StaticServer> {
+export interface StaticServerOptions {
+  /**
+   * Served as `/hearth-config.json` (the page's bootstrap peers and ICE servers;
+   * worker/page-p2p.ts reads it). Absent: that path is a file like any other, so
+   * a deployment can ship one in the build, or have none (no bootstrap peers).
+   */
+  config?: unknown;
+}
+
+export async function serveStatic(root: string, port = 0, host = '127.0.0.1', options: StaticServerOptions = {}): Promise<StaticServer> {
   const base = resolve(root);
+  const configText = options.config === undefined ? undefined : JSON.stringify(options.config);
   const server = createServer(async (request, response) => {
     try {
       const pathname = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
@@ -46,6 +56,10 @@ export async function serveStatic(root: string, port = 0, host = '127.0.0.1'): P
       if (request.method !== 'GET' && request.method !== 'HEAD') {
         response.writeHead(405, { allow: 'GET, HEAD' }).end();
         return;
+      }
+      if (pathname === '/hearth-config.json' && configText !== undefined) {
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(configText), 'cache-control': 'no-cache' });
+        return void response.end(request.method === 'HEAD' ? undefined : configText);
       }
       const file = normalize(join(base, pathname.endsWith('/') ? pathname + 'index.html' : pathname));
       if (file !== base && !file.startsWith(base + sep)) return notFound(response);

@@ -6,8 +6,10 @@
  */
 import * as Comlink from 'comlink';
 import { createHomeserver, type Homeserver } from '../src/homeserver.ts';
+import { answerWire, pageTransport, type PageSend } from './federation-bridge.ts';
 import { loadOrCreateSeed } from './identity.ts';
 import { openHomeserverDatabase } from './open-database.ts';
+import type { WireRequest, WireResponse } from './protocol.ts';
 import { servePort, type ServedPort } from './serve-port.ts';
 
 /**
@@ -37,14 +39,23 @@ const coreId = crypto.randomUUID();
 let startCalled = false;
 let startWith: (config: CoreConfig) => void;
 const startRequested = new Promise<CoreConfig>((resolve) => (startWith = resolve));
-const started: Promise<{ homeserver: Homeserver; info: CoreInfo }> = startRequested.then(start);
+const started: Promise<Started> = startRequested.then(start);
+
+interface Started {
+  homeserver: Homeserver;
+  info: CoreInfo;
+  seed: Uint8Array;
+}
+
+// Outbound federation goes through the page's libp2p node; unreachable until the page attaches it.
+const federation = pageTransport();
 
 const served: ServedPort[] = [];
 const SUPERSEDED_PORT_GRACE_MS = 60_000;
 
 const log = (message: string, error?: unknown) => console.error(`hearth core: ${message}`, error ?? '');
 
-async function start(config: CoreConfig): Promise<{ homeserver: Homeserver; info: CoreInfo }> {
+async function start(config: CoreConfig): Promise<Started> {
   const t0 = performance.now();
   const [seed, database] = await Promise.all([loadOrCreateSeed(), openHomeserverDatabase()]);
   const homeserver = await createHomeserver({
@@ -53,8 +64,10 @@ async function start(config: CoreConfig): Promise<{ homeserver: Homeserver; info
     maxSyncTimeoutMs: SYNC_TIMEOUT_CAP_MS,
     ...(config.rateLimits === false ? { rateLimits: false as const } : {}),
     log,
+    federation: { transport: federation.transport },
   });
-  return { homeserver, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0 } };
+  await homeserver.start();
+  return { homeserver, seed, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0 } };
 }
 
 const api = {
@@ -77,6 +90,31 @@ const api = {
   connect(port: MessagePort): void {
     for (const older of served.splice(0)) setTimeout(() => older.closeWhenIdle(), SUPERSEDED_PORT_GRACE_MS);
     served.push(servePort(port, async (request) => (await started).homeserver.fetch(request), log));
+  },
+
+  /**
+   * The identity seed, for the page's libp2p node: its peer ID is the server's key, and
+   * the Noise handshake that proves it needs the private key in the page. That gives
+   * the page nothing new: the seed sits in this origin's IndexedDB (identity.ts), which
+   * the page, same-origin code that starts this Worker, can read already.
+   */
+  async p2pSeed(): Promise<Uint8Array> {
+    return new Uint8Array((await started).seed);
+  },
+
+  /** An inbound server-server request from the page's node, authenticated by its libp2p peer. */
+  async federationFetch(request: WireRequest, remoteServerName: string): Promise<WireResponse> {
+    return answerWire((await started).homeserver.federation.fetch, request, remoteServerName);
+  },
+
+  /** The page's node connected to (or learnt the address of) a server: wake its queue, resync its device lists. */
+  async peerConnected(serverName: string): Promise<void> {
+    (await started).homeserver.federation.peerConnected(serverName);
+  },
+
+  /** Outbound federation goes to the page's node through `send` (a comlink proxy); undefined detaches it. */
+  attachFederation(send: PageSend | undefined): void {
+    federation.attach(send);
   },
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
+import { serveStatic, type StaticServer, type StaticServerOptions } from '../../scripts/static-server.ts';
 import { launchChromium } from './chromium.ts';
 
 /** The built page served on 127.0.0.1, and one Chromium to open it in. */
@@ -9,8 +9,8 @@ export interface HearthSite {
   close(): Promise<void>;
 }
 
-export async function startSite(dist: string): Promise<HearthSite> {
-  const server = await serveStatic(dist, 0);
+export async function startSite(dist: string, options: StaticServerOptions = {}): Promise<HearthSite> {
+  const server = await serveStatic(dist, 0, '127.0.0.1', options);
   const browser = await launchChromium();
   return {
     server,

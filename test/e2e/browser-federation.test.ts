@@ -1,0 +1,122 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { api, register, type Account } from '../integration/harness.ts';
+import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page.ts';
+
+// Issue 12, first slice: the leader tab's page runs a libp2p node (the core's seed, WebSockets),
+// bootstraps from /hearth-config.json, and the browser homeserver federates with a Node peer.
+// The Node peer runs in this process, listening on WebSockets on 127.0.0.1 (an OS-chosen port).
+
+let dir: string;
+let peer: NodeHost;
+let site: HearthSite;
+let context: BrowserContext;
+let page: Page;
+let browserServerName: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-'));
+  peer = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  site = await startSite(inject('hearthDist'), { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+  context = await site.browser.newContext();
+  page = await openHearth(context, site.server.url + '/');
+  browserServerName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+});
+
+afterAll(async () => {
+  await context?.close();
+  await site?.close();
+  await peer?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+type SyncBody = { next_batch: string; rooms?: any };
+type Syncer = (since: string | undefined) => Promise<SyncBody>;
+
+/** Long-polls /sync until `done` holds; each poll returns as soon as something happens. */
+async function syncUntil(sync: Syncer, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const body = await sync(since);
+    if (done(body)) return body;
+    if (Date.now() > deadline) throw new Error(`sync never got there; last: ${JSON.stringify(body).slice(0, 500)}`);
+    since = body.next_batch;
+  }
+}
+
+const syncQuery = (since: string | undefined) => `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${encodeURIComponent(since)}` : ''}`;
+const nodeSync = (account: Account): Syncer => async (since) => {
+  const { status, body } = await api(peer, 'GET', syncQuery(since), { token: account.accessToken });
+  if (status !== 200) throw new Error(`node /sync: ${status} ${JSON.stringify(body)}`);
+  return body;
+};
+const pageSync = (token: string): Syncer => async (since) => {
+  const { status, body } = await pageFetch(page, 'GET', syncQuery(since), { token });
+  if (status !== 200) throw new Error(`page /sync: ${status} ${JSON.stringify(body)}`);
+  return body;
+};
+const timelineHas = (roomId: string, text: string) => (body: SyncBody) =>
+  (body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((event: any) => event.content?.body === text);
+
+describe('the browser homeserver federates with a Node peer over WebSockets', () => {
+  it('the leader tab runs a libp2p node with the server’s identity and connects to the bootstrap peer from /hearth-config.json', async () => {
+    await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
+    const node = await page.evaluate(() => {
+      const { node } = (globalThis as any).hearthP2P;
+      return { serverName: node.serverName as string, peerId: node.peerId as string, multiaddrs: node.multiaddrs() as string[] };
+    });
+    expect(node.serverName).toBe(browserServerName);
+    expect(node.peerId).toMatch(/^12D3KooW/);
+    // It listens on nothing: the Node peer reaches it over the connection the page opened.
+    expect(node.multiaddrs).toEqual([]);
+
+    await expect.poll(() => peer.p2p.peers().map((p) => p.server_name), { timeout: 20_000 }).toContain(browserServerName);
+    const seenFromNode = peer.p2p.peers().find((p) => p.server_name === browserServerName)!;
+    expect(seenFromNode.peer_id).toBe(node.peerId);
+    const seenFromPage = await page.evaluate(() => (globalThis as any).hearthP2P.node.peers());
+    expect(seenFromPage).toEqual([{ peer_id: peer.p2p.peerId, server_name: peer.homeserver.serverName, multiaddrs: [expect.stringMatching(/^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/ws/)] }]);
+  });
+
+  it('a browser user invites a Node user, who joins; messages cross both ways', async () => {
+    const registered = await pageFetch(page, 'POST', '/_matrix/client/v3/register', { body: { username: 'alice', password: 'alices password', auth: { type: 'm.login.dummy' } } });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(200);
+    const alice = { userId: registered.body.user_id as string, token: registered.body.access_token as string };
+    expect(alice.userId).toBe(`@alice:${browserServerName}`);
+    const bob = await register(peer, 'bob');
+    expect(bob.userId).toBe(`@bob:${peer.homeserver.serverName}`);
+
+    // Browser → Node: the invite leaves the core through the page's node.
+    const created = await pageFetch(page, 'POST', '/_matrix/client/v3/createRoom', { token: alice.token, body: { name: 'Across the wire' } });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const roomId = created.body.room_id as string;
+    const room = `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}`;
+    const invited = await pageFetch(page, 'POST', `${room}/invite`, { token: alice.token, body: { user_id: bob.userId } });
+    expect(invited.status, JSON.stringify(invited.body)).toBe(200);
+    const bobSync = nodeSync(bob);
+    const afterInvite = await syncUntil(bobSync, (s) => !!s.rooms?.invite?.[roomId]);
+
+    // Node → browser: make_join and send_join arrive at the page's node and are answered by the core.
+    const joined = await api(peer, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.accessToken, body: {} });
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    const aliceSync = pageSync(alice.token);
+    const isMember = (s: SyncBody) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.type === 'm.room.member' && e.state_key === bob.userId && e.content?.membership === 'join');
+    const aliceSawJoin = await syncUntil(aliceSync, isMember);
+
+    const fromBrowser = await pageFetch(page, 'PUT', `${room}/send/m.room.message/b1`, { token: alice.token, body: { msgtype: 'm.text', body: 'Hello from the browser' } });
+    expect(fromBrowser.status).toBe(200);
+    await syncUntil(bobSync, timelineHas(roomId, 'Hello from the browser'), afterInvite.next_batch);
+
+    const fromNode = await api(peer, 'PUT', `${room}/send/m.room.message/n1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'Hello from the Node peer' } });
+    expect(fromNode.status).toBe(200);
+    await syncUntil(aliceSync, timelineHas(roomId, 'Hello from the Node peer'), aliceSawJoin.next_batch);
+
+    // Both ends hold the same history.
+    const history = await pageFetch(page, 'GET', `${room}/messages?dir=b&limit=20`, { token: alice.token });
+    const bodies = (history.body.chunk as any[]).filter((e) => e.type === 'm.room.message').map((e) => e.content.body);
+    expect(bodies).toEqual(['Hello from the Node peer', 'Hello from the browser']);
+  });
+});

@@ -1,0 +1,104 @@
+/**
+ * The leader tab's libp2p node (issue 12, first slice): the page's half of
+ * federation. The node runs here, in the window, because WebRTC exists only in
+ * windows; the homeserver core stays in the Worker. Requests cross between them
+ * through comlink (federation-bridge.ts).
+ *
+ * - Identity: the core's seed, so the node's peer ID is the server name's key.
+ * - Transports: WebSockets (to Node peers) and circuit relay v2 (dialling through
+ *   relays). WebRTC is next: add `webRTC({ rtcConfiguration: { iceServers } })`
+ *   here and listen on `/p2p-circuit` and `/webrtc`.
+ * - Bootstrap and ICE servers: `/hearth-config.json` on the serving origin; absent,
+ *   the node dials nobody until told. No public bootstrap list, no STUN.
+ */
+import { circuitRelayTransport } from '@libp2p/circuit-relay-v2';
+import type { ConnectionGater } from '@libp2p/interface';
+import { webSockets } from '@libp2p/websockets';
+import * as Comlink from 'comlink';
+import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
+import { inboundOverCore, pageSendOver } from './federation-bridge.ts';
+import type { CoreApi } from './homeserver.worker.ts';
+
+export const CONFIG_PATH = '/hearth-config.json';
+
+/** What the serving origin tells the page (`/hearth-config.json`). */
+export interface HearthConfig {
+  /** Multiaddrs ending in /p2p/<peer id>, dialled at start. */
+  bootstrap: string[];
+  /** For WebRTC (not used yet). None by default: never the library's public STUN list. */
+  iceServers: RTCIceServer[];
+  /**
+   * Let the node dial private addresses (loopback, LAN) and plain `ws://`, which the
+   * browser's default gater refuses. `npm start` turns it on: its peer is on 127.0.0.1.
+   */
+  allowPrivateAddresses: boolean;
+}
+
+export const NO_CONFIG: HearthConfig = { bootstrap: [], iceServers: [], allowPrivateAddresses: false };
+
+/** Reads the origin's config; absent or unreadable, no bootstrap peers. */
+export async function loadHearthConfig(log: (message: string, error?: unknown) => void = () => {}): Promise<HearthConfig> {
+  let response: Response;
+  try {
+    response = await fetch(CONFIG_PATH, { cache: 'no-cache' });
+  } catch (error) {
+    log(`could not fetch ${CONFIG_PATH}`, error);
+    return NO_CONFIG;
+  }
+  if (response.status === 404) return NO_CONFIG;
+  try {
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    return parseHearthConfig(await response.json());
+  } catch (error) {
+    log(`${CONFIG_PATH} is not usable; starting with no bootstrap peers`, error);
+    return NO_CONFIG;
+  }
+}
+
+export function parseHearthConfig(value: unknown): HearthConfig {
+  if (typeof value !== 'object' || value === null) throw new TypeError('not a JSON object');
+  const { bootstrap = [], iceServers = [], allowPrivateAddresses = false } = value as Record<string, unknown>;
+  if (!Array.isArray(bootstrap) || !bootstrap.every((a) => typeof a === 'string')) throw new TypeError('bootstrap must be a list of multiaddrs');
+  if (!Array.isArray(iceServers) || !iceServers.every((s) => typeof s === 'object' && s !== null && 'urls' in s)) throw new TypeError('iceServers must be a list of RTCIceServer');
+  if (typeof allowPrivateAddresses !== 'boolean') throw new TypeError('allowPrivateAddresses must be a boolean');
+  return { bootstrap, iceServers: iceServers as RTCIceServer[], allowPrivateAddresses };
+}
+
+export interface PageP2P {
+  readonly node: P2PNode;
+  readonly config: HearthConfig;
+  stop(): Promise<void>;
+}
+
+/** Starts the leader's node over the core (once the core has started), and attaches it as the core's transport. */
+export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { config?: HearthConfig; log?: (message: string, error?: unknown) => void } = {}): Promise<PageP2P> {
+  const log = options.log ?? ((message, error) => console.warn(`hearth p2p: ${message}`, error ?? ''));
+  const [config, seed] = await Promise.all([options.config ?? loadHearthConfig(log), core.p2pSeed()]);
+  // Undefined keeps libp2p's browser gater: no private addresses, no insecure WebSockets.
+  const connectionGater: ConnectionGater | undefined = config.allowPrivateAddresses ? { denyDialMultiaddr: () => false } : undefined;
+  const peerConnected = (serverName: string) => void core.peerConnected(serverName).catch((error) => log(`could not tell the core of ${serverName}`, error));
+  const node = await createP2PNode({
+    seed,
+    transports: [webSockets(), circuitRelayTransport()],
+    // Nothing to listen on yet: Node peers reach us over the connections we open (WebRTC and relay reservations come next).
+    listen: [],
+    bootstrap: config.bootstrap,
+    connectionGater,
+    handler: inboundOverCore((wire, remoteServerName) => core.federationFetch(wire, remoteServerName)),
+    onPeerConnected: peerConnected,
+    onPeerDiscovered: peerConnected,
+    log,
+  });
+  await core.attachFederation(Comlink.proxy(pageSendOver(node.transport)));
+  // Peers that connected before the core could send through us (bootstrap dials start with the node):
+  // their queues may have backed off meanwhile, so wake them now.
+  for (const { server_name } of node.peers()) peerConnected(server_name);
+  return {
+    node,
+    config,
+    async stop() {
+      await core.attachFederation(undefined).catch(() => {});
+      await node.stop();
+    },
+  };
+}

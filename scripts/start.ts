@@ -1,20 +1,71 @@
-// `npm start [-- --port P]`: builds the page, then serves it on 127.0.0.1 with a
-// static server. The homeserver itself runs in the browser that opens it.
-import { parseArgs } from 'node:util';
+// `npm start [-- --port P]`: builds the page, serves it on 127.0.0.1 with a static
+// server, and runs a Node peer beside it (the homeserver itself runs in the browser
+// that opens the page). The page learns the peer's WebSocket address from
+// /hearth-config.json and dials it: that is its bootstrap peer.
+//   --no-peer          serve the files only (the page then has no bootstrap peer)
+//   --peer-data DIR    the peer's data folder (default ./hearth-data/peer)
+//   --peer-listen MA   where the peer listens (default /ip4/127.0.0.1/tcp/0/ws, repeatable)
+//   --bootstrap MA     more bootstrap peers for the page and the peer (repeatable)
+//   --no-build         serve the last build in dist/ (or in --dist DIR)
+import '../src/node/polyfills.ts';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { buildPage, PROJECT_ROOT } from './build.ts';
 import { serveStatic } from './static-server.ts';
 
-const { values } = parseArgs({ options: { port: { type: 'string', default: '5173' }, 'no-build': { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '5173' },
+    'no-build': { type: 'boolean', default: false },
+    dist: { type: 'string' },
+    'no-peer': { type: 'boolean', default: false },
+    'peer-data': { type: 'string', default: './hearth-data/peer' },
+    'peer-listen': { type: 'string', multiple: true, default: ['/ip4/127.0.0.1/tcp/0/ws'] },
+    bootstrap: { type: 'string', multiple: true, default: [] },
+  },
+});
 const port = Number(values.port);
 if (!Number.isInteger(port) || port < 0 || port > 65535) {
   console.error(`--port must be a port number, not ${values.port}`);
   process.exit(2);
 }
-const outDir = join(PROJECT_ROOT, 'dist');
+const outDir = values.dist ?? join(PROJECT_ROOT, 'dist');
 if (!values['no-build']) await buildPage(outDir);
-const server = await serveStatic(outDir, port);
+
+const closers: (() => Promise<void>)[] = [];
+const bootstrap = [...values.bootstrap];
+if (!values['no-peer']) {
+  // Loaded only here: libp2p and sql.js are not needed to serve files.
+  const { startNodeHost } = await import('../src/node/node-host.ts');
+  const peer = await startNodeHost({
+    dataDir: values['peer-data'],
+    port: 0,
+    listen: values['peer-listen'],
+    bootstrap: values.bootstrap,
+    log: (message, error) => console.error(`peer: ${message}`, error ?? ''),
+  });
+  closers.push(() => peer.close());
+  // The page can dial WebSocket addresses only.
+  const wsAddresses = peer.p2p.multiaddrs().filter((address) => /\/wss?\//.test(address));
+  bootstrap.unshift(...wsAddresses);
+  console.log(`Node peer ${peer.homeserver.serverName} (data in ${values['peer-data']}, client API on ${peer.url})`);
+  for (const address of wsAddresses) console.log(`  libp2p on ${address}`);
+}
+
+// Everything here is on 127.0.0.1, so the page may dial loopback and plain ws://.
+// With --no-peer and no --bootstrap, only files are served (a hearth-config.json in the build, if any).
+const config = bootstrap.length > 0 || !values['no-peer'] ? { bootstrap, iceServers: [], allowPrivateAddresses: true } : undefined;
+const server = await serveStatic(outDir, port, '127.0.0.1', { config });
+closers.unshift(() => server.close());
 console.log(`\nHearth is served at ${server.url}/ — open it in a browser: the homeserver runs in the page.`);
+let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => void server.close().then(() => process.exit(0)));
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    void (async () => {
+      for (const close of closers) await close().catch((error) => console.error(error));
+      process.exit(0);
+    })();
+  });
 }

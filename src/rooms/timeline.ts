@@ -83,6 +83,24 @@ export class RoomTimeline {
     }
   }
 
+  /** Backfilled history (below the live stream, which /sync never reads) at or before `from`, newest first. */
+  async *backfilledBefore(roomId: string, from: TopologicalPosition, pageSize: number): AsyncGenerator<StoredEvent> {
+    pageSize = Math.max(1, pageSize);
+    let cursor = from;
+    for (;;) {
+      const rows = await this.db.all<{ event_nid: number; depth: number; stream_ordering: number }>(
+        `SELECT event_nid, depth, stream_ordering FROM events
+         WHERE room_id = ? AND stream_ordering < 0 AND (depth, stream_ordering) <= (?, ?)
+         ORDER BY depth DESC, stream_ordering DESC LIMIT ?`,
+        [roomId, cursor.depth, cursor.stream, pageSize],
+      );
+      yield* this.load(rows);
+      if (rows.length < pageSize) return;
+      const last = rows.at(-1)!;
+      cursor = { depth: last.depth, stream: last.stream_ordering - 1 };
+    }
+  }
+
   private async *load(rows: { event_nid: number }[]): AsyncGenerator<StoredEvent> {
     for (const row of rows) {
       const stored = await this.rooms.getEventByNid(row.event_nid);

@@ -14,7 +14,8 @@ import { formatToken, formatTopologicalToken, parsePaginationToken, parseToken, 
 import { Visibility } from './visibility.ts';
 
 export const DEFAULT_TIMELINE_LIMIT = 10;
-const MAX_TIMELINE_LIMIT = 100;
+/** The most timeline events one room gets in one /sync, whatever the filter asks. */
+const MAX_TIMELINE_LIMIT = 1000;
 
 /** Parts of /sync other components fill in (to-device, device lists, key counts). */
 export interface SyncExtension {
@@ -199,15 +200,19 @@ export class Sync {
     // An incremental sync looks only at rooms where something happened since `since`.
     const active = since && !request.fullState ? await this.roomsWithNews(since, upTo, roomAccountData) : undefined;
     const joinedRooms = new Set<string>();
+    // Members the client meets in this response (the members of a room new to it, a new member of a room it
+    // knows): their presence is sent whether or not it changed since `since`, as Synapse does.
+    const newlySeen = new Set<string>();
     for (const m of memberships) {
       if (!roomMatches(filter, m.roomId)) continue;
       const changedSince = m.streamOrdering > sinceStream;
       if (m.membership === 'join') {
         joinedRooms.add(m.roomId);
-        // A room joined since `since` is new to the client: all of it. full_state sends all state but keeps the timeline incremental.
-        const fresh = !since || changedSince;
+        // A room joined since `since` is new to the client: all of it. A join → join change (a new
+        // display name) is not. full_state sends all state but keeps the timeline incremental.
+        const fresh = !since || (changedSince && !(await this.wasJoinedAt(m.roomId, userId, sinceStream)));
         if (active && !fresh && !active.has(m.roomId)) continue;
-        const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? []);
+        const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? [], since ? newlySeen : undefined);
         if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
         response.rooms.invite[m.roomId] = { invite_state: { events: await this.strippedState(m.roomId, m.eventId) } };
@@ -219,9 +224,14 @@ export class Sync {
       }
     }
 
-    // Presence of the user and of those sharing a room with them.
-    for (const [user, status] of this.presence.changedSince(since?.ephemeral ?? 0)) {
-      if (user !== userId && !(await this.rooms.roomsOf(user)).some((r) => joinedRooms.has(r))) continue;
+    // Presence of the user and of those sharing a room with them: what changed, and what the client has not seen.
+    const presence = new Map(this.presence.changedSince(since?.ephemeral ?? 0));
+    for (const user of newlySeen) {
+      const status = this.presence.get(user);
+      if (user !== userId && status.changed > 0 && !presence.has(user)) presence.set(user, status);
+    }
+    for (const [user, status] of presence) {
+      if (user !== userId && !newlySeen.has(user) && !(await this.rooms.roomsOf(user)).some((r) => joinedRooms.has(r))) continue;
       const event = {
         type: 'm.presence',
         sender: user,
@@ -249,6 +259,13 @@ export class Sync {
     return rooms;
   }
 
+  /** Whether the user was joined to the room at a stream position (a sync token's). */
+  private async wasJoinedAt(roomId: string, userId: string, stream: number): Promise<boolean> {
+    const nid = (await this.rooms.timeline.stateAtStream(roomId, stream)).get(stateKey('m.room.member', userId));
+    const member = nid === undefined ? undefined : await this.rooms.getEventByNid(nid);
+    return member?.event.content['membership'] === 'join';
+  }
+
   private async joinedRoom(
     roomId: string,
     viewer: Viewer,
@@ -257,47 +274,22 @@ export class Sync {
     upTo: SyncToken,
     fullState: boolean,
     accountData: Record<string, unknown>[],
+    newlySeen?: Set<string>,
   ): Promise<JoinedRoom> {
     const timelineFilter = filter.room?.timeline;
     const limit = Math.min(timelineFilter?.limit ?? DEFAULT_TIMELINE_LIMIT, MAX_TIMELINE_LIMIT);
     const sinceStream = since?.stream ?? 0;
     const timeline = await this.timeline(roomId, viewer.userId, sinceStream, upTo.stream, limit, timelineFilter);
     const { events } = timeline;
-    // A timeline that does not start at the room's creation has more to page back to: history
-    // we hold (or backfill) in a room new to the client, history we lack after a gap.
-    const first = events[0];
-    const limited = timeline.limited || (first !== undefined && first.event.type !== 'm.room.create' && (!since || (await this.rooms.timeline.missingPrevEvents(first)).length > 0));
+    const limited = await this.isLimited(roomId, viewer.userId, timeline, timelineFilter, !since);
     const prevBatch = formatToken({ stream: events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream, ephemeral: upTo.ephemeral });
 
-    // State: everything at the start of the timeline (full) or what changed between `since` and it.
-    const stateFilter = filter.room?.state;
-    const stateAtStart = await this.stateBefore(roomId, events, upTo.stream);
-    let stateNids: Map<StateKey, number>;
-    if (fullState) {
-      stateNids = new Map(stateAtStart);
-    } else {
-      const stateAtSince = await this.rooms.timeline.stateAtStream(roomId, sinceStream);
-      stateNids = new Map([...stateAtStart].filter(([key, nid]) => stateAtSince.get(key) !== nid));
-    }
-    const timelineIds = new Set(events.map((e) => e.event.event_id));
-    if (stateFilter?.lazy_load_members) {
-      const needed = new Set(events.map((e) => e.event.sender));
-      needed.add(viewer.userId);
-      for (const key of [...stateNids.keys()]) {
-        if (key.startsWith('m.room.member\u0000') && !needed.has(key.slice('m.room.member\u0000'.length))) stateNids.delete(key);
+    const stateAtSince = fullState ? undefined : await this.rooms.timeline.stateAtStream(roomId, sinceStream);
+    const stateEvents = await this.stateSection(roomId, events, await this.rooms.timeline.stateAtStream(roomId, upTo.stream), stateAtSince, upTo.stream, viewer.userId, filter);
+    if (newlySeen) {
+      for (const stored of [...stateEvents, ...events]) {
+        if (stored.event.type === 'm.room.member' && stored.event.content['membership'] === 'join') newlySeen.add(stored.event.state_key!);
       }
-      if (fullState || events.length > 0) {
-        for (const sender of needed) {
-          const key = stateKey('m.room.member', sender);
-          const nid = stateAtStart.get(key);
-          if (nid !== undefined) stateNids.set(key, nid);
-        }
-      }
-    }
-    const stateEvents: StoredEvent[] = [];
-    for (const nid of stateNids.values()) {
-      const stored = await this.rooms.getEventByNid(nid);
-      if (stored && !timelineIds.has(stored.event.event_id) && eventMatches(stateFilter, stored.event)) stateEvents.push(stored);
     }
 
     const ephemeral: Record<string, unknown>[] = [];
@@ -335,21 +327,94 @@ export class Sync {
     const leave = await this.rooms.getEvent(leaveEventId);
     const end = leave?.streamOrdering ?? 0;
     const limit = Math.min(filter.room?.timeline?.limit ?? DEFAULT_TIMELINE_LIMIT, MAX_TIMELINE_LIMIT);
-    const { events, limited } = await this.timeline(roomId, viewer.userId, since?.stream ?? 0, end, limit, filter.room?.timeline);
+    const timeline = await this.timeline(roomId, viewer.userId, since?.stream ?? 0, end, limit, filter.room?.timeline);
+    const { events } = timeline;
+    const limited = await this.isLimited(roomId, viewer.userId, timeline, filter.room?.timeline, !since);
     const format = (e: StoredEvent) => this.formatter.format(e, viewer).then((c) => this.shape(c, filter));
     const start = events.length > 0 ? events[0]!.streamOrdering! - 1 : end;
-    const state: StoredEvent[] = [];
-    if (!since) {
-      for (const nid of (await this.stateBefore(roomId, events, start)).values()) {
-        const stored = await this.rooms.getEventByNid(nid);
-        if (stored) state.push(stored);
-      }
-    }
+    // The room as it was when the user left; what changed since `since` if they were in it then, all of it if
+    // they joined (and left) since.
+    const stateAtLeave = leave ? ((await this.rooms.stateAtEvent(leave.event.event_id, 'after')) ?? new Map()) : new Map<StateKey, number>();
+    const stateAtSince = since && (await this.wasJoinedAt(roomId, viewer.userId, since.stream)) ? await this.rooms.timeline.stateAtStream(roomId, since.stream) : undefined;
+    const state = await this.stateSection(roomId, events, stateAtLeave, stateAtSince, start, viewer.userId, filter);
     return {
       timeline: { events: await Promise.all(events.map(format)), limited, prev_batch: formatToken({ stream: start, ephemeral: 0 }) },
       state: { events: await Promise.all(state.map(format)) },
       account_data: { events: accountData },
     };
+  }
+
+  /**
+   * Whether events were left out before a timeline's first event: matching, visible ones
+   * past the limit, or history we lack before it (a room joined over federation, a
+   * gap), which /messages can fetch. Events a filter or history visibility keeps from
+   * the client do not count.
+   */
+  private async isLimited(
+    roomId: string,
+    userId: string,
+    timeline: { events: StoredEvent[]; limited: boolean },
+    filter: RoomEventFilter | undefined,
+    fromStart: boolean,
+  ): Promise<boolean> {
+    if (timeline.limited) return true;
+    const first = timeline.events[0];
+    if (!first) return false;
+    if (!fromStart) return (await this.rooms.timeline.missingPrevEvents(first)).length > 0;
+    // Every live event before the first was looked at already; backfilled history was not.
+    let oldest = first;
+    for await (const stored of this.rooms.timeline.backfilledBefore(roomId, positionBefore(first), 50)) {
+      if (eventMatches(filter, stored.event) && (await this.visibility.canSee(userId, stored))) return true;
+      oldest = stored;
+    }
+    return (await this.rooms.timeline.missingPrevEvents(oldest)).length > 0;
+  }
+
+  /**
+   * A room's state section for a timeline, as Synapse computes it: the state at the
+   * timeline's start and at its end, less what the client had at `since` (when given)
+   * and what the timeline itself carries. The end's state is what the client must end
+   * up with, so state it cannot see in the timeline (changed before its join under
+   * `joined` visibility, or past the limit) still reaches it.
+   */
+  private async stateSection(
+    roomId: string,
+    events: StoredEvent[],
+    stateAtEnd: ReadonlyMap<StateKey, number>,
+    stateAtSince: ReadonlyMap<StateKey, number> | undefined,
+    stream: number,
+    userId: string,
+    filter: Filter,
+  ): Promise<StoredEvent[]> {
+    const stateFilter = filter.room?.state;
+    const stateAtStart = await this.stateBefore(roomId, events, stream);
+    const inTimeline = new Set(events.map((e) => e.nid));
+    const nids = new Map<StateKey, number>();
+    for (const state of [stateAtEnd, stateAtStart]) {
+      for (const [key, nid] of state) {
+        if (!nids.has(key) && !inTimeline.has(nid) && stateAtSince?.get(key) !== nid) nids.set(key, nid);
+      }
+    }
+    if (stateFilter?.lazy_load_members) {
+      // Members only of the timeline's senders (and the user), as they were at its start.
+      const needed = new Set(events.map((e) => e.event.sender));
+      needed.add(userId);
+      const prefix = stateKey('m.room.member', '');
+      for (const key of [...nids.keys()]) if (key.startsWith(prefix) && !needed.has(key.slice(prefix.length))) nids.delete(key);
+      if (!stateAtSince || events.length > 0) {
+        for (const sender of needed) {
+          const key = stateKey('m.room.member', sender);
+          const nid = stateAtStart.get(key) ?? stateAtEnd.get(key);
+          if (nid !== undefined && !inTimeline.has(nid)) nids.set(key, nid);
+        }
+      }
+    }
+    const out: StoredEvent[] = [];
+    for (const nid of nids.values()) {
+      const stored = await this.rooms.getEventByNid(nid);
+      if (stored && eventMatches(stateFilter, stored.event)) out.push(stored);
+    }
+    return out;
   }
 
   /**
@@ -371,11 +436,13 @@ export class Sync {
     const picked: StoredEvent[] = [];
     let limited = false;
     for await (const stored of this.rooms.timeline.streamRange(roomId, from, to, limit * 2)) {
+      if (!eventMatches(filter, stored.event) || !(await this.visibility.canSee(userId, stored))) continue;
+      // One more event the client would see: some were left out.
       if (picked.length === limit) {
         limited = true;
         break;
       }
-      if (eventMatches(filter, stored.event) && (await this.visibility.canSee(userId, stored))) picked.push(stored);
+      picked.push(stored);
     }
     return { events: picked.reverse(), limited };
   }
@@ -445,10 +512,15 @@ export class Sync {
     // A client that gives `to` holds what lies beyond it: no backfill.
     const page = await this.page(roomId, viewer.userId, membership, { from, bound, dir, limit, filter, backfill: !options.to });
 
+    // lazy_load_members: each sender's member event as it was at their last event in the chunk (in the order
+    // of paging, so going back the earliest), which is where the client's view of them continues from.
     const state: Record<string, unknown>[] = [];
     if (filter?.lazy_load_members) {
-      for (const sender of new Set(page.events.map((e) => e.event.sender))) {
-        const member = await this.rooms.currentStateEvent(roomId, 'm.room.member', sender);
+      const lastBySender = new Map<string, StoredEvent>();
+      for (const stored of page.events) lastBySender.set(stored.event.sender, stored);
+      for (const [sender, stored] of lastBySender) {
+        const nid = (await this.rooms.stateAtEvent(stored.event.event_id, 'after'))?.get(stateKey('m.room.member', sender));
+        const member = nid === undefined ? undefined : await this.rooms.getEventByNid(nid);
         if (member) state.push((await this.formatter.format(member, viewer)) as unknown as Record<string, unknown>);
       }
     }

@@ -1,5 +1,9 @@
 import { stateKey, type StateKey } from '../events/event.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import { comparePositions, positionAfter, positionBefore } from '../rooms/timeline.ts';
+
+/** How far back through a user's membership changes the `shared` rule looks for their last join. */
+const MAX_MEMBERSHIP_STEPS = 100;
 
 /**
  * History visibility (client-server §Room history visibility): whether a user may
@@ -26,10 +30,25 @@ export class Visibility {
     if (membership === 'join') return true;
     if (visibility === 'invited') return membership === 'invite';
     if (visibility === 'shared') {
+      // Visible to a user joined at any point after the event: a member now, or one whose
+      // last time in the room ended after it (a former member sees what came before they left).
       const current = currentMembership ?? (await this.rooms.membership(event.room_id, userId));
-      return current === 'join';
+      if (current === 'join') return true;
+      const until = await this.lastJoinEnded(event.room_id, userId);
+      return until !== undefined && comparePositions(positionAfter(stored), positionBefore(until)) <= 0;
     }
     return false;
+  }
+
+  /** The member event that ended the user's latest time joined to the room (a leave, a ban), if they were ever joined. */
+  private async lastJoinEnded(roomId: string, userId: string): Promise<StoredEvent | undefined> {
+    let event = await this.rooms.currentStateEvent(roomId, 'm.room.member', userId);
+    for (let steps = 0; event && event.streamOrdering !== null && steps < MAX_MEMBERSHIP_STEPS; steps++) {
+      const previous = event.replacesState === null ? undefined : await this.rooms.getEventByNid(event.replacesState);
+      if (previous?.event.content['membership'] === 'join') return event;
+      event = previous;
+    }
+    return undefined;
   }
 
   /**

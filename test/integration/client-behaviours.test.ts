@@ -192,6 +192,65 @@ describe('5. joining with a body', () => {
   });
 });
 
+describe('6. /messages', () => {
+  it('6. always returns start, returns end while more may exist, and lazy-loads the senders’ members as they were', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    await send(alice, roomId, 'a1');
+    await api(server, 'PUT', `${V3}/profile/${enc(bob.userId)}/displayname`, { token: bob.accessToken, body: { displayname: 'Bob the first' } });
+    await send(bob, roomId, 'b1');
+    await api(server, 'PUT', `${V3}/profile/${enc(bob.userId)}/displayname`, { token: bob.accessToken, body: { displayname: 'Bob the second' } });
+    await send(alice, roomId, 'a2');
+    const all = await history(alice, roomId);
+    expect(all[0].type).toBe('m.room.create');
+
+    // Backwards two at a time to the room's creation: every page has start, all but the last have end.
+    const seen: string[] = [];
+    let from: string | undefined;
+    for (;;) {
+      const page = await messages(alice, roomId, { dir: 'b', limit: 2, ...(from ? { from } : {}) });
+      expect(typeof page.start).toBe('string');
+      if (from) expect(page.start).toBe(from);
+      seen.push(...page.chunk.map((e: any) => e.event_id));
+      if (!page.end) break;
+      from = page.end;
+    }
+    expect(seen).toEqual(all.map((e) => e.event_id).reverse());
+    // Forwards from the start, the same, in order.
+    const forward: string[] = [];
+    from = undefined;
+    for (;;) {
+      const page = await messages(alice, roomId, { dir: 'f', limit: 3, ...(from ? { from } : {}) });
+      expect(typeof page.start).toBe('string');
+      forward.push(...page.chunk.map((e: any) => e.event_id));
+      if (!page.end) break;
+      from = page.end;
+    }
+    expect(forward).toEqual(all.map((e) => e.event_id));
+    // A page with nothing left has start and no end.
+    const empty = await messages(alice, roomId, { dir: 'f', from: (await sync(alice)).next_batch });
+    expect(empty.chunk).toEqual([]);
+    expect(typeof empty.start).toBe('string');
+    expect(empty.end).toBeUndefined();
+
+    // lazy_load_members: the senders' member events, as they were when they sent.
+    const b1At = all.findIndex((e) => e.content.body === 'b1');
+    const page = await messages(alice, roomId, { dir: 'b', limit: 1, from: (await messages(alice, roomId, { dir: 'b', limit: all.length - b1At - 1 })).end, filter: { lazy_load_members: true } });
+    expect(bodies(page.chunk)).toEqual(['b1']);
+    expect(page.state.map((e: any) => [e.type, e.state_key, e.content.displayname])).toEqual([['m.room.member', bob.userId, 'Bob the first']]);
+    const latest = await messages(alice, roomId, { dir: 'b', limit: 4, filter: { lazy_load_members: true, types: ['m.room.message'] } });
+    expect(bodies(latest.chunk)).toEqual(['a2', 'b1', 'a1']);
+    expect(Object.fromEntries(latest.state.map((e: any) => [e.state_key, e.content.displayname]))).toEqual({
+      [alice.userId]: alice.userId.slice(1).split(':')[0],
+      [bob.userId]: 'Bob the first',
+    });
+    // Without lazy loading, no member state.
+    expect((await messages(alice, roomId, { dir: 'b', limit: 4 })).state ?? []).toEqual([]);
+  });
+});
+
 describe('7. pushers', () => {
   const pusher = (pushkey: string, extra: object = {}) => ({
     kind: 'http', app_id: 'org.example.app', pushkey, app_display_name: 'Example', device_display_name: 'Phone', lang: 'en',
@@ -318,5 +377,188 @@ describe('10. profiles in rooms', () => {
     expect(leftAfter.body.event_id).toBe(leftBefore.body.event_id);
     const joined = await api(server, 'GET', `${V3}/rooms/${enc(bobs)}/joined_members`, { token: bob.accessToken, unchecked: true });
     expect(joined.body.joined[alice.userId]).toEqual({ display_name: 'Alice Liddell', avatar_url: 'mxc://example.org/rabbit' });
+  });
+});
+
+describe('11. a room joined since the token', () => {
+  it('11. incremental /sync gives its full state, its recent timeline and its members’ presence', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(bob, { preset: 'public_chat', name: 'Joined later', topic: 'about it' });
+    for (let i = 0; i < 3; i++) await send(bob, roomId, `before ${i}`);
+    await api(server, 'PUT', `${V3}/presence/${enc(bob.userId)}/status`, { token: bob.accessToken, body: { presence: 'unavailable', status_msg: 'gardening' } });
+    const since = (await sync(alice)).next_batch;
+    await join(alice, roomId);
+    const r = await sync(alice, { since });
+    const room = r.rooms.join[roomId];
+    const types = [...room.state.events, ...room.timeline.events].filter((e: any) => e.state_key !== undefined).map((e: any) => `${e.type}|${e.state_key}`);
+    expect(types).toEqual(expect.arrayContaining([
+      'm.room.create|', 'm.room.power_levels|', 'm.room.join_rules|', 'm.room.name|', 'm.room.topic|', 'm.room.history_visibility|',
+      `m.room.member|${bob.userId}`, `m.room.member|${alice.userId}`,
+    ]));
+    expect(room.timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: alice.userId });
+    expect(bodies(room.timeline.events)).toEqual(['before 0', 'before 1', 'before 2']);
+    expect(r.presence.events.find((e: any) => e.sender === bob.userId)?.content).toMatchObject({ presence: 'unavailable', status_msg: 'gardening' });
+  });
+});
+
+describe('12. timeline limits', () => {
+  it('12. honours a filter’s timeline limit and sets limited exactly when events were left out', async () => {
+    const alice = await newUser('alice');
+    const roomId = await createRoom(alice, { preset: 'private_chat' });
+    const limit = (n: number, extra: object = {}) => ({ room: { rooms: [roomId], timeline: { limit: n, ...extra } } });
+    const initial = await sync(alice, { filter: limit(3) });
+    expect(initial.rooms.join[roomId].timeline.events).toHaveLength(3);
+    expect(initial.rooms.join[roomId].timeline.limited).toBe(true);
+    const everything = await sync(alice, { filter: limit(50) });
+    expect(everything.rooms.join[roomId].timeline.events[0].type).toBe('m.room.create');
+    expect(everything.rooms.join[roomId].timeline.limited).toBe(false);
+
+    for (let i = 0; i < 3; i++) await send(alice, roomId, `m${i}`);
+    await putState(alice, roomId, 'm.room.topic', '', { topic: 'after the messages' });
+    // Only messages: the three there are fit, whatever else the room holds.
+    const onlyMessages = await sync(alice, { filter: limit(3, { types: ['m.room.message'] }) });
+    expect(bodies(onlyMessages.rooms.join[roomId].timeline.events)).toEqual(['m0', 'm1', 'm2']);
+    expect(onlyMessages.rooms.join[roomId].timeline.limited).toBe(false);
+    const fewer = await sync(alice, { filter: limit(2, { types: ['m.room.message'] }) });
+    expect(bodies(fewer.rooms.join[roomId].timeline.events)).toEqual(['m1', 'm2']);
+    expect(fewer.rooms.join[roomId].timeline.limited).toBe(true);
+
+    // Incremental: exactly the limit is not limited; one more is.
+    let since = (await sync(alice, { filter: limit(3) })).next_batch;
+    for (let i = 0; i < 3; i++) await send(alice, roomId, `n${i}`);
+    const exact = await sync(alice, { filter: limit(3), since });
+    expect(bodies(exact.rooms.join[roomId].timeline.events)).toEqual(['n0', 'n1', 'n2']);
+    expect(exact.rooms.join[roomId].timeline.limited).toBe(false);
+    since = exact.next_batch;
+    for (let i = 0; i < 4; i++) await send(alice, roomId, `o${i}`);
+    const over = await sync(alice, { filter: limit(3), since });
+    expect(bodies(over.rooms.join[roomId].timeline.events)).toEqual(['o1', 'o2', 'o3']);
+    expect(over.rooms.join[roomId].timeline.limited).toBe(true);
+    // A large limit is honoured too.
+    const big = await sync(alice, { filter: limit(150) });
+    expect(big.rooms.join[roomId].timeline.events[0].type).toBe('m.room.create');
+    expect(big.rooms.join[roomId].timeline.limited).toBe(false);
+    for (let i = 0; i < 150; i++) await send(alice, roomId, `p${i}`);
+    const many = await sync(alice, { filter: limit(150) });
+    expect(many.rooms.join[roomId].timeline.events).toHaveLength(150);
+    expect(many.rooms.join[roomId].timeline.limited).toBe(true);
+  });
+});
+
+describe('13. tokens', () => {
+  it('13. a /sync next_batch is accepted as from in /messages, both ways', async () => {
+    const alice = await newUser('alice');
+    const roomId = await createRoom(alice);
+    await send(alice, roomId, 'before');
+    const token = (await sync(alice)).next_batch;
+    await send(alice, roomId, 'after 1');
+    await send(alice, roomId, 'after 2');
+    const back = await messages(alice, roomId, { dir: 'b', limit: 1, from: token });
+    expect(bodies(back.chunk)).toEqual(['before']);
+    const forward = await messages(alice, roomId, { dir: 'f', limit: 10, from: token });
+    expect(bodies(forward.chunk)).toEqual(['after 1', 'after 2']);
+    const latest = await messages(alice, roomId, { dir: 'b', limit: 2, from: (await sync(alice)).next_batch });
+    expect(bodies(latest.chunk)).toEqual(['after 2', 'after 1']);
+  });
+});
+
+describe('14. display name changes in /sync', () => {
+  it('14. appear in incremental /sync as a member event in the timeline, not as the whole state again', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Renames' });
+    await join(bob, roomId);
+    for (const [account, name] of [[alice, 'Alice Again'], [bob, 'Bob Again']] as const) {
+      const sinceAlice = (await sync(alice)).next_batch;
+      const sinceBob = (await sync(bob)).next_batch;
+      await api(server, 'PUT', `${V3}/profile/${enc(account.userId)}/displayname`, { token: account.accessToken, body: { displayname: name } });
+      for (const [viewer, since] of [[alice, sinceAlice], [bob, sinceBob]] as const) {
+        const room = (await sync(viewer, { since })).rooms.join[roomId];
+        expect(room.timeline.events.map((e: any) => [e.type, e.state_key, e.content.displayname])).toEqual([['m.room.member', account.userId, name]]);
+        expect(room.timeline.limited).toBe(false);
+        expect(room.state.events).toEqual([]);
+      }
+    }
+  });
+});
+
+describe('15. joined and left in one sync window', () => {
+  it('15. the next /sync has the room under leave, with its state', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Briefly' });
+    await send(alice, roomId, 'before bob');
+    const since = (await sync(bob)).next_batch;
+    await join(bob, roomId);
+    await send(alice, roomId, 'while bob is here');
+    await leave(bob, roomId);
+    await send(alice, roomId, 'after bob');
+    const r = await sync(bob, { since });
+    expect(r.rooms.join[roomId]).toBeUndefined();
+    const left = r.rooms.leave[roomId];
+    expect(left.timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: bob.userId, content: { membership: 'leave' } });
+    expect(bodies(left.timeline.events)).not.toContain('after bob');
+    const state = [...left.state.events, ...left.timeline.events].filter((e: any) => e.state_key !== undefined).map((e: any) => `${e.type}|${e.state_key}`);
+    expect(state).toEqual(expect.arrayContaining(['m.room.create|', 'm.room.name|', 'm.room.power_levels|', `m.room.member|${alice.userId}`]));
+    expect(left.state.events.find((e: any) => e.type === 'm.room.name').content.name).toBe('Briefly');
+  });
+});
+
+describe('16. history visibility', () => {
+  for (const visibility of ['joined', 'invited'] as const) {
+    it(`16. under ${visibility} visibility, a new member gets the room's current state, with many messages before and after the join`, async () => {
+      const alice = await newUser('alice');
+      const bob = await newUser('bob');
+      const roomId = await createRoom(alice, { preset: 'private_chat', name: `Only ${visibility}`, initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: visibility } }] });
+      for (let i = 0; i < 25; i++) await send(alice, roomId, `early ${i}`);
+      await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId } });
+      await send(alice, roomId, 'while invited');
+      const beforeJoin = (await sync(bob)).next_batch;
+      await join(bob, roomId);
+      // Incremental /sync across the join, and a fresh one, each with few and many messages after it.
+      const expectState = (room: any) => {
+        const all = [...room.state.events, ...room.timeline.events];
+        const keys = all.filter((e: any) => e.state_key !== undefined).map((e: any) => `${e.type}|${e.state_key}`);
+        expect(keys).toEqual(expect.arrayContaining([
+          'm.room.create|', 'm.room.power_levels|', 'm.room.join_rules|', 'm.room.history_visibility|', 'm.room.name|', `m.room.member|${alice.userId}`, `m.room.member|${bob.userId}`,
+        ]));
+        expect(all.find((e: any) => e.type === 'm.room.name').content.name).toBe(`Only ${visibility}`);
+        expect(bodies(room.timeline.events).some((b: string) => b.startsWith('early'))).toBe(false);
+      };
+      for (const after of [2, 25]) {
+        for (let i = 0; i < after; i++) await send(alice, roomId, `late ${i}`);
+        for (const query of [{ since: beforeJoin }, {}] as Record<string, string>[]) {
+          const room = (await sync(bob, query)).rooms.join[roomId];
+          expectState(room);
+          expect(bodies(room.timeline.events).at(-1)).toBe(`late ${after - 1}`);
+        }
+      }
+      // Paging back shows nothing from before bob could see.
+      const seen = bodies(await history(bob, roomId));
+      expect(seen.some((b) => b.startsWith('early'))).toBe(false);
+      expect(seen.includes('while invited')).toBe(visibility === 'invited');
+      expect(seen.filter((b) => b.startsWith('late'))).toHaveLength(27);
+    });
+  }
+
+  it('16. a room the user left shows only history from before the leave', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Shared' });
+    for (let i = 0; i < 15; i++) await send(alice, roomId, `before ${i}`);
+    await join(bob, roomId);
+    for (let i = 0; i < 15; i++) await send(alice, roomId, `during ${i}`);
+    await leave(bob, roomId);
+    for (let i = 0; i < 15; i++) await send(alice, roomId, `after ${i}`);
+    await putState(alice, roomId, 'm.room.name', '', { name: 'Renamed after bob left' });
+    // Shared history: bob, once a member, sees what came before his join, up to his leave.
+    const seen = bodies(await history(bob, roomId));
+    expect(seen).toEqual([...Array.from({ length: 15 }, (_, i) => `before ${i}`), ...Array.from({ length: 15 }, (_, i) => `during ${i}`)]);
+    const left = (await sync(bob, { filter: { room: { include_leave: true, timeline: { limit: 5 } } } })).rooms.leave[roomId];
+    expect(left.timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: bob.userId, content: { membership: 'leave' } });
+    expect(bodies(left.timeline.events)).toEqual(['during 11', 'during 12', 'during 13', 'during 14']);
+    expect(left.state.events.find((e: any) => e.type === 'm.room.name').content.name).toBe('Shared');
+    expect((await getState(bob, roomId, 'm.room.name')).name).toBe('Shared');
   });
 });

@@ -42,14 +42,20 @@ export function pageTransport(): { transport: FederationTransport; attach(send: 
       const send = pageSend;
       if (!send) throw new FederationUnreachable(destination, 'the page has no libp2p node (yet)');
       signal?.throwIfAborted();
-      const wire = transferWire(await requestToWire(0, request));
       // The abort does not cross comlink; the page's node has its own deadline, and the caller stops waiting here.
-      const aborted = new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+      let onAbort = () => {};
+      const aborted = new Promise<never>((_, reject) => (onAbort = () => reject(signal!.reason)));
       aborted.catch(() => {});
-      const outcome = await Promise.race([send(destination, wire), aborted]);
-      if ('response' in outcome) return wireToResponse(outcome.response);
-      if ('unreachable' in outcome) throw new FederationUnreachable(destination, outcome.unreachable);
-      throw new Error(outcome.error);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        const wire = transferWire(await Promise.race([requestToWire(0, request), aborted]));
+        const outcome = await Promise.race([send(destination, wire), aborted]);
+        if ('response' in outcome) return wireToResponse(outcome.response);
+        if ('unreachable' in outcome) throw new FederationUnreachable(destination, outcome.unreachable);
+        throw new Error(outcome.error);
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+      }
     },
   };
   return { transport, attach: (send) => void (pageSend = send) };

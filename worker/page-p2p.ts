@@ -56,7 +56,7 @@ export async function loadHearthConfig(log: (message: string, error?: unknown) =
 }
 
 export function parseHearthConfig(value: unknown): HearthConfig {
-  if (typeof value !== 'object' || value === null) throw new TypeError('not a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError('not a JSON object');
   const { bootstrap = [], iceServers = [], allowPrivateAddresses = false } = value as Record<string, unknown>;
   if (!Array.isArray(bootstrap) || !bootstrap.every((a) => typeof a === 'string')) throw new TypeError('bootstrap must be a list of multiaddrs');
   if (!Array.isArray(iceServers) || !iceServers.every((s) => typeof s === 'object' && s !== null && 'urls' in s)) throw new TypeError('iceServers must be a list of RTCIceServer');

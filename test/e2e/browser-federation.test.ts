@@ -17,6 +17,8 @@ let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
 let browserServerName: string;
+// Set by the invite test for the hand-over test.
+let shared: { roomId: string; alice: { userId: string; token: string }; bob: Account; bobSince: string; aliceSince: string } | undefined;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-'));
@@ -54,8 +56,8 @@ const nodeSync = (account: Account): Syncer => async (since) => {
   if (status !== 200) throw new Error(`node /sync: ${status} ${JSON.stringify(body)}`);
   return body;
 };
-const pageSync = (token: string): Syncer => async (since) => {
-  const { status, body } = await pageFetch(page, 'GET', syncQuery(since), { token });
+const pageSync = (token: string, on: () => Page = () => page): Syncer => async (since) => {
+  const { status, body } = await pageFetch(on(), 'GET', syncQuery(since), { token });
   if (status !== 200) throw new Error(`page /sync: ${status} ${JSON.stringify(body)}`);
   return body;
 };
@@ -108,15 +110,39 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
 
     const fromBrowser = await pageFetch(page, 'PUT', `${room}/send/m.room.message/b1`, { token: alice.token, body: { msgtype: 'm.text', body: 'Hello from the browser' } });
     expect(fromBrowser.status).toBe(200);
-    await syncUntil(bobSync, timelineHas(roomId, 'Hello from the browser'), afterInvite.next_batch);
+
+    const bobSaw = await syncUntil(bobSync, timelineHas(roomId, 'Hello from the browser'), afterInvite.next_batch);
 
     const fromNode = await api(peer, 'PUT', `${room}/send/m.room.message/n1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'Hello from the Node peer' } });
     expect(fromNode.status).toBe(200);
-    await syncUntil(aliceSync, timelineHas(roomId, 'Hello from the Node peer'), aliceSawJoin.next_batch);
+    const aliceSaw = await syncUntil(aliceSync, timelineHas(roomId, 'Hello from the Node peer'), aliceSawJoin.next_batch);
+    shared = { roomId, alice, bob, bobSince: bobSaw.next_batch, aliceSince: aliceSaw.next_batch };
 
     // Both ends hold the same history.
     const history = await pageFetch(page, 'GET', `${room}/messages?dir=b&limit=20`, { token: alice.token });
     const bodies = (history.body.chunk as any[]).filter((e) => e.type === 'm.room.message').map((e) => e.content.body);
     expect(bodies).toEqual(['Hello from the Node peer', 'Hello from the browser']);
+  });
+
+  it('when the leader tab closes, the next leader starts its own node, reconnects, and federation goes on', async () => {
+    expect(shared, 'runs after the invite test').toBeDefined();
+    const { roomId, alice, bob } = shared!;
+    const room = `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}`;
+    const second = await openHearth(context, site.server.url + '/');
+    expect(await second.evaluate(() => (globalThis as any).hearthHost.state.role)).toBe('follower');
+    await page.close();
+    page = second;
+    await second.waitForFunction(() => (globalThis as any).hearthHost.state.role === 'leader' && document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
+    expect(await second.evaluate(() => (globalThis as any).hearthP2P.node.serverName)).toBe(browserServerName);
+
+    // Sent while the hand-over may still be under way: it waits in the Node peer's queue if need be.
+    const during = await api(peer, 'PUT', `${room}/send/m.room.message/n2`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'Sent during the hand-over' } });
+    expect(during.status).toBe(200);
+    await expect.poll(() => second.evaluate(() => (globalThis as any).hearthP2P.node.peers().map((p: any) => p.server_name)), { timeout: 20_000 }).toEqual([peer.homeserver.serverName]);
+    await syncUntil(pageSync(alice.token), timelineHas(roomId, 'Sent during the hand-over'), shared!.aliceSince);
+
+    const fromNewLeader = await pageFetch(second, 'PUT', `${room}/send/m.room.message/b2`, { token: alice.token, body: { msgtype: 'm.text', body: 'From the next leader tab' } });
+    expect(fromNewLeader.status).toBe(200);
+    await syncUntil(nodeSync(bob), timelineHas(roomId, 'From the next leader tab'), shared!.bobSince);
   });
 });

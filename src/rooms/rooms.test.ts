@@ -9,6 +9,7 @@ import type { PDU } from '../events/pdu.ts';
 import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { streamSchema } from '../storage/stream.ts';
 import { creationEvents } from './create-room.ts';
+import { RoomError } from './errors.ts';
 import { Rooms, type StoredEvent } from './rooms.ts';
 import { roomsSchema } from './schema.ts';
 
@@ -152,13 +153,18 @@ describe('room engine: events from other servers', () => {
   });
 
   it('refuses an event whose auth events are unknown', async () => {
-    const c = await server();
-    const carol = `@carol:${c.serverName}`;
-    const otherRoom = `!other:${c.serverName}`;
-    const [create, join] = await c.createRoom(otherRoom, '10', creationEvents({ creator: carol, creatorProfile: {} }));
-    const pdu = { ...wire(join!), room_id: roomId };
-    void create;
-    await expect(a.receiveEvent(pdu)).rejects.toThrow();
+    // Properly signed by its server, so only the unknown auth event can be what is wrong with it.
+    const [message] = await b.sendEvents(roomId, [{ type: 'm.room.message', sender: bob, content: { body: 'hi' } }]);
+    const { hashes: _h, signatures: _s, unsigned: _u, ...fields } = wire(message!);
+    const unknownAuth = '$' + 'A'.repeat(43);
+    const { hashAndSignEvent, computeEventId } = await import('../events/pdu.ts');
+    const { requireRoomVersion } = await import('../events/room-versions.ts');
+    const key = (b as unknown as { options: { signingKey: Parameters<typeof hashAndSignEvent>[4] } }).options.signingKey;
+    const pdu = (await hashAndSignEvent({ ...fields, auth_events: [...(fields.auth_events as string[]), unknownAuth] }, requireRoomVersion('10'), b.serverName, HEARTH_KEY_ID, key)) as unknown as PDU;
+    const refusal = a.receiveEvent(pdu);
+    await expect(refusal).rejects.toBeInstanceOf(RoomError);
+    await expect(refusal).rejects.toMatchObject({ code: 'missing_events', message: expect.stringMatching(/^auth events of \S+ are unknown$/) });
+    expect(await a.getEvent(computeEventId(pdu, requireRoomVersion('10')))).toBeUndefined();
   });
 
   it('applies a redaction from the same server', async () => {

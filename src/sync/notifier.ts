@@ -13,6 +13,8 @@ interface Waiter {
  */
 export class Notifier {
   private readonly waiters = new Set<Waiter>();
+  /** Those waiting for a number of long-polls to be waiting (untilWaiting). */
+  private readonly watchers = new Set<{ count: number; resolve: () => void }>();
 
   notify(change: StreamChange): void {
     for (const waiter of this.waiters) {
@@ -35,12 +37,32 @@ export class Notifier {
       };
       waiter = { userId, rooms, wake: () => finish(true) };
       this.waiters.add(waiter);
+      if (this.watchers.size > 0) this.tellWatchers();
       timer = setTimeout(() => finish(false), Math.max(0, timeoutMs));
     });
     return { changed, cancel: () => waiter.wake() };
   }
 
+  /** How many long-polls are listening now. */
   get waiting(): number {
     return this.waiters.size;
+  }
+
+  /**
+   * Resolves once at least `count` long-polls are listening: a long-poll listens before it
+   * computes its answer, so a change made after this still wakes it (what tests wait on
+   * rather than sleeping).
+   */
+  untilWaiting(count: number): Promise<void> {
+    if (this.waiters.size >= count) return Promise.resolve();
+    return new Promise((resolve) => this.watchers.add({ count, resolve }));
+  }
+
+  private tellWatchers(): void {
+    for (const watcher of this.watchers) {
+      if (this.waiters.size < watcher.count) continue;
+      this.watchers.delete(watcher);
+      watcher.resolve();
+    }
   }
 }

@@ -32,6 +32,15 @@ export async function startTestServer(options: Partial<Omit<HomeserverOptions, '
   };
 }
 
+/**
+ * Resolves once one more /sync long-poll than now is listening on the server. Call it
+ * before starting the long-poll; then a change made once it resolves wakes that poll.
+ */
+export function nextLongPoll(server: TestServer): Promise<void> {
+  const notifier = server.homeserver.services.sync.notifier;
+  return notifier.untilWaiting(notifier.waiting + 1);
+}
+
 export interface Account {
   userId: string;
   accessToken: string;

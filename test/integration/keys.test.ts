@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signJson } from '../../src/crypto/signing.ts';
 import { crossSigningKey, crossSigningSet, deviceKeys, newKey } from '../support/e2ee-keys.ts';
-import { api, register, type Account, startTestServer, type TestServer } from './harness.ts';
+import { api, nextLongPoll, register, type Account, startTestServer, type TestServer } from './harness.ts';
 
 // Raw HTTP against the end-to-end encryption endpoints: each validation error has
 // its status and code, and the bookkeeping (/sync device lists, key counts,
@@ -237,8 +237,9 @@ describe('device lists', () => {
     await sharedRoom(alice, bob);
     const token = (await sync(alice)).next_batch;
     const started = Date.now();
+    const listening = nextLongPoll(server);
     const waiting = sync(alice, token, 10_000);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await listening;
     await upload(bob, { device_keys: (await deviceKeys(bob)).signed });
     const s = await waiting;
     expect(s.device_lists.changed).toEqual([bob.userId]);
@@ -428,8 +429,9 @@ describe('PUT /sendToDevice', () => {
     const bob = await newUser('bob');
     const token = (await sync(bob)).next_batch;
     const started = Date.now();
+    const listening = nextLongPoll(server);
     const waiting = sync(bob, token, 10_000);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await listening;
     await send(alice, 'm.ping', 'p1', { messages: { [bob.userId]: { [bob.deviceId]: { hi: true } } } });
     expect((await waiting).to_device.events).toEqual([{ sender: alice.userId, type: 'm.ping', content: { hi: true } }]);
     expect(Date.now() - started).toBeLessThan(5_000);

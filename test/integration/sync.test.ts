@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+import { api, nextLongPoll, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
 let alice: Account;
@@ -45,8 +45,9 @@ describe('/sync', () => {
     const roomId = await createRoom(alice);
     const since = (await sync(alice)).body.next_batch;
     const started = Date.now();
+    const listening = nextLongPoll(server);
     const polling = sync(alice, `?since=${since}&timeout=20000`);
-    await new Promise((r) => setTimeout(r, 100));
+    await listening;
     await send(alice, roomId, 'wake up');
     const r = await polling;
     expect(Date.now() - started).toBeLessThan(5000);
@@ -131,8 +132,9 @@ describe('/sync', () => {
     await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
     const since = (await sync(alice, '?set_presence=offline')).body.next_batch;
     const started = Date.now();
+    const listening = nextLongPoll(server);
     const polling = sync(alice, `?since=${since}&timeout=20000&set_presence=offline`);
-    await new Promise((r) => setTimeout(r, 100));
+    await listening;
     await api(server, 'PUT', `/_matrix/client/v3/presence/${enc(bob.userId)}/status`, { token: bob.accessToken, body: { presence: 'unavailable', status_msg: 'away' } });
     const r = await polling;
     expect(Date.now() - started).toBeLessThan(5000);

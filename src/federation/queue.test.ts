@@ -40,3 +40,47 @@ describe('outgoing queues', () => {
     expect(sent[0]!.request.edus.map((e: { content: { n: number } }) => e.content.n)).toEqual([0, 2]);
   });
 });
+
+describe('a wake while a send is failing', () => {
+  it('retries at once when the peer connected during the attempt, instead of backing off', async () => {
+    const { createHomeserver, homeserverSchemas } = await import('../homeserver.ts');
+    const { openSqlJsDatabase } = await import('../storage/sqljs-database.ts');
+    const { FederationUnreachable } = await import('./transport.ts');
+    const initSqlJs = (await import('sql.js')).default;
+    const destination = 'b'.repeat(64);
+    const attempts: { fail(): void }[] = [];
+    const homeserver = await createHomeserver({
+      database: await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas }),
+      seed: crypto.getRandomValues(new Uint8Array(32)),
+      rateLimits: false,
+      // Without the fix the retry would wait a minute.
+      federation: {
+        backoff: { initialMs: 60_000, maxMs: 60_000, refusedMs: 60_000 },
+        transport: {
+          send: (to) =>
+            new Promise<Response>((resolve, reject) => {
+              if (attempts.length === 0) {
+                // The first attempt is a dial that fails, but only after the peer has connected.
+                attempts.push({ fail: () => reject(new FederationUnreachable(to, 'the dial began before the connection was up')) });
+              } else {
+                attempts.push({ fail: () => {} });
+                resolve(Response.json({ pdus: {} }));
+              }
+            }),
+        },
+      },
+    });
+    try {
+      await homeserver.start();
+      const attempt = (n: number) => until(() => attempts.length >= n);
+      await homeserver.federation.component.sendEdus([destination], [{ edu_type: 'org.example.test', content: {} }]);
+      await attempt(1);
+      homeserver.federation.peerConnected(destination);
+      attempts[0]!.fail();
+      await attempt(2);
+      await until(async () => (await homeserver.federation.component.queues.pending(destination)) === 0);
+    } finally {
+      await homeserver.close();
+    }
+  });
+});

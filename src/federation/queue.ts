@@ -25,8 +25,10 @@ export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 10 * 60
 
 interface DestinationState {
   running: boolean;
-  /** Woken while a send was in flight: go round again. */
+  /** Kicked while a send was in flight: go round again. */
   again: boolean;
+  /** Woken (the peer connected) since the send in flight began: if that send fails, retry at once, not after a backoff. */
+  woken: boolean;
   failures: number;
   retryAt: number;
   timer: ReturnType<typeof setTimeout> | undefined;
@@ -110,6 +112,7 @@ export class OutgoingQueues {
   /** The destination is reachable again (a peer connected): clear its backoff and send now. */
   wake(destination: string): void {
     const state = this.state(destination);
+    state.woken = true;
     state.failures = 0;
     state.retryAt = 0;
     if (state.timer) clearTimeout(state.timer);
@@ -150,7 +153,7 @@ export class OutgoingQueues {
   private state(destination: string): DestinationState {
     let state = this.destinations.get(destination);
     if (!state) {
-      state = { running: false, again: false, failures: 0, retryAt: 0, timer: undefined };
+      state = { running: false, again: false, woken: false, failures: 0, retryAt: 0, timer: undefined };
       this.destinations.set(destination, state);
     }
     return state;
@@ -198,6 +201,7 @@ export class OutgoingQueues {
       // after all, the receiver's dedupe drops the ephemeral EDUs of the retry: the next
       // change carries their state again.
       const txnId = batch.length > 0 ? `${batch[0]!.seq}-${batch.at(-1)!.seq}` : `${this.ephemeralTxnPrefix}-${++this.ephemeralTxns}`;
+      state.woken = false;
       try {
         await this.client.sendTransaction(destination, txnId, {
           origin: this.origin,
@@ -207,6 +211,8 @@ export class OutgoingQueues {
         });
       } catch (error) {
         this.restoreEphemeral(destination, ephemeral);
+        // The peer connected while this attempt was failing (its dial began before the connection was up): try again now.
+        if (state.woken && !this.stopped) continue;
         state.running = false;
         this.scheduleRetry(destination, state, error);
         return;

@@ -124,6 +124,23 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
     expect(bodies).toEqual(['Hello from the Node peer', 'Hello from the browser']);
   });
 
+  it('a Node user invites a browser user, who joins through the page’s node', async () => {
+    const { alice, bob } = shared!;
+    const { body: created } = await api(peer, 'POST', '/_matrix/client/v3/createRoom', { token: bob.accessToken, body: { name: 'Hosted on the Node peer', invite: [alice.userId] } });
+    const roomId = created.room_id as string;
+    const aliceSync = pageSync(alice.token);
+    const invited = await syncUntil(aliceSync, (s) => !!s.rooms?.invite?.[roomId], shared!.aliceSince);
+    // Browser → Node: make_join and send_join leave the core through the page; the room's state comes back.
+    const joined = await pageFetch(page, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: alice.token, body: {} });
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    const members = await pageFetch(page, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/joined_members`, { token: alice.token });
+    expect(Object.keys(members.body.joined).sort()).toEqual([alice.userId, bob.userId].sort());
+    const sent = await api(peer, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/n3`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'Welcome to my room' } });
+    expect(sent.status).toBe(200);
+    const saw = await syncUntil(aliceSync, timelineHas(roomId, 'Welcome to my room'), invited.next_batch);
+    shared!.aliceSince = saw.next_batch;
+  });
+
   it('when the leader tab closes, the next leader starts its own node, reconnects, and federation goes on', async () => {
     expect(shared, 'runs after the invite test').toBeDefined();
     const { roomId, alice, bob } = shared!;

@@ -162,4 +162,25 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
     expect(fromNewLeader.status).toBe(200);
     await syncUntil(nodeSync(bob), timelineHas(roomId, 'From the next leader tab'), shared!.bobSince);
   });
+
+  it('reaches a Node peer it was never given, knowing only its server name: discovery through the bootstrap peer', async () => {
+    const { alice } = shared!;
+    const carolDir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-c-'));
+    const c = await startNodeHost({ dataDir: carolDir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], bootstrap: peer.p2p.multiaddrs(), rateLimits: false });
+    try {
+      const carol = await register(c, 'carol');
+      const { body: created } = await pageFetch(page, 'POST', '/_matrix/client/v3/createRoom', { token: alice.token, body: { name: 'Found by name' } });
+      const roomId = created.room_id as string;
+      // The page's node has C's address only from C's record flooded on the discovery topic.
+      const invited = await pageFetch(page, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, { token: alice.token, body: { user_id: carol.userId } });
+      expect(invited.status, JSON.stringify(invited.body)).toBe(200);
+      const carolSync: Syncer = async (since) => (await api(c, 'GET', syncQuery(since), { token: carol.accessToken })).body;
+      await syncUntil(carolSync, (s) => !!s.rooms?.invite?.[roomId]);
+      const pagePeers = await page.evaluate(() => (globalThis as any).hearthP2P.node.peers().map((p: any) => p.server_name));
+      expect(pagePeers.sort()).toEqual([peer.homeserver.serverName, c.homeserver.serverName].sort());
+    } finally {
+      await c.close();
+      await rm(carolDir, { recursive: true, force: true });
+    }
+  });
 });

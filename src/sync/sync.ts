@@ -9,6 +9,7 @@ import { EphemeralStream, Presence, Typing } from './ephemeral.ts';
 import { eventMatches, pickEventFields, roomMatches, type Filter, type RoomEventFilter } from './filter.ts';
 import { EventFormatter, type ClientEvent, type Viewer } from './format.ts';
 import { Notifier } from './notifier.ts';
+import { PushNotifications, type UnreadCounts, type UserPushRules } from './push.ts';
 import { receiptContent, Receipts } from './receipts.ts';
 import { formatToken, formatTopologicalToken, parsePaginationToken, parseToken, type SyncToken } from './token.ts';
 import { Visibility } from './visibility.ts';
@@ -64,7 +65,7 @@ export interface JoinedRoom {
   ephemeral: { events: Record<string, unknown>[] };
   account_data: { events: Record<string, unknown>[] };
   summary: Record<string, unknown>;
-  unread_notifications: { notification_count: number; highlight_count: number };
+  unread_notifications: UnreadCounts;
 }
 
 export interface LeftRoom {
@@ -106,6 +107,8 @@ export class Sync {
   readonly receipts: Receipts;
   readonly formatter: EventFormatter;
   readonly visibility: Visibility;
+  /** Push rule evaluation: unread counts and /notifications. */
+  readonly push: PushNotifications;
   private readonly extensions: SyncExtension[] = [];
 
   constructor(
@@ -127,6 +130,7 @@ export class Sync {
     this.receipts = new Receipts(db, notify, now);
     this.formatter = new EventFormatter(rooms, now);
     this.visibility = new Visibility(rooms);
+    this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
   }
 
   addExtension(extension: SyncExtension): void {
@@ -185,6 +189,7 @@ export class Sync {
     };
 
     const memberships = await this.rooms.timeline.membershipsOf(userId, upTo.stream);
+    const pushRules = await this.push.rulesOf(userId);
     const roomAccountData = new Map<string, Record<string, unknown>[]>();
     for (const item of await this.users.accountDataSince(userId, sinceStream, upTo.stream)) {
       const event = { type: item.type, content: item.content };
@@ -212,7 +217,7 @@ export class Sync {
         // display name) is not. full_state sends all state but keeps the timeline incremental.
         const fresh = !since || (changedSince && !(await this.wasJoinedAt(m.roomId, userId, sinceStream)));
         if (active && !fresh && !active.has(m.roomId)) continue;
-        const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? [], since ? newlySeen : undefined);
+        const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? [], pushRules, since ? newlySeen : undefined);
         if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
         response.rooms.invite[m.roomId] = { invite_state: { events: await this.strippedState(m.roomId, m.eventId) } };
@@ -274,6 +279,7 @@ export class Sync {
     upTo: SyncToken,
     fullState: boolean,
     accountData: Record<string, unknown>[],
+    pushRules: UserPushRules | undefined,
     newlySeen?: Set<string>,
   ): Promise<JoinedRoom> {
     const timelineFilter = filter.room?.timeline;
@@ -312,7 +318,7 @@ export class Sync {
       ephemeral: { events: ephemeral },
       account_data: { events: accountData },
       summary: since && !fullState ? {} : await this.summary(roomId, viewer.userId),
-      unread_notifications: await this.unreadCounts(roomId, viewer.userId),
+      unread_notifications: await this.push.unread(roomId, viewer.userId, upTo.stream, pushRules),
     };
   }
 
@@ -481,13 +487,6 @@ export class Sync {
     const named = (await this.rooms.currentStateEvent(roomId, 'm.room.name', '')) || (await this.rooms.currentStateEvent(roomId, 'm.room.canonical_alias', ''));
     if (!named) summary['m.heroes'] = [...joined, ...invited].filter((u) => u !== userId).sort().slice(0, 5);
     return summary;
-  }
-
-  /** Messages from others after the user's read receipt (push rules are not evaluated yet). */
-  private async unreadCounts(roomId: string, userId: string): Promise<{ notification_count: number; highlight_count: number }> {
-    const receipt = await this.receipts.latestFor(roomId, userId);
-    const after = receipt ? ((await this.rooms.getEvent(receipt))?.streamOrdering ?? 0) : 0;
-    return { notification_count: await this.rooms.timeline.countUnread(roomId, userId, after), highlight_count: 0 };
   }
 
   // ------------------------------------------------- /messages, /context

@@ -41,4 +41,16 @@ export function syncRoutes(app: Hono<Env>): void {
     });
     return c.json(response);
   });
+
+  on(app, 'GET', '/notifications', async (c) => {
+    const session = await requireSession(c);
+    const from = c.req.query('from');
+    const only = c.req.query('only');
+    const result = await c.get('services').sync.push.notifications(session, {
+      limit: intQuery(c, 'limit', 20, 100),
+      ...(from ? { from } : {}),
+      ...(only ? { only } : {}),
+    });
+    return c.json(result);
+  });
 }

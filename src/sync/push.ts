@@ -1,0 +1,180 @@
+import { stateKey } from '../events/event.ts';
+import { powerLevelsOf } from '../events/power-levels.ts';
+import { LruCache } from '../rooms/lru.ts';
+import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import { evaluatePushRules, type PushContext, type PushEvent, type PushOutcome, type PushRuleset } from '../users/push-rules.ts';
+import type { Users } from '../users/users.ts';
+import type { ClientEvent, EventFormatter, Viewer } from './format.ts';
+import type { Receipts } from './receipts.ts';
+import { TokenError } from './token.ts';
+
+// What a user's push rules say of the events in their rooms: /sync's unread
+// notification and highlight counts, and GET /notifications. Rules are evaluated
+// when these are first read after an event arrives, not when it is sent, so the
+// send path pays nothing. The counts are kept per user and room, and each event's
+// outcome per user is remembered, so (as in Synapse, which evaluates on arrival)
+// a rule changed later applies to the events that come after it.
+
+export interface UnreadCounts {
+  notification_count: number;
+  highlight_count: number;
+}
+
+/** A user's push rules, as their m.push_rules account data holds them. */
+export interface UserPushRules {
+  rules: PushRuleset;
+}
+
+export interface Notification {
+  actions: unknown[];
+  event: Omit<ClientEvent, 'room_id'>;
+  read: boolean;
+  room_id: string;
+  ts: number;
+}
+
+interface CountEntry {
+  /** The stream position of the read receipt the counts start after. */
+  after: number;
+  /** Events up to this stream position are counted. */
+  upTo: number;
+  notify: number;
+  highlight: number;
+}
+
+/** How many events of one room /notifications looks through for one page. */
+const MAX_NOTIFICATION_SCAN = 5000;
+
+export class PushNotifications {
+  private readonly counts = new LruCache<string, CountEntry>(10_000);
+  /** What the rules said of an event for a user when it was first looked at, by user and event nid. */
+  private readonly outcomes = new LruCache<string, PushOutcome | null>(100_000);
+
+  constructor(
+    private readonly rooms: Rooms,
+    private readonly users: Users,
+    private readonly receipts: Receipts,
+    private readonly formatter: EventFormatter,
+  ) {}
+
+  async rulesOf(userId: string): Promise<UserPushRules | undefined> {
+    const global = (await this.users.getAccountData(userId, '', 'm.push_rules'))?.['global'];
+    if (typeof global !== 'object' || global === null) return undefined;
+    return { rules: global as PushRuleset };
+  }
+
+  /** Events after the user's read receipt, up to a stream position, that their rules say notify (and highlight). */
+  async unread(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined): Promise<UnreadCounts> {
+    if (!rules) return { notification_count: 0, highlight_count: 0 };
+    const after = await this.receiptPosition(roomId, userId);
+    const key = `${userId}\u0000${roomId}`;
+    let entry = this.counts.get(key);
+    if (!entry || entry.after !== after || entry.upTo > upTo) entry = { after, upTo: after, notify: 0, highlight: 0 };
+    if (entry.upTo < upTo) {
+      const next = { ...entry, upTo };
+      const context = await this.contextFor(roomId, userId);
+      for await (const stored of this.rooms.timeline.streamRange(roomId, entry.upTo, upTo, 100)) {
+        const outcome = await this.outcome(stored, userId, rules.rules, context);
+        if (!outcome?.notify) continue;
+        next.notify++;
+        if (outcome.highlight) next.highlight++;
+      }
+      entry = next;
+    }
+    this.counts.set(key, entry);
+    return { notification_count: entry.notify, highlight_count: entry.highlight };
+  }
+
+  /**
+   * The events the user was notified about in the rooms they are joined to, newest
+   * first (client-server GET /notifications). `from` is a `next_token`: a stream position.
+   */
+  async notifications(viewer: Viewer, options: { from?: string; limit: number; only?: string }): Promise<{ notifications: Notification[]; next_token?: string }> {
+    const { userId } = viewer;
+    if (options.from !== undefined && !/^\d{1,15}$/.test(options.from)) throw new TokenError(`invalid token ${JSON.stringify(options.from)}`);
+    const before = options.from === undefined ? Number.MAX_SAFE_INTEGER : Number(options.from);
+    const rules = await this.rulesOf(userId);
+    if (!rules || options.limit === 0) return { notifications: [] };
+    const found: { stored: StoredEvent; outcome: PushOutcome }[] = [];
+    for (const roomId of await this.rooms.roomsOf(userId, ['join'])) {
+      const context = await this.contextFor(roomId, userId);
+      let scanned = 0;
+      let inRoom = 0;
+      for await (const stored of this.rooms.timeline.streamRange(roomId, 0, before - 1, 100)) {
+        if (++scanned > MAX_NOTIFICATION_SCAN) break;
+        const outcome = await this.outcome(stored, userId, rules.rules, context);
+        if (!outcome?.notify || (options.only === 'highlight' && !outcome.highlight)) continue;
+        found.push({ stored, outcome });
+        if (++inRoom === options.limit) break;
+      }
+    }
+    found.sort((a, b) => b.stored.streamOrdering! - a.stored.streamOrdering!);
+    const page = found.slice(0, options.limit);
+    const receipts = new Map<string, number>();
+    const notifications: Notification[] = [];
+    for (const { stored, outcome } of page) {
+      const roomId = stored.event.room_id;
+      if (!receipts.has(roomId)) receipts.set(roomId, await this.receiptPosition(roomId, userId));
+      const { room_id: _room, ...event } = await this.formatter.format(stored, viewer);
+      notifications.push({ actions: outcome.actions, event, read: stored.streamOrdering! <= receipts.get(roomId)!, room_id: roomId, ts: stored.event.origin_server_ts });
+    }
+    const result: { notifications: Notification[]; next_token?: string } = { notifications };
+    if (page.length === options.limit) result.next_token = String(page.at(-1)!.stored.streamOrdering);
+    return result;
+  }
+
+  private async receiptPosition(roomId: string, userId: string): Promise<number> {
+    const receipt = await this.receipts.latestFor(roomId, userId);
+    return receipt ? ((await this.rooms.getEvent(receipt))?.streamOrdering ?? 0) : 0;
+  }
+
+  /**
+   * What the rules say of one event for the user, as they said when it was first looked
+   * at: nothing for their own events, redacted ones, or ones from before they joined.
+   */
+  private async outcome(stored: StoredEvent, userId: string, rules: PushRuleset, context: PushContext): Promise<PushOutcome | undefined> {
+    const event = stored.event;
+    if (event.sender === userId || stored.redactedBy !== null || stored.rejected || stored.softFailed || stored.stateSnapshot === null) return undefined;
+    const key = `${userId}\u0000${stored.nid}`;
+    const known = this.outcomes.get(key);
+    if (known !== undefined) return known ?? undefined;
+    const memberNid = (await this.rooms.stateStore.load(stored.stateSnapshot)).get(stateKey('m.room.member', userId));
+    const member = memberNid === undefined ? undefined : await this.rooms.getEventByNid(memberNid);
+    const outcome = member?.event.content['membership'] === 'join' ? await evaluatePushRules(rules, event as unknown as PushEvent, context) : undefined;
+    this.outcomes.set(key, outcome ?? null);
+    return outcome;
+  }
+
+  /** The room as the conditions see it: the user's display name, the member count and power levels, as they are now. */
+  private async contextFor(roomId: string, userId: string): Promise<PushContext> {
+    const version = await this.rooms.roomVersion(roomId);
+    const member = await this.rooms.currentStateEvent(roomId, 'm.room.member', userId);
+    const create = await this.rooms.currentStateEvent(roomId, 'm.room.create', '');
+    const powerLevels = await this.rooms.currentStateEvent(roomId, 'm.room.power_levels', '');
+    const levels = version
+      ? powerLevelsOf(version, (type, key) => (key !== '' ? undefined : type === 'm.room.create' ? create?.event : type === 'm.room.power_levels' ? powerLevels?.event : undefined))
+      : undefined;
+    const displayName = member?.event.content['displayname'];
+    let memberCount: number | undefined;
+    return {
+      userId,
+      displayName: typeof displayName === 'string' ? displayName : undefined,
+      memberCount: async () => (memberCount ??= (await this.rooms.members(roomId, 'join')).length),
+      // A malformed level grants nothing.
+      powerLevel: (user) => {
+        try {
+          return levels?.user(user) ?? 0;
+        } catch {
+          return 0;
+        }
+      },
+      notificationLevel: (key) => {
+        try {
+          return levels?.notification(key) ?? Number.POSITIVE_INFINITY;
+        } catch {
+          return Number.POSITIVE_INFINITY;
+        }
+      },
+    };
+  }
+}

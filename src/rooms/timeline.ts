@@ -152,16 +152,6 @@ export class RoomTimeline {
     return rows.map((r) => r.room_id);
   }
 
-  /** Unredacted messages from others after a stream position (push rules are not evaluated yet). */
-  async countUnread(roomId: string, userId: string, after: number): Promise<number> {
-    const row = await this.db.get<{ n: number }>(
-      `SELECT COUNT(*) AS n FROM events WHERE room_id = ? AND stream_ordering > ? AND sender != ?
-       AND type IN ('m.room.message', 'm.room.encrypted') AND redacted_by IS NULL`,
-      [roomId, after, userId],
-    );
-    return row?.n ?? 0;
-  }
-
   /** A local user's latest membership in each room, with the stream position it changed at, up to `upTo`. */
   async membershipsOf(userId: string, upTo: number): Promise<LocalMembership[]> {
     const rows = await this.db.all<{ room_id: string; membership: string; event_id: string; stream_ordering: number; forgotten: number }>(

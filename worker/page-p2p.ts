@@ -10,6 +10,7 @@
  *   here and listen on `/p2p-circuit` and `/webrtc`.
  * - Bootstrap and ICE servers: `/hearth-config.json` on the serving origin; absent,
  *   the node dials nobody until told. No public bootstrap list, no STUN.
+ * - Peer store: IndexedDB (peer-datastore.ts), so a new leader redials known peers.
  */
 import { circuitRelayTransport } from '@libp2p/circuit-relay-v2';
 import type { ConnectionGater } from '@libp2p/interface';
@@ -17,6 +18,7 @@ import { webSockets } from '@libp2p/websockets';
 import * as Comlink from 'comlink';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
 import { inboundOverCore, pageSendOver } from './federation-bridge.ts';
+import { openPeerDatastore } from './peer-datastore.ts';
 import type { CoreApi } from './homeserver.worker.ts';
 
 export const CONFIG_PATH = '/hearth-config.json';
@@ -67,22 +69,30 @@ export function parseHearthConfig(value: unknown): HearthConfig {
 export interface PageP2P {
   readonly node: P2PNode;
   readonly config: HearthConfig;
+  /** Server names whose addresses the node has learnt (discovery or a connection): they can be dialled by name. */
+  readonly reachable: ReadonlySet<string>;
   stop(): Promise<void>;
 }
 
 /** Starts the leader's node over the core (once the core has started), and attaches it as the core's transport. */
 export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { config?: HearthConfig; log?: (message: string, error?: unknown) => void } = {}): Promise<PageP2P> {
   const log = options.log ?? ((message, error) => console.warn(`hearth p2p: ${message}`, error ?? ''));
-  const [config, seed] = await Promise.all([options.config ?? loadHearthConfig(log), core.p2pSeed()]);
+  const [config, seed, datastore] = await Promise.all([options.config ?? loadHearthConfig(log), core.p2pSeed(), openPeerDatastore(log)]);
   // Undefined keeps libp2p's browser gater: no private addresses, no insecure WebSockets.
   const connectionGater: ConnectionGater | undefined = config.allowPrivateAddresses ? { denyDialMultiaddr: () => false } : undefined;
-  const peerConnected = (serverName: string) => void core.peerConnected(serverName).catch((error) => log(`could not tell the core of ${serverName}`, error));
+  const reachable = new Set<string>();
+  const peerConnected = (serverName: string) => {
+    reachable.add(serverName);
+    void core.peerConnected(serverName).catch((error) => log(`could not tell the core of ${serverName}`, error));
+  };
   const node = await createP2PNode({
     seed,
     transports: [webSockets(), circuitRelayTransport()],
     // Nothing to listen on yet: Node peers reach us over the connections we open (WebRTC and relay reservations come next).
     listen: [],
     bootstrap: config.bootstrap,
+    // The peers this origin knew, so the next leader redials them too (peer-datastore.ts).
+    datastore,
     connectionGater,
     handler: inboundOverCore((wire, remoteServerName) => core.federationFetch(wire, remoteServerName)),
     onPeerConnected: peerConnected,
@@ -96,9 +106,11 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
   return {
     node,
     config,
+    reachable,
     async stop() {
       await core.attachFederation(undefined).catch(() => {});
       await node.stop();
+      await datastore.close();
     },
   };
 }

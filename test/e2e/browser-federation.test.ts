@@ -18,6 +18,15 @@ let context: BrowserContext;
 let page: Page;
 let browserServerName: string;
 // Set by the invite test for the hand-over test.
+let peerC: NodeHost | undefined;
+let carolDir: string | undefined;
+let carolInvite: { carol: Account; roomId: string } | undefined;
+let peerStopped = false;
+const stopPeer = async () => {
+  if (peerStopped) return;
+  peerStopped = true;
+  await peer.close();
+};
 let shared: { roomId: string; alice: { userId: string; token: string }; bob: Account; bobSince: string; aliceSince: string } | undefined;
 
 beforeAll(async () => {
@@ -32,8 +41,9 @@ beforeAll(async () => {
 afterAll(async () => {
   await context?.close();
   await site?.close();
-  await peer?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  if (peer) await stopPeer();
+  await peerC?.close();
+  for (const folder of [dir, carolDir]) if (folder) await rm(folder, { recursive: true, force: true });
 });
 
 type SyncBody = { next_batch: string; rooms?: any };
@@ -165,10 +175,13 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
 
   it('reaches a Node peer it was never given, knowing only its server name: discovery through the bootstrap peer', async () => {
     const { alice } = shared!;
-    const carolDir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-c-'));
+    carolDir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-c-'));
     const c = await startNodeHost({ dataDir: carolDir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], bootstrap: peer.p2p.multiaddrs(), rateLimits: false });
-    try {
+    peerC = c;
+    {
       const carol = await register(c, 'carol');
+      // C's record floods from the bootstrap peer to the page's node (an invite before that is a 502: no route).
+      await page.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), c.homeserver.serverName, { timeout: 20_000 });
       const { body: created } = await pageFetch(page, 'POST', '/_matrix/client/v3/createRoom', { token: alice.token, body: { name: 'Found by name' } });
       const roomId = created.room_id as string;
       // The page's node has C's address only from C's record flooded on the discovery topic.
@@ -178,9 +191,22 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
       await syncUntil(carolSync, (s) => !!s.rooms?.invite?.[roomId]);
       const pagePeers = await page.evaluate(() => (globalThis as any).hearthP2P.node.peers().map((p: any) => p.server_name));
       expect(pagePeers.sort()).toEqual([peer.homeserver.serverName, c.homeserver.serverName].sort());
-    } finally {
-      await c.close();
-      await rm(carolDir, { recursive: true, force: true });
+      carolInvite = { carol, roomId };
     }
+  });
+
+  it('the next leader redials the peers this origin knew, from its peer store in IndexedDB, with the bootstrap peer down', async () => {
+    const c = peerC!;
+    const { carol, roomId } = carolInvite!;
+    await stopPeer();
+    const next = await openHearth(context, site.server.url + '/');
+    await page.close();
+    page = next;
+    await next.waitForFunction(() => (globalThis as any).hearthHost.state.role === 'leader' && document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
+    // C was found by discovery only, and the bootstrap peer that told of it is gone: the stored record is all there is.
+    await expect.poll(() => next.evaluate(() => (globalThis as any).hearthP2P.node.peers().map((p: any) => p.server_name)), { timeout: 20_000 }).toEqual([c.homeserver.serverName]);
+    // And federation goes on over that link: carol joins alice's room (make_join and send_join to the browser).
+    const joined = await api(c, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: carol.accessToken, body: {} });
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
   });
 });

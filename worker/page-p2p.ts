@@ -82,6 +82,8 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
   const connectionGater: ConnectionGater | undefined = config.allowPrivateAddresses ? { denyDialMultiaddr: () => false } : undefined;
   const reachable = new Set<string>();
   const peerConnected = (serverName: string) => {
+    // For the benchmark: page open → the first peer connected or known.
+    if (reachable.size === 0) performance.mark('hearth-p2p-first-peer');
     reachable.add(serverName);
     void core.peerConnected(serverName).catch((error) => log(`could not tell the core of ${serverName}`, error));
   };

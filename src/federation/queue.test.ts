@@ -29,7 +29,10 @@ describe('outgoing queues', () => {
     servers.network.down.add(b.serverName);
     queues.sendEphemeral([b.serverName], 'typing', { edu_type: 'org.example.notice', content: { n: 1 } });
     queues.sendEphemeral([b.serverName], 'presence', { edu_type: 'org.example.notice', content: { n: 0 } });
-    await new Promise((resolve) => setTimeout(resolve, 10)); // the attempt fails; both wait again
+    // The attempt fails and both wait again (waited for, not slept on: under load 10 ms was not always enough,
+    // and an attempt that reached the network only after it came back sent them in a transaction of their own).
+    const state = () => (queues as unknown as { destinations: Map<string, { failures: number; running: boolean }> }).destinations.get(b.serverName);
+    await until(() => (state()?.failures ?? 0) > 0 && !state()!.running);
     queues.sendEphemeral([b.serverName], 'typing', { edu_type: 'org.example.notice', content: { n: 2 } });
     servers.network.down.delete(b.serverName);
     queues.wake(b.serverName);

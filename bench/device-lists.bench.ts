@@ -35,7 +35,7 @@ import { startHttpServer } from '../src/node/http-server.ts';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
 import type { Database } from '../src/storage/database.ts';
 import { openBenchDatabase } from './bench-database.ts';
-import { percentile, report, type Row } from './harness.ts';
+import { clientRequest, percentile, report, type Row } from './harness.ts';
 
 const ROUNDS = 15;
 const WARMUP_ROUNDS = 2;
@@ -46,16 +46,8 @@ const PASSWORD = 'bench-password';
 
 type Json = any;
 
-async function call(url: string, method: string, path: string, token?: string, body?: unknown): Promise<Json> {
-  const response = await fetch(url + path, {
-    method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = (await response.json()) as Json;
-  if (!response.ok) throw new Error(`${method} ${path} → ${response.status}: ${JSON.stringify(json)}`);
-  return json;
-}
+const call = (url: string, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+  clientRequest((request) => fetch(request), url + path, method, token, body);
 
 interface Account {
   userId: string;

@@ -21,7 +21,7 @@ import { roomsSchema } from '../src/rooms/schema.ts';
 import { streamSchema } from '../src/storage/stream.ts';
 import { openBenchDatabase } from './bench-database.ts';
 import { sharedClock, startBenchPeer, type BenchPeer, type PeerCommand, type Timings } from './federation-peer.ts';
-import { percentile, report, type Row } from './harness.ts';
+import { clientRequest, percentile, report, type Row } from './harness.ts';
 
 const WARMUP = 20;
 const WAKEUPS = 200;
@@ -38,28 +38,12 @@ const FIRST_PAGE = 20;
 type Json = any;
 
 /** A client request over real HTTP (loopback), as a Matrix client makes it. */
-async function call(url: string, method: string, path: string, token?: string, body?: unknown): Promise<Json> {
-  const response = await fetch(url + path, {
-    method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = (await response.json()) as Json;
-  if (!response.ok) throw new Error(`${method} ${path} → ${response.status}: ${JSON.stringify(json)}`);
-  return json;
-}
+const call = (url: string, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+  clientRequest((request) => fetch(request), url + path, method, token, body);
 
 /** A client request handed straight to A's core, for building rooms fast (no HTTP). */
-async function direct(peer: BenchPeer, method: string, path: string, token?: string, body?: unknown): Promise<Json> {
-  const response = await peer.homeserver.fetch(new Request(`http://localhost${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  }));
-  const json = (await response.json()) as Json;
-  if (!response.ok) throw new Error(`${method} ${path} → ${response.status}: ${JSON.stringify(json)}`);
-  return json;
-}
+const direct = (peer: BenchPeer, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+  clientRequest((request) => peer.homeserver.fetch(request), `http://localhost${path}`, method, token, body);
 
 type Caller = (method: string, path: string, token?: string, body?: unknown) => Promise<Json>;
 

@@ -21,3 +21,19 @@ export function report(name: string, context: string, rows: Row[]): void {
     console.log(`  ${label.padEnd(width)}  ${shown.padStart(10)} ${unit}${note ? `   (${note})` : ''}`);
   }
 }
+
+/**
+ * A client-server request as a Matrix client makes it, JSON in and out, through any
+ * Request → Response function (`fetch` over HTTP, or a homeserver's own `fetch`).
+ * A non-2xx answer throws: a bench measures what works.
+ */
+export async function clientRequest(fetchFn: (request: Request) => Promise<Response>, url: string, method: string, token?: string, body?: unknown): Promise<any> {
+  const response = await fetchFn(new Request(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  }));
+  const json = await response.json();
+  if (!response.ok) throw new Error(`${method} ${new URL(url).pathname} → ${response.status}: ${JSON.stringify(json)}`);
+  return json;
+}

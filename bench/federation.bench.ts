@@ -116,7 +116,6 @@ function nextDelivery(a: BenchPeer, destination: string): Promise<void> {
   });
 }
 
-const mean = (xs: number[]) => (xs.length === 0 ? NaN : xs.reduce((s, x) => s + x, 0) / xs.length);
 const sorted = (xs: number[] | undefined) => [...(xs ?? [])].sort((x, y) => x - y);
 const ms = (x: number) => `${x.toFixed(1)} ms`;
 /** `2× GET backfill (12.3 ms)`: the federation requests a step made, with their total time. */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { link, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
@@ -7,8 +8,9 @@ import { StorageError } from '../storage/errors.ts';
 /**
  * An exclusive lock on a database directory, held by one process: a lock file
  * created with O_EXCL holding the owner's pid and host. A lock file left by a
- * process that died is stale and is taken over; one whose owner is alive (or
- * on another host, where we cannot tell) refuses the second opener.
+ * process that died (or is a zombie, dead but not yet reaped) is stale and is
+ * taken over; one whose owner is alive (or on another host, where we cannot
+ * tell) refuses the second opener.
  */
 export interface FileLock {
   release(): Promise<void>;
@@ -31,13 +33,35 @@ function lockedError(path: string, detail: string): StorageError {
   return new StorageError('locked', `the database is in use (${detail}); lock file ${path}`);
 }
 
+/**
+ * Whether pid is a running process. A zombie (dead, not yet reaped by its
+ * parent) still answers kill(pid, 0), so on Linux its state in /proc decides:
+ * Z (zombie) or X (being reaped) has exited, released its files and will write
+ * nothing more. After a kill -9 of a process group, the owner is a zombie until
+ * its parent reaps it, and forever under a PID 1 that never reaps.
+ */
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+    // EPERM: it exists, owned by someone else; a zombie can still be told apart below.
   }
+  return !hasExited(pid);
+}
+
+/** Linux: the process's state in /proc/<pid>/stat is Z or X. Elsewhere (no /proc), false. */
+function hasExited(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch (error) {
+    // Gone since kill(pid, 0) answered (ENOENT on Linux), or no /proc at all.
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' && existsSync('/proc/self/stat');
+  }
+  // "pid (comm) state ...": comm may hold spaces and parentheses, so read after the last ')'.
+  const state = stat.slice(stat.lastIndexOf(')') + 1).trim()[0];
+  return state === 'Z' || state === 'X';
 }
 
 function parseOwner(text: string): LockOwner | null {

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +48,30 @@ describe('file lock', () => {
     await writeOwner({ pid: process.pid, host: hostname(), nonce: 'previous life' });
     const second = await acquireFileLock(lockPath());
     await second.release();
+  });
+
+  it.runIf(process.platform === 'linux')('takes over a lock whose owner is a zombie, which still answers kill(pid, 0)', async () => {
+    // A grandchild that exits under a parent (sleep) that never reaps it: a zombie. It
+    // alone holds our pipe, so the pipe's end means it has exited.
+    const parent = spawn('sh', ['-c', 'exec 3>&1 >/dev/null; sh -c "echo \\$\\$ >&3" & exec sleep 60 3>&-'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const parentExited = new Promise((resolve) => parent.once('exit', resolve));
+    try {
+      let output = '';
+      parent.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      await new Promise((resolve) => parent.stdout!.once('end', resolve));
+      const zombie = Number(output.trim());
+      expect(zombie).toBeGreaterThan(0);
+      expect(() => process.kill(zombie, 0)).not.toThrow(); // the trap
+      expect((await readFile(`/proc/${zombie}/stat`, 'utf8')).replace(/^.*\) /s, '')[0]).toBe('Z');
+
+      await writeOwner({ pid: zombie, host: hostname(), nonce: 'zombie' });
+      const lock = await acquireFileLock(lockPath());
+      expect(JSON.parse(await readFile(lockPath(), 'utf8'))).toMatchObject({ pid: process.pid });
+      await lock.release();
+    } finally {
+      parent.kill('SIGKILL');
+      await parentExited;
+    }
   });
 
   it('respects a lock from another host and a fresh half-written lock, not an old half-written one', async () => {

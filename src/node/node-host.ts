@@ -53,56 +53,76 @@ export async function loadOrCreateSeed(path: string): Promise<Uint8Array> {
   return seed;
 }
 
-/** The homeserver under Node: durable files in dataDir, HTTP on the loopback interface. */
+/**
+ * The homeserver under Node: durable files in dataDir, HTTP on the loopback interface.
+ * The HTTP port is taken first, so a port in use fails before anything is written
+ * (requests that arrive while the rest starts wait for it). A failure part-way
+ * closes what was opened, releasing the database lock.
+ */
 export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost> {
-  await mkdir(options.dataDir, { recursive: true });
-  const seed = await loadOrCreateSeed(join(options.dataDir, 'identity.seed'));
-  const persistence = await openFilePersistence({ directory: join(options.dataDir, 'db') });
-  const database = await openDurableDatabase({ sqlJs: await initSqlJs(), persistence, schemas: homeserverSchemas });
-  // The core exists before libp2p starts, so the first request from a redialled peer finds it;
-  // its outbound transport is the P2P node's, once that is up.
-  let p2p: P2PNode | undefined;
-  const transport: FederationTransport = {
-    send: (destination, request, sendOptions) => (p2p ? p2p.transport.send(destination, request, sendOptions) : Promise.reject(new FederationUnreachable(destination, 'libp2p is not up yet'))),
-  };
-  const homeserver = await createHomeserver({
-    database,
-    seed,
-    registrationEnabled: options.registrationEnabled,
-    rateLimits: options.rateLimits,
-    log: options.log,
-    federation: { transport },
-  });
-  const peers = new FsDatastore(join(options.dataDir, 'peers'));
-  await peers.open();
-  // The one seed is both the Matrix signing key and the libp2p identity.
-  p2p = await createP2PNode({
-    seed,
-    transports: [tcp(), webSockets()],
-    listen: options.listen ?? [],
-    bootstrap: options.bootstrap ?? [],
-    datastore: peers,
-    handler: homeserver.federation.fetch,
-    // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
-    onPeerConnected: homeserver.federation.peerConnected,
-    onPeerDiscovered: homeserver.federation.peerConnected,
-    log: options.log,
-  });
-  const node = p2p;
-  await homeserver.start();
-  // /_hearth/status: who we are on the network and who we are connected to.
-  const fetch = async (request: Request): Promise<Response> =>
-    new URL(request.url).pathname === '/_hearth/status' ? Response.json(node.status() satisfies HearthStatus, { headers: { 'access-control-allow-origin': '*' } }) : homeserver.fetch(request);
-  const http = await startHttpServer(fetch, options.port ?? 8008, options.host ?? '127.0.0.1');
-  return {
-    url: http.url,
-    homeserver,
-    p2p: node,
-    close: async () => {
-      await http.close();
-      await node.stop();
-      await peers.close();
-      await homeserver.close();
-    },
-  };
+  let handler: ((request: Request) => Promise<Response>) | undefined;
+  let markReady!: () => void;
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  const http = await startHttpServer(async (request) => (await ready, handler!(request)), options.port ?? 8008, options.host ?? '127.0.0.1');
+  const undo: (() => Promise<unknown>)[] = [() => http.close()];
+  try {
+    await mkdir(options.dataDir, { recursive: true });
+    const seed = await loadOrCreateSeed(join(options.dataDir, 'identity.seed'));
+    const persistence = await openFilePersistence({ directory: join(options.dataDir, 'db') });
+    undo.push(() => persistence.close());
+    const database = await openDurableDatabase({ sqlJs: await initSqlJs(), persistence, schemas: homeserverSchemas });
+    undo.push(() => database.close());
+    // The core exists before libp2p starts, so the first request from a redialled peer finds it;
+    // its outbound transport is the P2P node's, once that is up.
+    let p2p: P2PNode | undefined;
+    const transport: FederationTransport = {
+      send: (destination, request, sendOptions) => (p2p ? p2p.transport.send(destination, request, sendOptions) : Promise.reject(new FederationUnreachable(destination, 'libp2p is not up yet'))),
+    };
+    const homeserver = await createHomeserver({
+      database,
+      seed,
+      registrationEnabled: options.registrationEnabled,
+      rateLimits: options.rateLimits,
+      log: options.log,
+      federation: { transport },
+    });
+    undo.push(() => homeserver.close());
+    const peers = new FsDatastore(join(options.dataDir, 'peers'));
+    await peers.open();
+    undo.push(() => peers.close());
+    // The one seed is both the Matrix signing key and the libp2p identity.
+    p2p = await createP2PNode({
+      seed,
+      transports: [tcp(), webSockets()],
+      listen: options.listen ?? [],
+      bootstrap: options.bootstrap ?? [],
+      datastore: peers,
+      handler: homeserver.federation.fetch,
+      // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
+      onPeerConnected: homeserver.federation.peerConnected,
+      onPeerDiscovered: homeserver.federation.peerConnected,
+      log: options.log,
+    });
+    const node = p2p;
+    undo.push(() => node.stop());
+    await homeserver.start();
+    // /_hearth/status: who we are on the network and who we are connected to.
+    handler = async (request: Request): Promise<Response> =>
+      new URL(request.url).pathname === '/_hearth/status' ? Response.json(node.status() satisfies HearthStatus, { headers: { 'access-control-allow-origin': '*' } }) : homeserver.fetch(request);
+    markReady();
+    return {
+      url: http.url,
+      homeserver,
+      p2p: node,
+      close: async () => {
+        await http.close();
+        await node.stop();
+        await peers.close();
+        await homeserver.close();
+      },
+    };
+  } catch (error) {
+    for (const step of undo.reverse()) await step().catch(() => undefined);
+    throw error;
+  }
 }

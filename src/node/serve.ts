@@ -2,9 +2,12 @@
 // Federation: `--listen /ip4/0.0.0.0/tcp/4001` (or `…/tcp/4002/ws`) and `--bootstrap /ip4/…/p2p/12D3…`,
 // each repeatable. With no --listen the peer only dials out (bootstrap peers, peers it discovers, and
 // the peers it knew before, from <data>/peers); others reach it over the connections it opens.
+// A start-up failure (database in use, port taken, data folder not writable) prints one line and exits 1;
+// HEARTH_DEBUG=1 prints the error in full as well.
 import './polyfills.ts';
 import { parseArgs } from 'node:util';
-import { startNodeHost } from './node-host.ts';
+import { StorageError } from '../storage/errors.ts';
+import { startNodeHost, type NodeHost } from './node-host.ts';
 
 const { values } = parseArgs({
   options: {
@@ -24,16 +27,48 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.exit(2);
 }
 
-const host = await startNodeHost({
-  dataDir: values.data!,
-  port,
-  host: values.host!,
-  registrationEnabled: !values['no-registration'],
-  rateLimits: values['no-rate-limits'] ? false : undefined,
-  log: (message, error) => console.error(message, error ?? ''),
-  listen: values.listen,
-  bootstrap: values.bootstrap,
-});
+/** The errno-style code of an error or of one it wraps (a StorageError keeps the fs error as its cause). */
+function systemCode(error: unknown): string | undefined {
+  for (let at = error, depth = 0; at && depth < 5; at = (at as { cause?: unknown }).cause, depth++) {
+    const code = (at as { code?: unknown }).code;
+    if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return code;
+  }
+  return undefined;
+}
+
+/** One line a person can act on, for the failures people meet; anything else by its message. */
+function startupFailure(error: unknown, options: { dataDir: string; port: number; host: string }): string {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof StorageError && error.code === 'locked') return `hearth: cannot start: ${message}`;
+  const code = systemCode(error);
+  if (code === 'EADDRINUSE') {
+    // The HTTP port is bound first; Node's message names it as host:port. Otherwise it was a libp2p --listen address.
+    return message.includes(`${options.host}:${options.port}`)
+      ? `hearth: cannot start: port ${options.port} on ${options.host} is already in use`
+      : `hearth: cannot start: a --listen address is already in use (${message.split('\n')[0]})`;
+  }
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') return `hearth: cannot start: the data folder ${options.dataDir} is not writable (${code})`;
+  if (code === 'ENOTDIR' || code === 'EEXIST') return `hearth: cannot start: the data folder ${options.dataDir} cannot be created (${code}: something that is not a folder is in the way)`;
+  return `hearth: cannot start: ${message.split('\n')[0]}`;
+}
+
+let host: NodeHost;
+try {
+  host = await startNodeHost({
+    dataDir: values.data!,
+    port,
+    host: values.host!,
+    registrationEnabled: !values['no-registration'],
+    rateLimits: values['no-rate-limits'] ? false : undefined,
+    log: (message, error) => console.error(message, error ?? ''),
+    listen: values.listen,
+    bootstrap: values.bootstrap,
+  });
+} catch (error) {
+  console.error(startupFailure(error, { dataDir: values.data!, port, host: values.host! }));
+  if (process.env['HEARTH_DEBUG']) console.error(error);
+  process.exit(1);
+}
 console.log(`Hearth homeserver listening on ${host.url}`);
 console.log(`server name: ${host.homeserver.serverName}`);
 console.log(`peer ID: ${host.p2p.peerId}`);

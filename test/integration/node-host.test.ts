@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -10,10 +11,94 @@ import { api, register } from './harness.ts';
 
 const directories: string[] = [];
 const children: ChildProcess[] = [];
+/** Process groups of hosts started under a parent that never reaps them. */
+const groups: number[] = [];
 afterEach(async () => {
-  for (const child of children.splice(0)) child.kill('SIGKILL');
+  for (const group of groups.splice(0)) {
+    try {
+      process.kill(-group, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  for (const child of children.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      process.kill(-child.pid!, 'SIGKILL'); // a detached child leads its own process group
+    } catch {
+      child.kill('SIGKILL');
+    }
+    await exited;
+  }
   for (const dir of directories.splice(0)) await rm(dir, { recursive: true, force: true });
 });
+
+interface SpawnOptions {
+  /** Its own process group, so the whole group can be killed as a crash would. */
+  detached?: boolean;
+  /** Run as this uid and gid (root cannot be refused a write by permissions). */
+  uid?: number;
+  /**
+   * In a process group and session of its own (setsid), under a parent outside it that
+   * never reaps (as under a container's PID 1 that does not): killed, it stays a zombie.
+   */
+  neverReaped?: boolean;
+}
+
+function spawnServe(dir: string, args: string[], options: SpawnOptions): ChildProcess {
+  const command = [process.execPath, '--import', 'tsx', 'src/node/serve.ts', '--data', dir, '--no-rate-limits', ...(args.includes('--port') ? [] : ['--port', '0']), ...args];
+  if (options.neverReaped) {
+    // sh prints the host's pid (its process group's id, as setsid makes it a leader) and becomes sleep, which reaps nothing.
+    const child = spawn('sh', ['-c', 'setsid "$0" "$@" & echo "serve pid $!"; exec sleep 600', ...command], { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    return child;
+  }
+  const child = spawn(command[0]!, command.slice(1), {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached ?? false,
+    ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.uid }),
+  });
+  children.push(child);
+  return child;
+}
+
+/** `serve` as a child process, resolved once it prints its URL; group: the process group to kill for a crash. */
+function serve(dir: string, args: string[] = [], options: SpawnOptions = {}): Promise<{ child: ChildProcess; url: string; group: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawnServe(dir, args, options);
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const pid = options.neverReaped ? /^serve pid (\d+)$/m.exec(output)?.[1] : String(child.pid);
+      if (options.neverReaped && pid && !groups.includes(Number(pid))) groups.push(Number(pid));
+      const match = /listening on (http:\S+)/.exec(output);
+      if (match && pid) resolve({ child, url: match[1]!, group: Number(pid) });
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${output}`)));
+  });
+}
+
+/** `serve` as a child process that is expected not to start: its exit code and what it printed. */
+function serveFails(dir: string, args: string[] = [], options: SpawnOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawnServe(dir, args, options);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** One line, no stack trace. */
+function expectOneClearLine(stderr: string, pattern: RegExp): void {
+  const lines = stderr.trim().split('\n');
+  expect(lines, stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(pattern);
+  expect(stderr).not.toMatch(/^\s+at /m);
+}
 
 async function dataDir(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'hearth-host-'));
@@ -57,19 +142,7 @@ describe('the Node host', () => {
 
   it('loses nothing it acknowledged when the process is killed', async () => {
     const dir = await dataDir();
-    const start = () =>
-      new Promise<{ child: ChildProcess; url: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', 'src/node/serve.ts', '--port', '0', '--data', dir, '--no-rate-limits'], { stdio: ['ignore', 'pipe', 'pipe'] });
-        children.push(child);
-        let output = '';
-        child.stdout!.on('data', (chunk: Buffer) => {
-          output += chunk.toString();
-          const match = /listening on (http:\S+)/.exec(output);
-          if (match) resolve({ child, url: match[1]! });
-        });
-        child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-        child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${output}`)));
-      });
+    const start = () => serve(dir);
     const first = await start();
     const alice = await register(first, 'alice');
     const roomId = (await api(first, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: {} })).body.room_id;
@@ -86,5 +159,63 @@ describe('the Node host', () => {
     const stored = messages.body.chunk.map((e: any) => e.event_id);
     for (const id of acknowledged) expect(stored).toContain(id);
     second.child.kill('SIGTERM');
+  });
+
+  it('restarts at once after its whole process group is killed, 20 times, losing nothing it acknowledged', async () => {
+    const dir = await dataDir();
+    // Every other host runs under a parent that never reaps it, so its successor finds the lock held by a zombie.
+    const options = (round: number): SpawnOptions => (round % 2 === 0 ? { detached: true } : { neverReaped: true });
+    let host = await serve(dir, [], options(0));
+    const alice = await register(host, 'alice');
+    const roomId = (await api(host, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: {} })).body.room_id;
+    const acknowledged: string[] = [];
+    for (let round = 0; round < 20; round++) {
+      const sent = await api(host, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/round${round}`, { token: alice.accessToken, body: { msgtype: 'm.text', body: `round ${round}` } });
+      expect(sent.status).toBe(200);
+      acknowledged.push(sent.body.event_id);
+      process.kill(-host.group, 'SIGKILL');
+      // At once, not after its exit: the killed process may be dying or an unreaped zombie holding the lock.
+      host = await serve(dir, [], options(round + 1));
+      const messages = await api(host, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=100`, { token: alice.accessToken });
+      expect(messages.body.chunk.map((e: any) => e.event_id)).toEqual(expect.arrayContaining(acknowledged));
+    }
+  }, 60_000);
+
+  it('refuses, in one line, to start on a database another live process holds', async () => {
+    const dir = await dataDir();
+    const first = await serve(dir);
+    const second = await serveFails(dir);
+    expect(second.code).not.toBe(0);
+    expectOneClearLine(second.stderr, /database is in use \(held by live process \d+\)/);
+    // The first is untouched.
+    expect((await api(first, 'GET', '/_matrix/client/versions')).status).toBe(200);
+  });
+
+  it('refuses, in one line, to start on a port that is taken, and leaves no database behind', async () => {
+    const parent = await dataDir();
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const dir = join(parent, 'data');
+      const result = await serveFails(dir, ['--port', String(port)]);
+      expect(result.code).not.toBe(0);
+      expectOneClearLine(result.stderr, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
+      await expect(stat(dir)).rejects.toMatchObject({ code: 'ENOENT' });
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  });
+
+  it('refuses, in one line, to start on a data folder it cannot write', async () => {
+    const parent = await dataDir();
+    const dir = join(parent, 'data');
+    await mkdir(dir);
+    await chmod(dir, 0o555);
+    await chmod(parent, 0o755); // reachable by the unprivileged user below
+    // Permissions do not stop root: run it as nobody then.
+    const result = await serveFails(dir, [], process.getuid?.() === 0 ? { uid: 65534 } : {});
+    expect(result.code).not.toBe(0);
+    expectOneClearLine(result.stderr, /data folder .*data is not writable \(EACCES\)/);
   });
 });

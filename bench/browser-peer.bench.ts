@@ -4,38 +4,16 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
 import { buildPage } from '../scripts/build.ts';
 import { serveStatic } from '../scripts/static-server.ts';
 import { startNodeHost } from '../src/node/node-host.ts';
 import { launchChromium } from '../test/e2e/chromium.ts';
-import { percentile, report, type Row } from './harness.ts';
+import { clientRequest, pageRequest, percentile, report, type Row } from './harness.ts';
 
 const OPEN_ROUNDS = 8;
 const SAMPLES = 30;
 
-async function pageApi(page: Page, method: string, path: string, token: string | undefined, body?: unknown): Promise<any> {
-  return page.evaluate(
-    async ({ method, path, token, body }) => {
-      const headers: Record<string, string> = { 'content-type': 'application/json' };
-      if (token) headers['authorization'] = `Bearer ${token}`;
-      const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-      const json = await response.json();
-      if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-      return json;
-    },
-    { method, path, token, body },
-  );
-}
 
-async function nodeApi(url: string, method: string, path: string, token: string | undefined, body?: unknown): Promise<any> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (token) headers['authorization'] = `Bearer ${token}`;
-  const response = await fetch(url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const json = await response.json();
-  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-  return json;
-}
 
 const has = (sync: any, roomId: string, text: string) => (sync.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === text);
 
@@ -44,6 +22,8 @@ export async function run(): Promise<void> {
   const data = await mkdtemp(join(tmpdir(), 'hearth-bench-peer-data-'));
   await buildPage(dist, { quiet: true });
   const peer = await startNodeHost({ dataDir: data, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  /** A client request to the Node peer over HTTP, as its own client makes it. */
+  const nodeRequest = (method: string, path: string, token?: string, body?: unknown) => clientRequest((request) => fetch(request), peer.url + path, method, token, body);
   const server = await serveStatic(dist, 0, '127.0.0.1', { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   const browser = await launchChromium();
   const url = server.url + '/';
@@ -68,13 +48,13 @@ export async function run(): Promise<void> {
     await page.goto(url);
     await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 60_000 });
     await page.waitForFunction(() => (globalThis as any).hearthP2P.node.peers().length > 0, undefined, { timeout: 60_000 });
-    const alice = await pageApi(page, 'POST', '/_matrix/client/v3/register', undefined, { username: 'alice', password: 'alice password', auth: { type: 'm.login.dummy' } });
-    const bob = await nodeApi(peer.url, 'POST', '/_matrix/client/v3/register', undefined, { username: 'bob', password: 'bob password', auth: { type: 'm.login.dummy' } });
-    const roomId = (await pageApi(page, 'POST', '/_matrix/client/v3/createRoom', alice.access_token, { invite: [bob.user_id] })).room_id as string;
-    await nodeApi(peer.url, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, bob.access_token, {});
+    const alice = await pageRequest(page, 'POST', '/_matrix/client/v3/register', undefined, { username: 'alice', password: 'alice password', auth: { type: 'm.login.dummy' } });
+    const bob = await nodeRequest('POST', '/_matrix/client/v3/register', undefined, { username: 'bob', password: 'bob password', auth: { type: 'm.login.dummy' } });
+    const roomId = (await pageRequest(page, 'POST', '/_matrix/client/v3/createRoom', alice.access_token, { invite: [bob.user_id] })).room_id as string;
+    await nodeRequest('POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, bob.access_token, {});
     const room = `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}`;
-    let aliceSince = (await pageApi(page, 'GET', '/_matrix/client/v3/sync?timeout=0', alice.access_token)).next_batch as string;
-    let bobSince = (await nodeApi(peer.url, 'GET', '/_matrix/client/v3/sync?timeout=0', bob.access_token)).next_batch as string;
+    let aliceSince = (await pageRequest(page, 'GET', '/_matrix/client/v3/sync?timeout=0', alice.access_token)).next_batch as string;
+    let bobSince = (await nodeRequest('GET', '/_matrix/client/v3/sync?timeout=0', bob.access_token)).next_batch as string;
 
     const toBrowser: number[] = [];
     const toNode: number[] = [];
@@ -92,7 +72,7 @@ export async function run(): Promise<void> {
         { token: alice.access_token, since: aliceSince, roomId, text },
       );
       const sentAt = Date.now();
-      await nodeApi(peer.url, 'PUT', `${room}/send/m.room.message/n${i}`, bob.access_token, { msgtype: 'm.text', body: text });
+      await nodeRequest('PUT', `${room}/send/m.room.message/n${i}`, bob.access_token, { msgtype: 'm.text', body: text });
       const got = await seen;
       toBrowser.push(got.at - sentAt);
       aliceSince = got.since;
@@ -100,9 +80,9 @@ export async function run(): Promise<void> {
       // Browser → Node: bob long-polls the Node peer's /sync.
       const back = `to the Node peer ${i}`;
       const started = Date.now();
-      const sending = pageApi(page, 'PUT', `${room}/send/m.room.message/b${i}`, alice.access_token, { msgtype: 'm.text', body: back });
+      const sending = pageRequest(page, 'PUT', `${room}/send/m.room.message/b${i}`, alice.access_token, { msgtype: 'm.text', body: back });
       for (;;) {
-        const sync = await nodeApi(peer.url, 'GET', `/_matrix/client/v3/sync?timeout=10000&since=${encodeURIComponent(bobSince)}`, bob.access_token);
+        const sync = await nodeRequest('GET', `/_matrix/client/v3/sync?timeout=10000&since=${encodeURIComponent(bobSince)}`, bob.access_token);
         bobSince = sync.next_batch;
         if (has(sync, roomId, back)) break;
       }

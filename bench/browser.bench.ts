@@ -8,7 +8,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { buildPage } from '../scripts/build.ts';
 import { serveStatic } from '../scripts/static-server.ts';
 import { launchChromium } from '../test/e2e/chromium.ts';
-import { percentile, report, type Row } from './harness.ts';
+import { pageRequest, percentile, report, type Row } from './harness.ts';
 
 const STORED_EVENTS = Number(process.env.HEARTH_BENCH_EVENTS ?? 10_000);
 const LATENCY_SAMPLES = 40;
@@ -24,19 +24,6 @@ async function coldStart(context: BrowserContext, url: string): Promise<{ page: 
   return { page, versionsMs, coreStartMs };
 }
 
-async function api(page: Page, method: string, path: string, token: string | undefined, body?: unknown): Promise<any> {
-  return page.evaluate(
-    async ({ method, path, token, body }) => {
-      const headers: Record<string, string> = { 'content-type': 'application/json' };
-      if (token) headers['authorization'] = `Bearer ${token}`;
-      const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-      const json = await response.json();
-      if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-      return json;
-    },
-    { method, path, token, body },
-  );
-}
 
 /** Sends `count` messages from inside the page, a few at a time, and returns how long it took. */
 async function fill(page: Page, token: string, roomId: string, count: number): Promise<number> {
@@ -116,9 +103,9 @@ export async function run(): Promise<void> {
     await first.page.close();
     const again = await coldStart(context, url);
 
-    const registered = await api(again.page, 'POST', '/_matrix/client/v3/register', undefined, { username: 'bench', password: 'bench password', auth: { type: 'm.login.dummy' } });
+    const registered = await pageRequest(again.page, 'POST', '/_matrix/client/v3/register', undefined, { username: 'bench', password: 'bench password', auth: { type: 'm.login.dummy' } });
     const token = registered.access_token as string;
-    const roomId = (await api(again.page, 'POST', '/_matrix/client/v3/createRoom', token, { name: 'bench' })).room_id as string;
+    const roomId = (await pageRequest(again.page, 'POST', '/_matrix/client/v3/createRoom', token, { name: 'bench' })).room_id as string;
     const fillMs = await fill(again.page, token, roomId, STORED_EVENTS);
 
     // 10,000 events stored: close every page, so the core restarts from storage.
@@ -128,9 +115,9 @@ export async function run(): Promise<void> {
 
     // Send in one tab, visible in the other (both UIs signed in as the same user).
     // Without durable storage the account is gone after the restart: make it again.
-    const session = kept ? registered : await api(full.page, 'POST', '/_matrix/client/v3/register', undefined, { username: 'bench', password: 'bench password', auth: { type: 'm.login.dummy' } });
+    const session = kept ? registered : await pageRequest(full.page, 'POST', '/_matrix/client/v3/register', undefined, { username: 'bench', password: 'bench password', auth: { type: 'm.login.dummy' } });
     await full.page.evaluate((r) => localStorage.setItem('hearth-session', JSON.stringify({ userId: r.user_id, accessToken: r.access_token, deviceId: r.device_id })), session);
-    const latencyRoom = (await api(full.page, 'POST', '/_matrix/client/v3/createRoom', session.access_token, { name: 'latency' })).room_id as string;
+    const latencyRoom = (await pageRequest(full.page, 'POST', '/_matrix/client/v3/createRoom', session.access_token, { name: 'latency' })).room_id as string;
     const viewer = await context.newPage();
     await viewer.goto(url);
     await viewer.waitForFunction(() => document.body.dataset.synced === 'true', undefined, { timeout: 60_000 });

@@ -1,3 +1,5 @@
+import type { Page } from 'playwright-core';
+
 /** Mean time per call in milliseconds, after a short warm-up. */
 export async function measure(iterations: number, fn: () => unknown): Promise<number> {
   for (let i = 0; i < Math.min(20, iterations); i++) await fn();
@@ -36,4 +38,23 @@ export async function clientRequest(fetchFn: (request: Request) => Promise<Respo
   const json = await response.json();
   if (!response.ok) throw new Error(`${method} ${new URL(url).pathname} → ${response.status}: ${JSON.stringify(json)}`);
   return json;
+}
+
+/**
+ * A client-server request made from inside a page, so it goes through the page's
+ * service worker as the page's own client's would (the function runs in the page,
+ * so it cannot share clientRequest's code).
+ */
+export function pageRequest(page: Page, method: string, path: string, token?: string, body?: unknown): Promise<any> {
+  return page.evaluate(
+    async ({ method, path, token, body }) => {
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (token) headers['authorization'] = `Bearer ${token}`;
+      const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const json = await response.json();
+      if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+      return json;
+    },
+    { method, path, token, body },
+  );
 }

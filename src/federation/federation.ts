@@ -440,7 +440,7 @@ export class Federation {
    */
   async countersignInvite(event: RoomEvent, version: RoomVersion): Promise<RoomEvent> {
     const destination = serverNameOf(event.state_key!);
-    const inviteRoomState = await this.strippedState(event.room_id, event.sender);
+    const inviteRoomState = await this.options.rooms.strippedState(event.room_id, event.sender);
     const { event: signed } = await this.client.invite(destination, event.room_id, event.event_id, {
       room_version: version.id,
       event: toPdu(event, version),
@@ -481,20 +481,6 @@ export class Federation {
       unsigned: { invite_room_state: stripped } as unknown as JsonObject,
     });
     return signed;
-  }
-
-  /** The stripped state an invitee (or knocker) sees (client-server §Stripped state). */
-  async strippedState(roomId: string, senderOf?: string): Promise<Record<string, unknown>[]> {
-    const types = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
-    const out: Record<string, unknown>[] = [];
-    const add = (stored: StoredEvent | undefined) => {
-      if (!stored) return;
-      const e = stored.event;
-      out.push({ type: e.type, state_key: e.state_key, sender: e.sender, content: e.content });
-    };
-    for (const type of types) add(await this.options.rooms.currentStateEvent(roomId, type, ''));
-    if (senderOf) add(await this.options.rooms.currentStateEvent(roomId, 'm.room.member', senderOf));
-    return out;
   }
 
   // ------------------------------------------------------------- backfill

@@ -146,7 +146,7 @@ export class RemoteDeviceLists {
   async ensureFresh(userId: string, timeoutMs: number): Promise<void> {
     const list = await this.get(userId);
     if (list && !list.stale) return;
-    await withTimeout(this.schedule(userId), timeoutMs, serverNameOf(userId));
+    await withTimeout(this.schedule(userId), timeoutMs, serverTimedOut(serverNameOf(userId), timeoutMs));
   }
 
   /** Applies an m.device_list_update from `origin` (dropped when the user is not of that server). */
@@ -303,7 +303,8 @@ export class RemoteDeviceLists {
     if (!this.source) throw new DeviceListResyncError(server, 'this homeserver does not federate');
     let answer: Record<string, unknown>;
     try {
-      answer = await withTimeout(this.source.userDevices(server, userId), this.options.requestTimeoutMs ?? 10_000, server);
+      const ms = this.options.requestTimeoutMs ?? 10_000;
+      answer = await withTimeout(this.source.userDevices(server, userId), ms, serverTimedOut(server, ms));
     } catch (error) {
       await this.withUserLock(userId, async () => this.markStale(userId, await this.get(userId)));
       const status = (error as { status?: unknown }).status;
@@ -363,10 +364,13 @@ function parseUserDevices(userId: string, answer: Record<string, unknown>): Remo
   return list;
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, server: string): Promise<T> {
+/** Settles as `promise` does, or rejects with `timedOut()` after `ms`, whichever comes first. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DeviceListResyncError(server, `${server} did not answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(timedOut()), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+const serverTimedOut = (server: string, ms: number) => () => new DeviceListResyncError(server, `${server} did not answer within ${ms} ms`);

@@ -6,7 +6,7 @@ import { serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { KeyBackup } from './backup.ts';
-import { RemoteDeviceLists, type DeviceListBackoff } from './device-lists.ts';
+import { RemoteDeviceLists, withTimeout, type DeviceListBackoff } from './device-lists.ts';
 import { KeysError, keysBadJson, keysInvalidParam, keysInvalidSignature } from './errors.ts';
 import { ToDevice } from './to-device.ts';
 
@@ -414,7 +414,7 @@ export class Keys {
         return;
       }
       try {
-        take(asked, await withTimeout(ask(remote, server, asked), timeoutMs));
+        take(asked, await withTimeout(ask(remote, server, asked), timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`)));
       } catch (error) {
         const errcode = (error as { errcode?: unknown }).errcode;
         failures[server] = { errcode: typeof errcode === 'string' ? errcode : 'M_UNKNOWN', error: error instanceof Error ? error.message : String(error) };
@@ -877,14 +877,6 @@ const objectAt = (value: unknown, key: string): Record<string, unknown> => {
   const inner = isObject(value) ? value[key] : undefined;
   return isObject(inner) ? inner : {};
 };
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 const COUNT_SQL = 'SELECT algorithm, COUNT(*) AS n FROM one_time_keys WHERE user_id = ? AND device_id = ? GROUP BY algorithm';
 

@@ -161,6 +161,22 @@ export class Rooms {
     return rows.map((r) => r.state_key).filter((u) => !u.endsWith(ours) && (server === undefined || serverNameOf(u) === server));
   }
 
+  /**
+   * What an invitee or knocker sees of a room (client-server §Stripped state): its
+   * create, join rules, name, avatar, aliases, encryption and topic, and the member
+   * event of `memberOf` (the inviter), each as type, state key, sender and content.
+   */
+  async strippedState(roomId: string, memberOf?: string): Promise<Record<string, unknown>[]> {
+    const keys: [string, string][] = STRIPPED_STATE_TYPES.map((type) => [type, '']);
+    if (memberOf) keys.push(['m.room.member', memberOf]);
+    const out: Record<string, unknown>[] = [];
+    for (const [type, key] of keys) {
+      const e = (await this.currentStateEvent(roomId, type, key))?.event;
+      if (e) out.push({ type: e.type, state_key: e.state_key ?? '', sender: e.sender, content: e.content });
+    }
+    return out;
+  }
+
   /** The room's newest events, that new events build on. */
   async forwardExtremities(roomId: string): Promise<string[]> {
     return [...((await this.head(roomId))?.extremities ?? [])];
@@ -1109,6 +1125,8 @@ export interface ReceiveOptions {
    */
   stateBefore?: readonly string[];
 }
+
+const STRIPPED_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
 
 function serversOf(userIds: Iterable<string>): string[] {
   return [...new Set([...userIds].map(serverNameOf))];

@@ -1,6 +1,5 @@
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import { redactEvent } from '../events/redaction.ts';
-import type { RoomVersion } from '../events/room-versions.ts';
 import { redactsOf } from '../events/auth.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 
@@ -70,12 +69,5 @@ export class EventFormatter {
 
   formatAll(events: StoredEvent[], viewer?: Viewer): Promise<ClientEvent[]> {
     return Promise.all(events.map((e) => this.format(e, viewer)));
-  }
-
-  /** Stripped state (client-server §Stripped state): what an invitee sees of a room. */
-  static stripped(stored: StoredEvent, version: RoomVersion): Record<string, unknown> {
-    void version;
-    const e = stored.event;
-    return { type: e.type, state_key: e.state_key ?? '', content: e.content, sender: e.sender };
   }
 }

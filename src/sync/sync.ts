@@ -460,22 +460,13 @@ export class Sync {
     return this.rooms.timeline.stateAtPosition(roomId, token.topological);
   }
 
+  /** An invite's or knock's room as the user sees it: the stripped state it came with, or the room's own, and the membership. */
   private async strippedState(roomId: string, memberEventId: string): Promise<Record<string, unknown>[]> {
-    const types = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
-    const out: Record<string, unknown>[] = [];
     const member = await this.rooms.getEvent(memberEventId);
-    const inviteState = member?.event.unsigned?.['invite_room_state'];
-    if (Array.isArray(inviteState)) out.push(...(inviteState as Record<string, unknown>[]));
-    else if (await this.rooms.exists(roomId)) {
-      for (const type of types) {
-        const stored = await this.rooms.currentStateEvent(roomId, type, '');
-        if (stored) out.push(EventFormatter.stripped(stored, (await this.rooms.roomVersion(roomId))!));
-      }
-      if (member) {
-        const inviter = await this.rooms.currentStateEvent(roomId, 'm.room.member', member.event.sender);
-        if (inviter) out.push(EventFormatter.stripped(inviter, (await this.rooms.roomVersion(roomId))!));
-      }
-    }
+    const carried = member?.event.unsigned?.['invite_room_state'];
+    const out: Record<string, unknown>[] = Array.isArray(carried)
+      ? [...(carried as Record<string, unknown>[])]
+      : (await this.rooms.exists(roomId)) ? await this.rooms.strippedState(roomId, member?.event.sender) : [];
     if (member) out.push(await this.formatter.format(member) as unknown as Record<string, unknown>);
     return out;
   }

@@ -99,9 +99,9 @@ export function membershipRoutes(app: Hono<FederationEnv>): void {
   });
 
   app.put('/_matrix/federation/v1/send_knock/:roomId/:eventId', async (c) => {
-    const { federation } = c.get('services');
+    const { rooms } = c.get('services');
     const { pdu } = await acceptMembership(c, 'knock');
-    return c.json({ knock_room_state: await federation.strippedState(pdu.room_id) });
+    return c.json({ knock_room_state: await rooms.strippedState(pdu.room_id) });
   });
 
   app.put('/_matrix/federation/v2/invite/:roomId/:eventId', async (c) => {

@@ -12,6 +12,7 @@
  * Nothing here talks Matrix: the built-in client, like any client, uses fetch.
  */
 import * as Comlink from 'comlink';
+import type { PeerStatus } from '../src/p2p/node.ts';
 import type { CoreApi, CoreConfig } from './homeserver.worker.ts';
 import type { PageToServiceWorker, ServiceWorkerToPage } from './protocol.ts';
 
@@ -52,10 +53,22 @@ export interface BrowserHostOptions {
   onLeader?: (core: Comlink.Remote<CoreApi>) => Promise<void> | void;
 }
 
+/**
+ * What the page shows of this tab's libp2p node (issue 12): set in the leader tab once its
+ * node runs (`BrowserHost.attachP2P`), absent in followers and while the node starts.
+ */
+export interface P2PView {
+  readonly node: { readonly serverName: string; readonly peerId: string; multiaddrs(): string[]; peers(): PeerStatus[] };
+  readonly reachable: ReadonlySet<string>;
+  subscribe(listener: () => void): () => void;
+}
+
 type ChannelMessage = { type: 'who-leads' } | { type: 'leader'; serverName: string; coreId: string };
 
 export class BrowserHost {
   state: HostState = { role: 'electing', core: 'unknown' };
+  /** The leader tab's libp2p node, once it runs. */
+  p2p: P2PView | undefined;
   private readonly listeners = new Set<(state: HostState) => void>();
   private core: Comlink.Remote<CoreApi> | undefined;
   private coreId: string | undefined;
@@ -67,6 +80,13 @@ export class BrowserHost {
     this.listeners.add(listener);
     listener(this.state);
     return () => this.listeners.delete(listener);
+  }
+
+  /** The leader's node started (or stopped, with undefined): listeners hear of it and of its peers changing. */
+  attachP2P(view: P2PView | undefined): void {
+    this.p2p = view;
+    view?.subscribe(() => this.update({}));
+    this.update({});
   }
 
   private update(patch: Partial<HostState>): void {

@@ -71,6 +71,8 @@ export interface PageP2P {
   readonly config: HearthConfig;
   /** Server names whose addresses the node has learnt (discovery or a connection): they can be dialled by name. */
   readonly reachable: ReadonlySet<string>;
+  /** Called whenever a peer connects, disconnects or is discovered (for the page's peers panel). */
+  subscribe(listener: () => void): () => void;
   stop(): Promise<void>;
 }
 
@@ -81,11 +83,16 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
   // Undefined keeps libp2p's browser gater: no private addresses, no insecure WebSockets.
   const connectionGater: ConnectionGater | undefined = config.allowPrivateAddresses ? { denyDialMultiaddr: () => false } : undefined;
   const reachable = new Set<string>();
+  const listeners = new Set<() => void>();
+  const changed = () => {
+    for (const listener of listeners) listener();
+  };
   const peerConnected = (serverName: string) => {
     // For the benchmark: page open → the first peer connected or known.
     if (reachable.size === 0) performance.mark('hearth-p2p-first-peer');
     reachable.add(serverName);
     void core.peerConnected(serverName).catch((error) => log(`could not tell the core of ${serverName}`, error));
+    changed();
   };
   const node = await createP2PNode({
     seed,
@@ -99,6 +106,7 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     handler: inboundOverCore((wire, remoteServerName) => core.federationFetch(wire, remoteServerName)),
     onPeerConnected: peerConnected,
     onPeerDiscovered: peerConnected,
+    onPeerDisconnected: changed,
     log,
   });
   await core.attachFederation(Comlink.proxy(pageSendOver(node.transport)));
@@ -109,6 +117,10 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     node,
     config,
     reachable,
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     async stop() {
       await core.attachFederation(undefined).catch(() => {});
       await node.stop();

@@ -24,6 +24,8 @@ export interface PeerStatus {
   peer_id: string;
   server_name: string;
   multiaddrs: string[];
+  /** How we reach it: `direct` when any connection to it is not through a relay (`/p2p-circuit`). */
+  via: 'direct' | 'relayed';
 }
 
 /** What `GET /_hearth/status` answers. */
@@ -151,7 +153,9 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     return [...byPeer.values()].flatMap(({ peerId, connections }) => {
       const serverName = serverNameFromPeerId(peerId);
       if (serverName === undefined) return [];
-      return [{ peer_id: peerId.toString(), server_name: serverName, multiaddrs: connections.map((c) => c.remoteAddr.toString()) }];
+      const addresses = connections.map((c) => c.remoteAddr.toString());
+      const via = addresses.some((address) => !address.includes('/p2p-circuit')) ? 'direct' : 'relayed';
+      return [{ peer_id: peerId.toString(), server_name: serverName, multiaddrs: addresses, via }];
     });
   };
   const multiaddrs = () => libp2p.getMultiaddrs().map(String);

@@ -1,10 +1,10 @@
-import { startBrowserHost } from '../../worker/page-host.ts';
+import { BrowserHost } from '../../worker/page-host.ts';
 import { App } from './app.ts';
 import './style.css';
 
 // The host (service worker, leader election, core worker) starts first; the
 // client then talks to it only through fetch, like any Matrix client would.
-const host = await startBrowserHost({
+const host = new BrowserHost({
   serviceWorkerUrl: '/sw.js',
   // VITE_HEARTH_RATE_LIMITS=off at build time: for the benchmark, which stores 10,000 events through the API.
   coreConfig: import.meta.env.VITE_HEARTH_RATE_LIMITS === 'off' ? { rateLimits: false } : {},
@@ -15,6 +15,7 @@ const host = await startBrowserHost({
     try {
       const { startPageP2P } = await import('../../worker/page-p2p.ts');
       const p2p = await startPageP2P(core);
+      host.attachP2P(p2p);
       // Tests read the node from here (its peers, its addresses).
       (globalThis as { hearthP2P?: unknown }).hearthP2P = p2p;
       document.body.dataset.p2p = 'running';
@@ -24,6 +25,7 @@ const host = await startBrowserHost({
     }
   },
 });
+await host.start();
 // Tests and the benchmark read the host's state from here.
 (globalThis as { hearthHost?: unknown }).hearthHost = host;
 await new App(document.getElementById('app')!, host).run();

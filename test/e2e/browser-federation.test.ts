@@ -90,7 +90,7 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
     const seenFromNode = peer.p2p.peers().find((p) => p.server_name === browserServerName)!;
     expect(seenFromNode.peer_id).toBe(node.peerId);
     const seenFromPage = await page.evaluate(() => (globalThis as any).hearthP2P.node.peers());
-    expect(seenFromPage).toEqual([{ peer_id: peer.p2p.peerId, server_name: peer.homeserver.serverName, multiaddrs: [expect.stringMatching(/^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/ws/)] }]);
+    expect(seenFromPage).toEqual([{ peer_id: peer.p2p.peerId, server_name: peer.homeserver.serverName, multiaddrs: [expect.stringMatching(/^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/ws/)], via: 'direct' }]);
   });
 
   it('a browser user invites a Node user, who joins; messages cross both ways', async () => {

@@ -40,7 +40,7 @@ describe('the Node host on libp2p', () => {
     const [ofA, ofB] = await Promise.all([status(a.url), status(b.url)]);
     expect(ofA).toMatchObject({ server_name: a.homeserver.serverName, peer_id: a.p2p.peerId, multiaddrs: a.p2p.multiaddrs() });
     expect(ofA.multiaddrs[0]).toMatch(new RegExp(`^/ip4/127\\.0\\.0\\.1/tcp/\\d+/p2p/${a.p2p.peerId}$`));
-    expect(ofA.peers).toEqual([{ peer_id: b.p2p.peerId, server_name: b.homeserver.serverName, multiaddrs: [expect.stringMatching(/^\/ip4\/127\.0\.0\.1\/tcp\/\d+/)] }]);
+    expect(ofA.peers).toEqual([{ peer_id: b.p2p.peerId, server_name: b.homeserver.serverName, multiaddrs: [expect.stringMatching(/^\/ip4\/127\.0\.0\.1\/tcp\/\d+/)], via: 'direct' }]);
     expect(ofB.peers.map((p) => p.server_name)).toEqual([a.homeserver.serverName]);
   });
 

@@ -35,23 +35,23 @@ export class RoomGraph {
    * depth, at most `limit` (server-server §Backfilling). Only events with history
    * (not outliers), never rejected ones.
    */
-  async backfill(roomId: string, fromIds: string[], limit: number): Promise<RoomEvent[]> {
-    const found = new Map<string, RoomEvent>();
+  async backfill(roomId: string, fromIds: string[], limit: number): Promise<StoredEvent[]> {
+    const found = new Map<string, StoredEvent>();
     // Breadth-first by depth: take the deepest waiting event each time.
-    const frontier: RoomEvent[] = [];
+    const frontier: StoredEvent[] = [];
     const queued = new Set<string>();
     const push = async (id: string) => {
       if (queued.has(id)) return;
       queued.add(id);
       const stored = await this.rooms.getEvent(id);
-      if (usable(stored, roomId)) frontier.push(stored.event);
+      if (usable(stored, roomId)) frontier.push(stored);
     };
     for (const id of fromIds) await push(id);
     while (frontier.length > 0 && found.size < limit) {
-      frontier.sort((a, b) => a.depth - b.depth);
-      const event = frontier.pop()!;
-      found.set(event.event_id, event);
-      for (const id of referenceIds(event.prev_events)) await push(id);
+      frontier.sort((a, b) => a.event.depth - b.event.depth);
+      const stored = frontier.pop()!;
+      found.set(stored.event.event_id, stored);
+      for (const id of referenceIds(stored.event.prev_events)) await push(id);
     }
     return [...found.values()];
   }
@@ -61,10 +61,10 @@ export class RoomGraph {
    * walking back from the latest events' prev events, stopping at the earliest ones
    * and below minDepth. Oldest first.
    */
-  async missingEvents(roomId: string, earliest: string[], latest: string[], limit: number, minDepth: number): Promise<RoomEvent[]> {
+  async missingEvents(roomId: string, earliest: string[], latest: string[], limit: number, minDepth: number): Promise<StoredEvent[]> {
     const stop = new Set(earliest);
     const seen = new Set<string>([...latest, ...earliest]);
-    const found: RoomEvent[] = [];
+    const found: StoredEvent[] = [];
     let frontier: string[] = [];
     for (const id of latest) {
       const stored = await this.rooms.getEvent(id);
@@ -77,12 +77,12 @@ export class RoomGraph {
         seen.add(id);
         const stored = await this.rooms.getEvent(id);
         if (!usable(stored, roomId) || stored.event.depth < minDepth) continue;
-        found.push(stored.event);
+        found.push(stored);
         next.push(...referenceIds(stored.event.prev_events));
       }
       frontier = next;
     }
-    return found.sort((a, b) => a.depth - b.depth);
+    return found.sort((a, b) => a.event.depth - b.event.depth);
   }
 }
 

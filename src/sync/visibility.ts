@@ -1,4 +1,4 @@
-import { stateKey, type StateKey } from '../events/event.ts';
+import { splitStateKey, stateKey, type StateKey } from '../events/event.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import { comparePositions, positionAfter, positionBefore } from '../rooms/timeline.ts';
 
@@ -36,6 +36,32 @@ export class Visibility {
       if (current === 'join') return true;
       const until = await this.lastJoinEnded(event.room_id, userId);
       return until !== undefined && comparePositions(positionAfter(stored), positionBefore(until)) <= 0;
+    }
+    return false;
+  }
+
+  /**
+   * Whether another server may see an event in full (server-server §Backfilling: history
+   * visibility applies to servers too): under `shared` and `world_readable` always; under
+   * `invited` when one of its users was invited or joined at the event, under `joined` when
+   * one was joined. A server always sees its own users' membership events. Events it may
+   * not see are served redacted, so its copy of the DAG stays whole.
+   */
+  async serverMaySee(serverName: string, stored: StoredEvent): Promise<boolean> {
+    const event = stored.event;
+    const ofServer = (userId: string) => userId.endsWith(`:${serverName}`);
+    if (event.type === 'm.room.member' && event.state_key !== undefined && ofServer(event.state_key)) return true;
+    if (stored.stateSnapshot === null) return false;
+    const state = await this.rooms.stateStore.load(stored.stateSnapshot);
+    const visibilityNid = state.get(stateKey('m.room.history_visibility', ''));
+    const visibility = String((visibilityNid === undefined ? undefined : await this.rooms.getEventByNid(visibilityNid))?.event.content['history_visibility'] ?? 'shared');
+    if (visibility === 'shared' || visibility === 'world_readable') return true;
+    const allowed = visibility === 'invited' ? ['join', 'invite'] : ['join'];
+    for (const [key, nid] of state) {
+      const [type, userId] = splitStateKey(key);
+      if (type !== 'm.room.member' || !ofServer(userId)) continue;
+      const membership = (await this.rooms.getEventByNid(nid))?.event.content['membership'];
+      if (typeof membership === 'string' && allowed.includes(membership)) return true;
     }
     return false;
   }

@@ -2,7 +2,10 @@ import type { Hono } from 'hono';
 import { z } from 'zod';
 import { forbidden, invalidParam, missingParam, notFound } from '../../client/errors.ts';
 import { validate } from '../../client/http.ts';
+import type { PDU } from '../../events/pdu.ts';
+import { redactEvent } from '../../events/redaction.ts';
 import type { RoomVersion } from '../../events/room-versions.ts';
+import type { StoredEvent } from '../../rooms/rooms.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';
 import { toPdu } from '../pdus.ts';
 
@@ -34,6 +37,21 @@ async function eventInRoom(c: FederationCtx, roomId: string, eventId: string) {
   return stored;
 }
 
+/**
+ * History as another server may see it: events its users could not see under the room's
+ * history visibility go redacted (`Visibility.serverMaySee`), keeping their place in the DAG.
+ */
+async function historyFor(c: FederationCtx, events: StoredEvent[], version: RoomVersion): Promise<PDU[]> {
+  const { visibility } = c.get('services').sync;
+  const origin = c.get('origin');
+  const pdus: PDU[] = [];
+  for (const stored of events) {
+    const pdu = toPdu(stored.event, version);
+    pdus.push((await visibility.serverMaySee(origin, stored)) ? pdu : (redactEvent(pdu, version) as unknown as PDU));
+  }
+  return pdus;
+}
+
 /** /event, /state, /state_ids, /event_auth, /backfill and /get_missing_events. */
 export function eventRoutes(app: Hono<FederationEnv>): void {
   const envelope = (c: FederationCtx, pdus: unknown[]) => ({ origin: c.get('services').serverName, origin_server_ts: c.get('services').now(), pdus });
@@ -42,7 +60,7 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
     const stored = await c.get('services').rooms.getEvent(c.req.param('eventId'));
     if (!stored || stored.rejected) throw notFound('event not found');
     const version = await roomForOrigin(c, stored.event.room_id);
-    return c.json(envelope(c, [toPdu(stored.event, version)]));
+    return c.json(envelope(c, await historyFor(c, [stored], version)));
   });
 
   /** The state before an event, as the IDs of its events and of their auth chain. */
@@ -85,7 +103,7 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
     if (!/^\d+$/.test(rawLimit)) throw invalidParam('limit must be a non-negative integer');
     const limit = Math.min(Number(rawLimit), MAX_EVENTS_PER_ANSWER);
     const events = await c.get('services').federation.graph.backfill(roomId, from, limit);
-    return c.json(envelope(c, events.map((e) => toPdu(e, version))));
+    return c.json(envelope(c, await historyFor(c, events, version)));
   });
 
   app.post('/_matrix/federation/v1/get_missing_events/:roomId', async (c) => {
@@ -94,6 +112,6 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
     const body = validate(missingEventsSchema, c.get('body'));
     const limit = Math.min(body.limit ?? 10, MAX_EVENTS_PER_ANSWER);
     const events = await c.get('services').federation.graph.missingEvents(roomId, body.earliest_events, body.latest_events, limit, body.min_depth ?? 0);
-    return c.json({ events: events.map((e) => toPdu(e, version)) });
+    return c.json({ events: await historyFor(c, events, version) });
   });
 }

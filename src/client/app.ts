@@ -15,6 +15,7 @@ import type { Env } from './context.ts';
 import { MatrixError, unrecognized } from './errors.ts';
 import { readBody } from './http.ts';
 import { accountRoutes } from './routes/account.ts';
+import { hearthRoutes } from './routes/hearth.ts';
 import { keysRoutes } from './routes/keys.ts';
 import { knownPathOtherMethod } from './routes/route.ts';
 import { roomRoutes } from './routes/rooms.ts';
@@ -93,6 +94,7 @@ export function createClientApp(services: ClientServices, log: (message: string,
   roomRoutes(app);
   syncRoutes(app);
   keysRoutes(app);
+  hearthRoutes(app);
   app.notFound((c) =>
     errorResponse(
       knownPathOtherMethod(app, c.req.method, new URL(c.req.url).pathname)

@@ -18,7 +18,7 @@ import type { FederationEnv } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
-import { OutgoingQueues, type BackoffPolicy, type Edu } from './queue.ts';
+import { OutgoingQueues, type BackoffPolicy, type Edu, type PendingEvent } from './queue.ts';
 import type { FederationTransport } from './transport.ts';
 
 export interface FederationOptions {
@@ -86,7 +86,7 @@ export class Federation {
     // Local events go out with the write that made them: durable together.
     options.rooms.setOutbox((tx, write) => {
       if (write.servers.length === 0) return;
-      this.queues.enqueue(tx, write.servers, { pdus: write.events.map((e) => toPdu(e, write.version)) });
+      this.queues.enqueue(tx, write.servers, { pdus: write.events.map((e) => toPdu(e, write.version)), eventIds: write.events.map((e) => e.event_id) });
       return () => {
         for (const server of write.servers) this.queues.kick(server);
       };
@@ -125,7 +125,12 @@ export class Federation {
   /** Sends another server's event on to every other server in the room (what a resident server does for a join). */
   async forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void> {
     const servers = (await this.options.rooms.joinedServers(event.room_id)).filter((s) => s !== origin && s !== this.serverName);
-    await this.queues.send(servers, { pdus: [toPdu(event, version)] });
+    await this.queues.send(servers, { pdus: [toPdu(event, version)], eventIds: [event.event_id] });
+  }
+
+  /** `sender`'s events not yet delivered to every server in their rooms (for the client's "pending" marks). */
+  pendingEvents(sender: string): Promise<Map<string, PendingEvent>> {
+    return this.queues.pendingEvents(sender);
   }
 
   /** Sends EDUs to servers, durably. */

@@ -36,6 +36,19 @@ interface DestinationState {
 
 type OutboxRow = { seq: number; kind: string; json: string };
 
+export interface QueueItems {
+  pdus?: PDU[];
+  /** The ID of each of `pdus`, in the same order. */
+  eventIds?: readonly string[];
+  edus?: Edu[];
+}
+
+/** An event of ours still owed to other servers. */
+export interface PendingEvent {
+  roomId: string;
+  destinations: string[];
+}
+
 /**
  * One durable queue per destination (server-server §Transactions). PDUs and EDUs
  * are written to the outbox in the same database transaction as whatever caused
@@ -69,17 +82,23 @@ export class OutgoingQueues {
     this.ephemeralTxnPrefix = `e${now()}`;
   }
 
-  /** Adds PDUs and EDUs for destinations inside the caller's write transaction. */
-  enqueue(tx: WriteTransaction, destinations: Iterable<string>, items: { pdus?: PDU[]; edus?: Edu[] }): void {
+  /**
+   * Adds PDUs and EDUs for destinations inside the caller's write transaction.
+   * `eventIds[i]` names `pdus[i]` (room v3+ PDUs carry no event_id), for {@link pendingEvents}.
+   */
+  enqueue(tx: WriteTransaction, destinations: Iterable<string>, items: QueueItems): void {
     for (const destination of destinations) {
       if (destination === this.origin) continue;
-      for (const pdu of items.pdus ?? []) tx.run("INSERT INTO federation_outbox (destination, kind, json) VALUES (?, 'pdu', ?)", [destination, JSON.stringify(pdu)]);
+      (items.pdus ?? []).forEach((pdu, i) => {
+        const eventId = items.eventIds?.[i] ?? pdu.event_id ?? null;
+        tx.run("INSERT INTO federation_outbox (destination, kind, json, event_id) VALUES (?, 'pdu', ?, ?)", [destination, JSON.stringify(pdu), eventId]);
+      });
       for (const edu of items.edus ?? []) tx.run("INSERT INTO federation_outbox (destination, kind, json) VALUES (?, 'edu', ?)", [destination, JSON.stringify(edu)]);
     }
   }
 
   /** Enqueues in a transaction of its own, then sends. */
-  async send(destinations: Iterable<string>, items: { pdus?: PDU[]; edus?: Edu[] }): Promise<void> {
+  async send(destinations: Iterable<string>, items: QueueItems): Promise<void> {
     const list = [...destinations].filter((d) => d !== this.origin);
     if (list.length === 0) return;
     await this.db.transaction((tx) => this.enqueue(tx, list, items));
@@ -258,5 +277,24 @@ export class OutgoingQueues {
       state.retryAt = 0;
       this.kick(destination);
     }, wait);
+  }
+
+  /**
+   * Events by `sender` (a user ID) still waiting in the outbox, with the servers they still wait for.
+   * An event leaves once every destination accepted it (or took it for later delivery and its row went).
+   */
+  async pendingEvents(sender: string): Promise<Map<string, PendingEvent>> {
+    const rows = await this.db.all<{ event_id: string; destination: string; room_id: string }>(
+      `SELECT event_id, destination, json_extract(json, '$.room_id') AS room_id FROM federation_outbox
+       WHERE kind = 'pdu' AND event_id IS NOT NULL AND json_extract(json, '$.sender') = ? ORDER BY seq`,
+      [sender],
+    );
+    const pending = new Map<string, PendingEvent>();
+    for (const row of rows) {
+      const entry = pending.get(row.event_id) ?? { roomId: row.room_id, destinations: [] };
+      if (!entry.destinations.includes(row.destination)) entry.destinations.push(row.destination);
+      pending.set(row.event_id, entry);
+    }
+    return pending;
   }
 }

@@ -45,5 +45,14 @@ export const federationSchema: ComponentSchema = {
         tx.run('CREATE INDEX federation_outbox_by_destination ON federation_outbox (destination, seq)');
       },
     },
+    {
+      version: 3,
+      description: 'outbox PDU rows name their event, so a client can see which of its messages still wait',
+      up: (tx) => {
+        // A room v3+ PDU carries no event_id (it is its reference hash): the queue stores it beside the JSON.
+        // Rows queued before this migration stay NULL; they are sent all the same.
+        tx.run('ALTER TABLE federation_outbox ADD COLUMN event_id TEXT');
+      },
+    },
   ],
 };

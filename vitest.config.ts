@@ -22,6 +22,7 @@ export default defineConfig({
           include: ['test/integration/**/*.test.ts'],
           environment: 'node',
           setupFiles,
+          globalSetup: ['./test/integration/global-setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },

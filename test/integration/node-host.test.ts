@@ -3,7 +3,7 @@ import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import { startNodeHost } from '../../src/node/node-host.ts';
 import { api, register } from './harness.ts';
 
@@ -47,7 +47,7 @@ interface SpawnOptions {
 }
 
 function spawnServe(dir: string, args: string[], options: SpawnOptions): ChildProcess {
-  const command = [process.execPath, '--import', 'tsx', 'src/node/serve.ts', '--data', dir, '--no-rate-limits', ...(args.includes('--port') ? [] : ['--port', '0']), ...args];
+  const command = [process.execPath, inject('hearthServeEntry'), '--data', dir, '--no-rate-limits', ...(args.includes('--port') ? [] : ['--port', '0']), ...args];
   if (options.neverReaped) {
     // sh prints the host's pid (its process group's id, as setsid makes it a leader) and becomes sleep, which reaps nothing.
     const child = spawn('sh', ['-c', 'setsid "$0" "$@" & echo "serve pid $!"; exec sleep 600', ...command], { stdio: ['ignore', 'pipe', 'pipe'] });

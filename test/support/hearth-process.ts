@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
+import { inject } from 'vitest';
 
-/** `npm run serve` in a child process of its own, as a person would run a peer. */
+/** `npm run serve` (its compiled entry) in a child process of its own, as a person would run a peer. */
 export interface HearthProcess {
   url: string;
   serverName: string;
@@ -19,7 +20,8 @@ const running = new Set<HearthProcess>();
 
 /** Starts a peer on 127.0.0.1 with OS-chosen ports unless `listen` names one. */
 export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[] }): Promise<HearthProcess> {
-  const args = ['--import', 'tsx', 'src/node/serve.ts', '--port', '0', '--data', options.dataDir, '--no-rate-limits'];
+  // The compiled host, as `npm run serve` runs it (test/integration/global-setup.ts builds it).
+  const args = [inject('hearthServeEntry'), '--port', '0', '--data', options.dataDir, '--no-rate-limits'];
   for (const address of options.listen ?? ['/ip4/127.0.0.1/tcp/0']) args.push('--listen', address);
   for (const address of options.bootstrap ?? []) args.push('--bootstrap', address);
   return new Promise((resolve, reject) => {

@@ -1,7 +1,8 @@
 // `npm start [-- --port P]`: builds the page, serves it on 127.0.0.1 with a static
 // server, and runs a Node peer beside it (the homeserver itself runs in the browser
 // that opens the page). The page learns the peer's WebSocket address from
-// /hearth-config.json and dials it: that is its bootstrap peer.
+// /hearth-config.json and dials it: that is its bootstrap peer, and its relay (pages take
+// reservations on it and signal WebRTC through it, then talk browser to browser directly).
 //   --no-peer          serve the files only (the page then has no bootstrap peer)
 //   --peer-data DIR    the peer's data folder (default ./hearth-data/peer)
 //   --peer-listen MA   where the peer listens (default /ip4/127.0.0.1/tcp/0/ws, repeatable)
@@ -42,6 +43,7 @@ if (!values['no-peer']) {
     port: 0,
     listen: values['peer-listen'],
     bootstrap: values.bootstrap,
+    relay: true,
     log: (message, error) => console.error(`peer: ${message}`, error ?? ''),
   });
   closers.push(() => peer.close());

@@ -12,6 +12,10 @@ import { FederationUnreachable, type FederationTransport } from './federation/tr
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
 import { Keys } from './keys/keys.ts';
 import { keysSchema } from './keys/schema.ts';
+import { Mailbox } from './mailbox/mailbox.ts';
+import { mailboxRoutes } from './mailbox/routes.ts';
+import { mailboxSchema } from './mailbox/schema.ts';
+import type { MailboxLimits } from './mailbox/store.ts';
 import { updateMemberProfiles } from './rooms/profile-updates.ts';
 import { roomsSchema } from './rooms/schema.ts';
 import { Rooms } from './rooms/rooms.ts';
@@ -23,7 +27,7 @@ import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, mailboxSchema];
 
 /** A host with no federation transport (yet): every destination is unreachable. */
 const NO_TRANSPORT: FederationTransport = {
@@ -49,6 +53,8 @@ export interface HomeserverOptions {
   log?: (message: string, error?: unknown) => void;
   /** How this server reaches other servers; without it, nothing crosses servers. */
   federation?: { transport: FederationTransport; backoff?: BackoffPolicy };
+  /** Hold mail for unreachable peers (a mailbox host: Node peers, never pages), within these limits (`true`: the defaults). */
+  mailbox?: true | Partial<MailboxLimits>;
 }
 
 /** What a host hands the core for federation and is told by it. */
@@ -67,6 +73,8 @@ export interface Homeserver {
   fetch(request: Request): Promise<Response>;
   readonly services: ClientServices;
   readonly federation: HomeserverFederation & { readonly component: Federation };
+  /** Store-and-forward: deposits for unreachable peers, collection, and (on mailbox hosts) the letters held. */
+  readonly mailbox: Mailbox;
   /** Starts the background work (outgoing queues). */
   start(): Promise<void>;
   close(): Promise<void>;
@@ -118,7 +126,22 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     backoff: options.federation?.backoff,
     now,
     log,
+    routes: (app) => mailboxRoutes(app, () => mailbox, options.mailbox !== undefined),
   });
+  const mailbox = new Mailbox({
+    db,
+    serverName,
+    keyId: HEARTH_KEY_ID,
+    signingKey,
+    ed25519,
+    verifyKey: (server, keyId) => federation.keyRing.verifyKey(server, keyId),
+    client: federation.client,
+    receiveTransaction: (origin, txnId, pdus, edus) => federation.receiveTransaction(origin, txnId, pdus, edus),
+    now,
+    log,
+    serve: options.mailbox === true ? {} : options.mailbox,
+  });
+  federation.queues.setMailDrop(mailbox);
   sync.backfiller = federation;
   const memberships = new Memberships(rooms, users, federation);
   // A profile change is carried into the user's member events, through the memberships component.
@@ -151,10 +174,19 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     federation: {
       component: federation,
       fetch: (request, remoteServerName) => federation.fetch(request, remoteServerName),
-      peerConnected: (name) => federation.peerConnected(name),
+      peerConnected: (name) => {
+        federation.peerConnected(name);
+        // Collect our mail if it is a mailbox (a peer that is not says so once, and is not asked again).
+        mailbox.peerConnected(name);
+      },
     },
-    start: () => federation.start(),
+    mailbox,
+    start: async () => {
+      await mailbox.start();
+      await federation.start();
+    },
     close: async () => {
+      mailbox.stop();
       federation.stop();
       sync?.typing.stop();
       await db.close();

@@ -23,7 +23,7 @@ const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|federation\/v1\/
  * it names, and that origin must be the peer the transport says sent it: a request
  * that fails either check gets 401 and nothing of it is processed.
  */
-export function createFederationApp(services: FederationServices): Hono<FederationEnv> {
+export function createFederationApp(services: FederationServices, extraRoutes?: (app: Hono<FederationEnv>) => void): Hono<FederationEnv> {
   const app = new Hono<FederationEnv>();
 
   const authenticate: MiddlewareHandler<FederationEnv> = async (c, next) => {
@@ -69,6 +69,8 @@ export function createFederationApp(services: FederationServices): Hono<Federati
   membershipRoutes(app);
   eventRoutes(app);
   queryRoutes(app);
+  // Other components' server-server routes (the mailbox), behind the same authentication.
+  extraRoutes?.(app);
 
   app.notFound(() => {
     const error = unrecognized();

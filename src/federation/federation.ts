@@ -35,6 +35,8 @@ export interface FederationOptions {
   now: () => number;
   log: (message: string, error?: unknown) => void;
   backoff?: BackoffPolicy;
+  /** More server-server routes, from components above federation (the mailbox's). */
+  routes?: (app: Hono<FederationEnv>) => void;
 }
 
 /** What the EDU handlers need; the Federation passes itself. */
@@ -82,7 +84,7 @@ export class Federation {
     this.keyRing = new KeyRing(serverName, signingKey, now);
     this.graph = new RoomGraph(options.rooms);
     this.edus = new Edus({ ...options, queues: this.queues, client: this.client });
-    this.app = createFederationApp({ ...options, keyRing: this.keyRing, federation: this });
+    this.app = createFederationApp({ ...options, keyRing: this.keyRing, federation: this }, options.routes);
     // Local events go out with the write that made them: durable together.
     options.rooms.setOutbox((tx, write) => {
       if (write.servers.length === 0) return;

@@ -1,6 +1,6 @@
 import type { PDU } from '../events/pdu.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
-import { FederationRequestError, type FederationClient } from './client.ts';
+import { FederationRequestError, type FederationClient, type TransactionBody } from './client.ts';
 import { FederationUnreachable } from './transport.ts';
 
 /** The spec's bounds on one transaction. */
@@ -36,6 +36,12 @@ interface DestinationState {
 
 type OutboxRow = { seq: number; kind: string; json: string };
 
+/** Where a transaction goes when its destination cannot be reached: the mailbox component (src/mailbox). */
+export interface MailDrop {
+  /** Resolves true once at least one mailbox durably holds the transaction for the destination. */
+  deposit(destination: string, txnId: string, body: TransactionBody): Promise<boolean>;
+}
+
 export interface QueueItems {
   pdus?: PDU[];
   /** The ID of each of `pdus`, in the same order. */
@@ -68,8 +74,9 @@ export class OutgoingQueues {
   private readonly ephemeralTxnPrefix: string;
   private ephemeralTxns = 0;
   private stopped = false;
-  /** Transactions sent successfully, for tests and benchmarks to wait on. */
-  private readonly sentListeners = new Set<(destination: string, pdus: number, edus: number) => void>();
+  private mailDrop: MailDrop | undefined;
+  /** Transactions sent successfully (or left with a mailbox: `via`), for tests and benchmarks to wait on. */
+  private readonly sentListeners = new Set<(destination: string, pdus: number, edus: number, via?: 'mailbox') => void>();
 
   constructor(
     private readonly db: Database,
@@ -152,7 +159,12 @@ export class OutgoingQueues {
     void this.drain(destination, state).catch((error: unknown) => this.log(`federation: the queue for ${destination} failed`, error));
   }
 
-  onSent(listener: (destination: string, pdus: number, edus: number) => void): () => void {
+  /** Mailboxes to leave transactions with when a destination is unreachable (set by the composition root). */
+  setMailDrop(drop: MailDrop): void {
+    this.mailDrop = drop;
+  }
+
+  onSent(listener: (destination: string, pdus: number, edus: number, via?: 'mailbox') => void): () => void {
     this.sentListeners.add(listener);
     return () => this.sentListeners.delete(listener);
   }
@@ -221,27 +233,47 @@ export class OutgoingQueues {
       // change carries their state again.
       const txnId = batch.length > 0 ? `${batch[0]!.seq}-${batch.at(-1)!.seq}` : `${this.ephemeralTxnPrefix}-${++this.ephemeralTxns}`;
       state.woken = false;
+      const durable: TransactionBody = {
+        origin: this.origin,
+        origin_server_ts: this.now(),
+        pdus: batch.filter((r) => r.kind === 'pdu').map((r) => JSON.parse(r.json) as PDU),
+        edus: batch.filter((r) => r.kind === 'edu').map((r) => JSON.parse(r.json) as Edu),
+      };
+      let via: 'mailbox' | undefined;
       try {
-        await this.client.sendTransaction(destination, txnId, {
-          origin: this.origin,
-          origin_server_ts: this.now(),
-          pdus: batch.filter((r) => r.kind === 'pdu').map((r) => JSON.parse(r.json) as PDU),
-          edus: [...batch.filter((r) => r.kind === 'edu').map((r) => JSON.parse(r.json) as Edu), ...ephemeral.map(([, edu]) => edu)],
-        });
+        await this.client.sendTransaction(destination, txnId, { ...durable, edus: [...durable.edus!, ...ephemeral.map(([, edu]) => edu)] });
       } catch (error) {
         this.restoreEphemeral(destination, ephemeral);
         // The peer connected while this attempt was failing (its dial began before the connection was up): try again now.
         if (state.woken && !this.stopped) continue;
-        state.running = false;
-        this.scheduleRetry(destination, state, error);
-        return;
+        // No way to the destination: the durable part goes to the mailboxes (ephemeral EDUs are not worth it).
+        // Once one holds it, it is as good as sent; if none does, back off as usual.
+        if (!(error instanceof FederationUnreachable && batch.length > 0 && (await this.leaveWithMailboxes(destination, txnId, durable)))) {
+          state.running = false;
+          this.scheduleRetry(destination, state, error);
+          return;
+        }
+        via = 'mailbox';
       }
-      state.failures = 0;
+      if (!via) state.failures = 0;
       if (batch.length > 0) {
         const last = batch.at(-1)!.seq;
         await this.db.transaction((tx) => tx.run('DELETE FROM federation_outbox WHERE destination = ? AND seq <= ?', [destination, last]));
       }
-      for (const listener of this.sentListeners) listener(destination, pdus, edus + ephemeral.length);
+      for (const listener of this.sentListeners) {
+        if (via) listener(destination, pdus, edus, via);
+        else listener(destination, pdus, edus + ephemeral.length);
+      }
+    }
+  }
+
+  private async leaveWithMailboxes(destination: string, txnId: string, body: TransactionBody): Promise<boolean> {
+    if (!this.mailDrop || this.stopped) return false;
+    try {
+      return await this.mailDrop.deposit(destination, txnId, body);
+    } catch (error) {
+      this.log(`federation: leaving mail for ${destination} failed`, error);
+      return false;
     }
   }
 

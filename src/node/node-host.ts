@@ -24,6 +24,8 @@ export interface NodeHostOptions {
   listen?: string[];
   /** Peers to dial at start (multiaddrs ending in /p2p/<peer id>); peers known from before are redialled too. */
   bootstrap?: string[];
+  /** Serve as a circuit relay v2 for browsers (reservations, WebRTC signalling), with libp2p's relay limits lifted. */
+  relay?: boolean;
 }
 
 export interface NodeHost {
@@ -96,6 +98,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       transports: [tcp(), webSockets()],
       listen: options.listen ?? [],
       bootstrap: options.bootstrap ?? [],
+      relay: options.relay,
       datastore: peers,
       handler: homeserver.federation.fetch,
       // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.

@@ -2,6 +2,8 @@
 // Federation: `--listen /ip4/0.0.0.0/tcp/4001` (or `…/tcp/4002/ws`) and `--bootstrap /ip4/…/p2p/12D3…`,
 // each repeatable. With no --listen the peer only dials out (bootstrap peers, peers it discovers, and
 // the peers it knew before, from <data>/peers); others reach it over the connections it opens.
+// `--relay` makes it a circuit relay v2 for browsers (they take reservations on it and signal WebRTC
+// through it), with libp2p's relay limits lifted; give it a `/ws` --listen address, browsers dial only WebSockets.
 // A start-up failure (database in use, port taken, data folder not writable) prints one line and exits 1;
 // HEARTH_DEBUG=1 prints the error in full as well.
 import './polyfills.ts';
@@ -18,6 +20,7 @@ const { values } = parseArgs({
     'no-rate-limits': { type: 'boolean', default: false },
     listen: { type: 'string', multiple: true, default: [] },
     bootstrap: { type: 'string', multiple: true, default: [] },
+    relay: { type: 'boolean', default: false },
   },
 });
 
@@ -63,6 +66,7 @@ try {
     log: (message, error) => console.error(message, error ?? ''),
     listen: values.listen,
     bootstrap: values.bootstrap,
+    relay: values.relay,
   });
 } catch (error) {
   console.error(startupFailure(error, { dataDir: values.data!, port, host: values.host! }));
@@ -72,6 +76,7 @@ try {
 console.log(`Hearth homeserver listening on ${host.url}`);
 console.log(`server name: ${host.homeserver.serverName}`);
 console.log(`peer ID: ${host.p2p.peerId}`);
+if (values.relay) console.log('circuit relay: on (browsers can reserve and meet here)');
 for (const address of host.p2p.multiaddrs()) console.log(`libp2p listening on ${address}`);
 console.log(`data: ${values.data}`);
 

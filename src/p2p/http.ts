@@ -226,7 +226,15 @@ function allowResponsesOf(bytes: number): void {
   if (HTTPParser.maxHeaderSize < limit) HTTPParser.maxHeaderSize = limit;
 }
 
-export function createHttpTransport(dialer: StreamDialer, options: { limits?: Partial<HttpLimits>; runOnLimitedConnection?: boolean } = {}): FederationTransport {
+export function createHttpTransport(
+  dialer: StreamDialer,
+  options: {
+    limits?: Partial<HttpLimits>;
+    runOnLimitedConnection?: boolean;
+    /** Runs before each stream is opened: the node opens a direct (WebRTC) link here if it has only a relayed one. Failures are its own: the stream then goes over what there is. */
+    beforeDial?(peer: PeerId, signal: AbortSignal): Promise<void>;
+  } = {},
+): FederationTransport {
   const limits = { ...DEFAULT_HTTP_LIMITS, ...options.limits };
   allowResponsesOf(limits.maxResponseBytes);
   return {
@@ -239,6 +247,7 @@ export function createHttpTransport(dialer: StreamDialer, options: { limits?: Pa
       try {
         let stream: Stream;
         try {
+          await options.beforeDial?.(peerId, signal).catch(() => {});
           stream = await dialer.dialProtocol(peerId, HTTP_PROTOCOL, { signal, runOnLimitedConnection: options.runOnLimitedConnection });
         } catch (error) {
           if (signal.aborted) throw signal.reason;

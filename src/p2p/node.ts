@@ -1,15 +1,16 @@
 /**
  * The libp2p node that carries Hearth federation. Platform-free: the host injects
  * the transports (TCP and WebSockets under Node; WebSockets, WebRTC and relays in
- * the page later) and the datastore the peer store persists to.
+ * the page) and the datastore the peer store persists to.
  */
 import { noise } from '@chainsafe/libp2p-noise';
 import { yamux } from '@chainsafe/libp2p-yamux';
 import { bootstrap } from '@libp2p/bootstrap';
+import { circuitRelayServer } from '@libp2p/circuit-relay-v2';
 import { identify } from '@libp2p/identify';
 import type { Connection, ConnectionGater, PeerId } from '@libp2p/interface';
 import { multiaddr } from '@multiformats/multiaddr';
-import { createLibp2p, type Libp2pInit } from 'libp2p';
+import { createLibp2p, type Libp2p, type Libp2pInit } from 'libp2p';
 import type { FederationTransport } from '../federation/transport.ts';
 import { hearthDiscovery } from './discovery.ts';
 import { createHttpTransport, HTTP_PROTOCOL, serveHttp, type HttpLimits, type InboundFederationHandler } from './http.ts';
@@ -20,11 +21,20 @@ const KNOWN_PEER_TAG = 'hearth-peer';
 
 const DAY = 24 * 60 * 60 * 1000;
 
+/**
+ * Through a relay, but not WebRTC: a WebRTC address reads `…/p2p-circuit/webrtc/…`
+ * (the relay only carried its signalling), and its link is direct.
+ */
+export const isRelayedAddress = (address: string): boolean => address.includes('/p2p-circuit') && !address.includes('/webrtc');
+
+/** Reservations a Hearth relay accepts (libp2p's default is 15: too few for a relay that serves a network's browsers). */
+export const RELAY_MAX_RESERVATIONS = 1024;
+
 export interface PeerStatus {
   peer_id: string;
   server_name: string;
   multiaddrs: string[];
-  /** How we reach it: `direct` when any connection to it is not through a relay (`/p2p-circuit`). */
+  /** How we reach it: `direct` when any connection to it is not through a relay (`/p2p-circuit`; WebRTC is direct). */
   via: 'direct' | 'relayed';
 }
 
@@ -60,6 +70,18 @@ export interface P2PNodeOptions {
   connectionGater?: ConnectionGater;
   /** Federation over relayed ("limited") connections: only once the relay is ours and lifts the limits. */
   runOnLimitedConnection?: boolean;
+  /**
+   * Run a circuit relay v2 server for other peers (browsers take reservations here and
+   * signal WebRTC through it), with libp2p's limits (2 min, 128 KiB per relayed
+   * connection) lifted, so connections through it are not "limited".
+   */
+  relay?: boolean;
+  /**
+   * Prefer direct WebRTC links: dial a peer's `/webrtc` address when we reach it only
+   * through a relay (on discovery, and before each federation request). For hosts with
+   * the WebRTC transport: the page.
+   */
+  preferWebRTC?: boolean;
   onPeerConnected?(serverName: string): void;
   onPeerDisconnected?(serverName: string): void;
   /** A peer's addresses became known (discovery or a first connection): it can be dialled by server name now. */
@@ -79,6 +101,8 @@ export interface P2PNode {
   readonly transport: FederationTransport;
   /** Connects to a multiaddr; resolves with the remote server name. */
   dial(address: string): Promise<string>;
+  /** The libp2p node itself, for tests and benchmarks that look at its connections. */
+  readonly libp2p: Libp2p;
   stop(): Promise<void>;
 }
 
@@ -102,9 +126,21 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       discovery.peerDiscovery,
       ...(bootstrapList.length > 0 ? [bootstrap({ list: bootstrapList, timeout: 0 })] : []),
     ],
-    services: { identify: identify(), pubsub: discovery.pubsub },
+    services: {
+      identify: identify(),
+      pubsub: discovery.pubsub,
+      ...(options.relay
+        ? {
+            relay: circuitRelayServer({
+              // No default limit: relayed connections carry federation and last as long as the peers want.
+              reservations: { maxReservations: RELAY_MAX_RESERVATIONS, applyDefaultLimit: false },
+            }),
+          }
+        : {}),
+    },
     start: false,
   });
+  let stopped = false;
 
   const self = serverNameFromPeerId(libp2p.peerId)!;
   const known = (peerId: PeerId, callback?: (serverName: string) => void) => {
@@ -116,13 +152,80 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     // A peer new to us may not know us yet either: tell it where we are.
     discovery.announce();
     if (detail.multiaddrs.length > 0) known(detail.id, options.onPeerDiscovered);
+    // One side opens the WebRTC link (the lower peer ID), so two pages do not make two; a send dials it anyway.
+    if (options.preferWebRTC && libp2p.peerId.toString() < detail.id.toString()) void ensureDirect(detail.id);
   });
+  // A new relay reservation or WebRTC address: peers dial us by these, so tell them now rather than an interval later.
+  libp2p.addEventListener('self:peer:update', () => discovery.announce());
   libp2p.addEventListener('peer:connect', ({ detail: peerId }) => {
     if (serverNameFromPeerId(peerId) === undefined) return;
     libp2p.peerStore.merge(peerId, { tags: { [KNOWN_PEER_TAG]: { value: 50 } } }).catch((error) => log(`could not tag peer ${peerId}`, error));
     known(peerId, options.onPeerConnected);
   });
-  libp2p.addEventListener('peer:disconnect', ({ detail: peerId }) => known(peerId, options.onPeerDisconnected));
+  libp2p.addEventListener('peer:disconnect', ({ detail: peerId }) => {
+    known(peerId, options.onPeerDisconnected);
+    keepBootstrapPeer(peerId);
+  });
+
+  /**
+   * libp2p's own reconnect queue gives up after five tries (about half a minute): a relay
+   * restarted after longer would never be seen again by a page, which no peer can dial
+   * back. So a lost bootstrap peer is redialled until it answers: after 1 s, doubling up to 30 s.
+   */
+  const bootstrapPeers = new Map(bootstrapList.flatMap((address) => {
+    const peer = multiaddr(address).getComponents().findLast((c) => c.name === 'p2p')?.value;
+    return peer ? [[peer, address] as const] : [];
+  }));
+  const redialing = new Set<string>();
+  const redialTimers = new Set<ReturnType<typeof setTimeout>>();
+  function keepBootstrapPeer(peerId: PeerId): void {
+    const key = peerId.toString();
+    const address = bootstrapPeers.get(key);
+    if (address === undefined || redialing.has(key)) return;
+    redialing.add(key);
+    const attempt = (delay: number) => {
+      if (stopped) return;
+      const timer = setTimeout(() => {
+        redialTimers.delete(timer);
+        if (stopped || libp2p.getConnections(peerId).length > 0) return void redialing.delete(key);
+        libp2p.dial(multiaddr(address)).then(
+          () => redialing.delete(key),
+          () => attempt(Math.min(delay * 2, 30_000)),
+        );
+      }, delay);
+      redialTimers.add(timer);
+    };
+    attempt(1000);
+  }
+
+  /**
+   * Dials the peer's WebRTC addresses when every connection to it goes through a relay.
+   * libp2p itself, dialling by peer ID, reuses an unlimited relayed connection and never
+   * tries WebRTC; we want the direct link, so federation does not depend on the relay.
+   */
+  const directDials = new Map<string, Promise<void>>();
+  function ensureDirect(peerId: PeerId, signal?: AbortSignal): Promise<void> {
+    if (!options.preferWebRTC || stopped) return Promise.resolve();
+    const open = libp2p.getConnections(peerId).filter((c) => c.status === 'open');
+    if (open.some((c) => !isRelayedAddress(c.remoteAddr.toString()))) return Promise.resolve();
+    const key = peerId.toString();
+    const pending = directDials.get(key);
+    if (pending) return pending;
+    const dialing = (async () => {
+      const peer = await libp2p.peerStore.get(peerId).catch(() => undefined);
+      const addresses = (peer?.addresses ?? []).map((a) => a.multiaddr).filter((a) => a.toString().includes('/webrtc'));
+      for (const address of addresses) {
+        try {
+          await libp2p.dial(address, { signal });
+          return;
+        } catch (error) {
+          log(`could not open a WebRTC link to ${peerId} over ${address}`, error);
+        }
+      }
+    })().finally(() => directDials.delete(key));
+    directDials.set(key, dialing);
+    return dialing;
+  }
 
   await libp2p.handle(HTTP_PROTOCOL, serveHttp(options.handler, { localServerName: self, limits: options.limits, log }), {
     runOnLimitedConnection: options.runOnLimitedConnection,
@@ -154,7 +257,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       const serverName = serverNameFromPeerId(peerId);
       if (serverName === undefined) return [];
       const addresses = connections.map((c) => c.remoteAddr.toString());
-      const via = addresses.some((address) => !address.includes('/p2p-circuit')) ? 'direct' : 'relayed';
+      const via = addresses.some((address) => !isRelayedAddress(address)) ? 'direct' : 'relayed';
       return [{ peer_id: peerId.toString(), server_name: serverName, multiaddrs: addresses, via }];
     });
   };
@@ -166,14 +269,17 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     multiaddrs,
     peers: connectedPeers,
     status: () => ({ server_name: self, peer_id: libp2p.peerId.toString(), multiaddrs: multiaddrs(), peers: connectedPeers() }),
-    transport: createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection }),
+    transport: createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial: ensureDirect }),
     async dial(address) {
       const connection = await libp2p.dial(multiaddr(address));
       const serverName = serverNameFromPeerId(connection.remotePeer);
       if (serverName === undefined) throw new Error(`${address} is not a Hearth peer`);
       return serverName;
     },
+    libp2p,
     async stop() {
+      stopped = true;
+      for (const timer of redialTimers) clearTimeout(timer);
       await libp2p.stop();
     },
   };

@@ -5,7 +5,8 @@ import { validate } from '../../client/http.ts';
 import type { FederationEnv } from '../context.ts';
 import { MAX_EDUS_PER_TXN, MAX_PDUS_PER_TXN, type Edu } from '../queue.ts';
 
-const transactionSchema = z
+/** A /send body; also how the mailbox checks a sealed letter's content. */
+export const transactionSchema = z
   .object({
     origin: z.string(),
     origin_server_ts: z.number().int(),

@@ -4,6 +4,7 @@ import type { DeviceListUpdateEdu } from '../keys/device-lists.ts';
 import type { DirectToDeviceContent } from '../keys/to-device.ts';
 import type { PresenceStatus } from '../sync/ephemeral.ts';
 import type { ReceiptRow } from '../sync/receipts.ts';
+import { serverAllowedInRoom } from './acl.ts';
 import type { FederationServicesForEdus } from './federation.ts';
 import type { Edu } from './queue.ts';
 
@@ -140,6 +141,7 @@ export class Edus {
     if (!parsed.success) return;
     const { room_id: roomId, user_id: userId, typing } = parsed.data;
     if (serverNameOf(userId) !== origin || (await this.services.rooms.membership(roomId, userId)) !== 'join') return;
+    if (!(await serverAllowedInRoom(this.services.rooms, roomId, origin))) return;
     this.services.sync.typing.setRemote(roomId, userId, typing);
   }
 
@@ -147,6 +149,7 @@ export class Edus {
     const parsed = receiptSchema.safeParse(content);
     if (!parsed.success) return;
     for (const [roomId, byType] of Object.entries(parsed.data)) {
+      if (!(await serverAllowedInRoom(this.services.rooms, roomId, origin))) continue;
       const receipts: ReceiptRow[] = [];
       // Only public read receipts cross servers; a private one from afar is not ours to show.
       for (const [userId, { event_ids, data }] of Object.entries(byType['m.read'] ?? {})) {

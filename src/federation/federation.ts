@@ -13,6 +13,7 @@ import type { Database } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
 import { createFederationApp } from './app.ts';
+import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
 import type { FederationEnv } from './context.ts';
 import { Edus } from './edus.ts';
@@ -185,6 +186,14 @@ export class Federation {
     }
     await Promise.all([...byRoom].map(async ([roomId, list]) => {
       const version = await this.options.rooms.roomVersion(roomId);
+      // A server the room's ACL denies takes no part in it: none of its PDUs for the room are processed.
+      if (version && !(await serverAllowedInRoom(this.options.rooms, roomId, origin))) {
+        for (const pdu of list) {
+          const eventId = eventIdOf(pdu, version);
+          if (eventId) results[eventId] = { error: `${origin} is denied by the room's server ACL` };
+        }
+        return;
+      }
       const record = (pdu: PDU, eventId: string) => (stored: StoredEvent) => {
         // A bad content hash means tampering on the way: the spec keeps the redacted event, and we say so.
         if (stored.rejected) results[eventId] = { error: `rejected: ${stored.rejected}` };

@@ -7,6 +7,7 @@ import { redactEvent } from '../../events/redaction.ts';
 import type { RoomVersion } from '../../events/room-versions.ts';
 import type { StoredEvent } from '../../rooms/rooms.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';
+import { requireAllowedByAcl } from '../acl.ts';
 import { toPdu } from '../pdus.ts';
 
 /** How many events one /backfill or /get_missing_events answer carries at most. */
@@ -27,6 +28,7 @@ async function roomForOrigin(c: FederationCtx, roomId: string): Promise<RoomVers
   const version = await rooms.roomVersion(roomId);
   if (!version) throw notFound(`room ${roomId} is unknown here`);
   if (!(await rooms.joinedServers(roomId)).includes(c.get('origin'))) throw forbidden(`${c.get('origin')} is not in room ${roomId}`);
+  await requireAllowedByAcl(c, roomId);
   return version;
 }
 

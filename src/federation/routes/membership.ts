@@ -6,6 +6,7 @@ import { serverNameOf } from '../../events/identifiers.ts';
 import { computeEventId, type PDU } from '../../events/pdu.ts';
 import type { RoomVersion } from '../../events/room-versions.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';
+import { requireAllowedByAcl } from '../acl.ts';
 import { isPduShaped, toPdu } from '../pdus.ts';
 
 const inviteSchema = z.object({ room_version: z.string(), event: z.record(z.string(), z.unknown()), invite_room_state: z.array(z.unknown()).optional() }).loose();
@@ -15,6 +16,7 @@ async function residentRoom(c: FederationCtx, roomId: string): Promise<RoomVersi
   const { rooms, serverName } = c.get('services');
   const version = await rooms.roomVersion(roomId);
   if (!version || !(await rooms.joinedServers(roomId)).includes(serverName)) throw notFound(`this server is not in room ${roomId}`);
+  await requireAllowedByAcl(c, roomId);
   return version;
 }
 
@@ -109,6 +111,8 @@ export function membershipRoutes(app: Hono<FederationEnv>): void {
     const body = validate(inviteSchema, c.get('body'));
     const pdu = body.event;
     if (!isPduShaped(pdu) || pdu.room_id !== c.req.param('roomId')) throw new MatrixError(400, 'M_BAD_JSON', 'the invite is not an event for this room');
+    // A room we hold has its ACL; for one we do not, the inviting server is all we know of it.
+    if (await c.get('services').rooms.roomVersion(pdu.room_id)) await requireAllowedByAcl(c, pdu.room_id);
     const signed = await federation.receiveInvite(c.get('origin'), body.room_version, pdu, body.invite_room_state ?? []);
     return c.json({ event: signed });
   });

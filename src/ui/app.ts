@@ -1,6 +1,7 @@
 import type { BrowserHost, HostState } from '../../worker/page-host.ts';
 import { formatBytes, formatTime, h } from './dom.ts';
 import { MatrixApi, MatrixApiError, type MatrixEvent, type Session } from './matrix.ts';
+import { invitedUserFromHash, P2PPanel, shortUserId } from './p2p-panel.ts';
 import { Store, type Room } from './store.ts';
 
 const SESSION_KEY = 'hearth-session';
@@ -29,6 +30,19 @@ function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** An invite failure in words: most often the invitee's server is not reachable (a 502 from ours). */
+function describeInviteError(error: unknown, userId: string): string {
+  if (error instanceof MatrixApiError && error.status === 502) {
+    return `Could not reach the server of ${shortUserId(userId)}: it is offline or not found yet. Try again once it is listed under Peers.`;
+  }
+  if (error instanceof MatrixApiError && error.errcode === 'M_INVALID_PARAM') return `\u201c${userId}\u201d is not a Matrix ID (it looks like @name:server).`;
+  return describeError(error);
+}
+
+/** How often the pending marks are refreshed while something waits. */
+const PENDING_POLL_MS = 2_000;
+const DEMO_ROOM_NAME = 'P2P demo';
+
 /** The built-in client: a status bar, first-run account creation, then rooms and a timeline. */
 export class App {
   private readonly api = new MatrixApi();
@@ -47,13 +61,22 @@ export class App {
   private readonly storage = h('span', { class: 'storage', title: 'What this origin stores in your browser' });
   private readonly account = h('span', { class: 'account' });
   private readonly main = h('main', { class: 'main' });
+  private readonly p2pPanel: P2PPanel;
+  /** Own events not yet delivered to every server of their room: event ID → the servers still owed it. */
+  private pendingEvents = new Map<string, string[]>();
+  private pendingTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(root: HTMLElement, host: BrowserHost) {
+    this.p2pPanel = new P2PPanel(host);
     root.replaceChildren(
-      h('header', { class: 'topbar' }, h('span', { class: 'brand' }, 'Hearth'), this.serverName, this.status, h('span', { class: 'spacer' }), this.storage, this.account),
+      h('header', { class: 'topbar' }, h('span', { class: 'brand' }, 'Hearth'), this.serverName, this.status, this.p2pPanel.offlineBadge, h('span', { class: 'spacer' }), this.storage, this.account),
       this.main,
     );
     host.subscribe((state) => this.showHostState(state));
+    // A peer came or went: what waited for it may have gone.
+    this.p2pPanel.onPeersChanged(() => void this.refreshPending());
+    // An invite link (#invite=@user:server) opened while the page was already open.
+    window.addEventListener('hashchange', () => this.applyInviteLink());
     window.addEventListener('storage', (event) => {
       // Another tab signed in or out: follow it.
       if (event.key === SESSION_KEY) void this.enter();
@@ -127,6 +150,7 @@ export class App {
 
   private showAccountForm(mode: 'register' | 'login'): void {
     this.account.replaceChildren();
+    this.p2pPanel.showIdentity(undefined);
     const error = h('p', { class: 'error', role: 'alert' });
     const username = h('input', { id: 'username', name: 'username', autocomplete: 'username', required: true });
     const password = h('input', { id: 'password', name: 'password', type: 'password', autocomplete: mode === 'register' ? 'new-password' : 'current-password', required: true });
@@ -186,6 +210,12 @@ export class App {
   private readonly roomIdLine = h('code', { class: 'room-id' });
   private readonly sidebarError = h('p', { class: 'error', role: 'alert' });
   private readonly composerInput = h('input', { id: 'composer', name: 'message', autocomplete: 'off', placeholder: 'Write a message\u2026', 'aria-label': 'Message' });
+  // Kept across renders, so a sync does not wipe what is being typed (or what an invite link filled in).
+  private readonly inviteInput = h('input', { id: 'invite-user-id', placeholder: '@user:server', 'aria-label': 'User ID to invite', required: true });
+  private readonly inviteError = h('p', { class: 'error', role: 'alert' });
+  private readonly demoInvitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server (optional)', 'aria-label': 'Invite to the demo room' });
+  private readonly demoError = h('p', { class: 'error', role: 'alert' });
+  private readonly inviteLinkNotice = h('p', { class: 'invite-notice', role: 'status' });
 
   private showChat(session: Session): void {
     this.api.session = session;
@@ -203,6 +233,7 @@ export class App {
       h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.selectRoom(await this.api.createRoom(newRoomName.value), () => (newRoomName.value = ''))) }, newRoomName, h('button', { type: 'submit' }, 'Create')),
       h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.selectRoom(await this.api.join(joinId.value.trim()), () => (joinId.value = ''))) }, joinId, h('button', { type: 'submit' }, 'Join')),
       this.sidebarError,
+      this.p2pPanel.element,
       h('h3', {}, 'Rooms'),
       this.roomList,
     );
@@ -218,10 +249,77 @@ export class App {
       ),
     );
     this.composerInput.oninput = () => this.onTyping();
+    this.p2pPanel.showIdentity(session.userId);
+    this.p2pPanel.setActions(
+      h('h3', {}, 'Start a P2P demo room'),
+      h('form', { class: 'inline demo-room', onsubmit: (e: Event) => this.onStartDemoRoom(e) }, this.demoInvitee, h('button', { type: 'submit' }, 'Start')),
+      this.demoError,
+      this.inviteLinkNotice,
+    );
     this.main.replaceChildren(h('div', { class: 'chat' }, sidebar, this.roomPane, this.memberPane));
     this.renderRooms();
     this.renderRoom();
+    this.applyInviteLink();
     void this.syncLoop();
+  }
+
+  /** `#invite=@user:server` in the address: fill both invite forms with it, for the person to confirm. */
+  private applyInviteLink(): void {
+    const userId = invitedUserFromHash(location.hash);
+    if (!userId || !this.api.session) return;
+    if (userId === this.api.session.userId) {
+      this.inviteLinkNotice.textContent = 'This is your own invite link: send it to someone else.';
+      return;
+    }
+    this.inviteInput.value = userId;
+    this.demoInvitee.value = userId;
+    this.p2pPanel.element.open = true;
+    this.inviteLinkNotice.textContent = `Invite ${shortUserId(userId)}: start a P2P demo room with them, or invite them to the open room.`;
+  }
+
+  /** Creates a private room named "P2P demo" and, if given, invites someone to it. */
+  private onStartDemoRoom(event: Event): void {
+    event.preventDefault();
+    this.demoError.textContent = '';
+    const invitee = this.demoInvitee.value.trim();
+    void (async () => {
+      let roomId: string;
+      try {
+        roomId = await this.api.createRoom(DEMO_ROOM_NAME);
+      } catch (error) {
+        this.demoError.textContent = `Could not create the room: ${describeError(error)}`;
+        return;
+      }
+      this.selectRoom(roomId);
+      if (!invitee) return;
+      try {
+        // Invited apart from the creation, so an unreachable invitee leaves the room made and says why.
+        await this.api.invite(roomId, invitee);
+        this.demoInvitee.value = '';
+        if (this.inviteInput.value.trim() === invitee) this.inviteInput.value = '';
+        this.inviteLinkNotice.textContent = `Invited ${shortUserId(invitee)} to \u201c${DEMO_ROOM_NAME}\u201d.`;
+        if (invitedUserFromHash(location.hash) === invitee) history.replaceState(null, '', location.pathname + location.search);
+      } catch (error) {
+        this.demoError.textContent = `The room was created, but the invite failed. ${describeInviteError(error, invitee)}`;
+      }
+    })();
+  }
+
+  /** Asks the homeserver which of our events still wait for other servers; polls while any do. */
+  private async refreshPending(): Promise<void> {
+    clearTimeout(this.pendingTimer);
+    this.pendingTimer = undefined;
+    if (!this.api.session || !this.store) return;
+    let next: Map<string, string[]>;
+    try {
+      next = new Map(Object.entries(await this.api.pending()).map(([eventId, entry]) => [eventId, entry.destinations]));
+    } catch {
+      next = this.pendingEvents;
+    }
+    const changed = JSON.stringify([...next]) !== JSON.stringify([...this.pendingEvents]);
+    this.pendingEvents = next;
+    if (changed) this.renderRoom();
+    if (next.size > 0) this.pendingTimer = setTimeout(() => void this.refreshPending(), PENDING_POLL_MS);
   }
 
   /** Runs a sidebar action, showing its error instead of throwing. */
@@ -242,6 +340,8 @@ export class App {
 
   private async signOut(): Promise<void> {
     this.syncAbort?.abort();
+    clearTimeout(this.pendingTimer);
+    this.pendingEvents = new Map();
     await this.api.logout().catch(() => undefined);
     saveSession(undefined);
     this.api.session = undefined;
@@ -265,6 +365,7 @@ export class App {
         this.renderRooms();
         this.renderRoom();
         this.sendReadReceipt();
+        void this.refreshPending();
         if (Date.now() - this.storageCheckedAt > 5000) void this.refreshStorage();
         document.body.dataset.synced = 'true';
       } catch (error) {
@@ -363,8 +464,8 @@ export class App {
     const typing = room.typing.filter((userId) => userId !== store.userId).map((userId) => store.displayName(room, userId));
     this.typingLine.textContent = typing.length === 0 ? '' : `${typing.join(', ')} ${typing.length === 1 ? 'is' : 'are'} typing\u2026`;
 
-    const invitee = h('input', { id: 'invite-user-id', placeholder: '@user:server', 'aria-label': 'User ID to invite', required: true });
-    const inviteError = h('p', { class: 'error', role: 'alert' });
+    const invitee = this.inviteInput;
+    const inviteError = this.inviteError;
     const members = store.joinedMembers(room);
     this.memberPane.replaceChildren(
       h('h3', {}, `Members (${members.length})`),
@@ -381,9 +482,11 @@ export class App {
           class: 'inline',
           onsubmit: (e: Event) => {
             e.preventDefault();
-            this.api.invite(room.id, invitee.value.trim()).then(
+            const userId = invitee.value.trim();
+            inviteError.textContent = '';
+            this.api.invite(room.id, userId).then(
               () => (invitee.value = ''),
-              (error) => (inviteError.textContent = describeError(error)),
+              (error) => (inviteError.textContent = describeInviteError(error, userId)),
             );
           },
         },
@@ -398,11 +501,20 @@ export class App {
     const store = this.store!;
     const who = store.displayName(room, event.sender);
     if (event.type === 'm.room.message') {
+      // Stored here but not yet with every server of the room ("pending" is the class of unsent echoes).
+      const waitingFor = event.event_id ? this.pendingEvents.get(event.event_id) : undefined;
       return h(
         'li',
-        { class: event.sender === store.userId ? 'event mine' : 'event', 'data-event-id': event.event_id },
+        { class: `${event.sender === store.userId ? 'event mine' : 'event'}${waitingFor ? ' undelivered' : ''}`, 'data-event-id': event.event_id, 'data-waiting-for': waitingFor?.length },
         h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts))),
         h('div', { class: 'body' }, typeof event.content.body === 'string' ? event.content.body : '(unsupported message)'),
+        waitingFor
+          ? h(
+              'div',
+              { class: 'pending-mark', title: `Not yet delivered to: ${waitingFor.join(', ')}. It goes when they are reachable.` },
+              `pending: waiting for ${waitingFor.length} ${waitingFor.length === 1 ? 'peer' : 'peers'}`,
+            )
+          : null,
       );
     }
     let notice: string | undefined;
@@ -437,6 +549,7 @@ export class App {
     this.api.sendText(room.id, body, echo.txnId).then(
       (eventId) => {
         echo.eventId = eventId;
+        void this.refreshPending();
         // The sync may already have delivered it.
         if (room.timeline.some((e) => e.event_id === eventId)) room.localEchoes = room.localEchoes.filter((e) => e !== echo);
         this.renderRoom();

@@ -100,9 +100,15 @@ export class MatrixApi {
     return this.request('GET', `${CLIENT}/sync?${query}`, undefined, signal);
   }
 
-  async createRoom(name: string): Promise<string> {
-    const result = await this.request('POST', `${CLIENT}/createRoom`, { name, preset: 'private_chat' });
+  async createRoom(name: string, options: { invite?: string[] } = {}): Promise<string> {
+    const result = await this.request('POST', `${CLIENT}/createRoom`, { name, preset: 'private_chat', ...(options.invite ? { invite: options.invite } : {}) });
     return result.room_id;
+  }
+
+  /** Hearth's own: the caller's events that some server in their room has not received yet. */
+  async pending(): Promise<Record<string, { room_id: string; destinations: string[] }>> {
+    const result = await this.request('GET', '/_matrix/client/unstable/org.hearth/pending');
+    return result.pending ?? {};
   }
 
   async join(roomIdOrAlias: string): Promise<string> {

@@ -1,0 +1,199 @@
+import type { BrowserHost } from '../../worker/page-host.ts';
+import { h } from './dom.ts';
+
+/** How a server name (64 hex digits) is shown: its start and end, the full name on hover and copy. */
+export function shortServerName(name: string): string {
+  return name.length > 16 ? `${name.slice(0, 8)}\u2026${name.slice(-4)}` : name;
+}
+
+/** `@name:` and the shortened server name: long IDs stay readable in messages. */
+export function shortUserId(userId: string): string {
+  const colon = userId.indexOf(':');
+  return colon < 0 ? userId : `${userId.slice(0, colon + 1)}${shortServerName(userId.slice(colon + 1))}`;
+}
+
+export function serverOf(userId: string): string {
+  return userId.slice(userId.indexOf(':') + 1);
+}
+
+/** A link that opens this page ready to invite `userId` (`#invite=@user:server`). */
+export function inviteLink(userId: string, origin = location.origin): string {
+  return `${origin}/#invite=${userId}`;
+}
+
+/** The Matrix ID an invite link carries, if the fragment is one. */
+export function invitedUserFromHash(hash: string): string | undefined {
+  const match = /^#invite=(.+)$/.exec(hash);
+  if (!match) return undefined;
+  let userId: string;
+  try {
+    userId = decodeURIComponent(match[1]!);
+  } catch {
+    return undefined;
+  }
+  return /^@[^:\s]+:\S+$/.test(userId) ? userId : undefined;
+}
+
+/**
+ * Copies `text`; where the clipboard API is refused (no permission, not a secure context),
+ * selects the text in `shown` so the person can copy it by hand.
+ */
+export async function copyText(text: string, shown: HTMLElement, button: HTMLButtonElement): Promise<void> {
+  const label = button.textContent;
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = 'Copied';
+  } catch {
+    if (shown instanceof HTMLInputElement) {
+      shown.focus();
+      shown.select();
+    } else {
+      const range = document.createRange();
+      range.selectNodeContents(shown);
+      const selection = getSelection();
+      selection?.removeAllRanges();
+      selection?.addRange(range);
+    }
+    button.textContent = 'Selected: press Ctrl+C';
+  }
+  button.dataset.copied = 'true';
+  setTimeout(() => {
+    button.textContent = label;
+    delete button.dataset.copied;
+  }, 2000);
+}
+
+type NodeState = 'starting' | 'running' | 'failed' | 'elsewhere' | 'none';
+
+/**
+ * The peers panel: this tab's libp2p node (its state, the peers it is connected to and how
+ * each is reached) and, once signed in, what a person shares to be invited. It also keeps the
+ * offline indicator in the top bar: the browser is offline, or no peer is connected.
+ */
+export class P2PPanel {
+  readonly element: HTMLDetailsElement;
+  /** For the top bar. */
+  readonly offlineBadge = h('span', { class: 'offline', role: 'status', 'aria-live': 'polite', hidden: true });
+  private readonly summaryState = h('span', { class: 'p2p-summary-state' });
+  private readonly nodeLine = h('p', { class: 'p2p-state hint' });
+  private readonly peerList = h('ul', { class: 'peer-list', 'aria-label': 'Connected peers' });
+  private readonly identity = h('div', { class: 'identity' });
+  private readonly actions = h('div', { class: 'p2p-actions' });
+  private peerCount = 0;
+
+  constructor(private readonly host: BrowserHost) {
+    // Open on wide screens; at phone width it starts folded so the rooms stay in view.
+    this.element = h(
+      'details',
+      { class: 'p2p-panel', open: !matchMedia('(max-width: 760px)').matches },
+      h('summary', {}, h('span', { class: 'p2p-title' }, 'Peers'), this.summaryState),
+      this.nodeLine,
+      this.peerList,
+      this.identity,
+      this.actions,
+    );
+    host.subscribe(() => this.render());
+    // main.ts sets the node's state on the body (tests read it there too).
+    new MutationObserver(() => this.render()).observe(document.body, { attributes: true, attributeFilter: ['data-p2p'] });
+    addEventListener('online', () => this.render());
+    addEventListener('offline', () => this.render());
+    this.render();
+  }
+
+  /** Called with a listener that runs when peers come or go (to refresh pending marks). */
+  onPeersChanged(listener: () => void): void {
+    let last = -1;
+    this.host.subscribe(() => {
+      const count = this.host.p2p?.node.peers().length ?? 0;
+      if (count !== last) listener();
+      last = count;
+    });
+  }
+
+  /** Shows the signed-in user's Matrix ID with copy buttons and an invite link; undefined clears it. */
+  showIdentity(userId: string | undefined): void {
+    if (!userId) return this.identity.replaceChildren();
+    // Read-only fields: the whole value in one line, and selectable where the clipboard is refused.
+    const id = h('input', { class: 'my-id share-value', readOnly: true, value: userId, title: userId, 'aria-label': 'Your Matrix ID' });
+    const link = inviteLink(userId);
+    const linkField = h('input', { class: 'invite-link-value share-value', readOnly: true, value: link, title: link, 'aria-label': 'Your invite link' });
+    const copyId: HTMLButtonElement = h('button', { type: 'button', class: 'small', onclick: () => void copyText(userId, id, copyId) }, 'Copy ID');
+    const copyLink: HTMLButtonElement = h('button', { type: 'button', class: 'small', onclick: () => void copyText(link, linkField, copyLink) }, 'Copy link');
+    this.identity.replaceChildren(
+      h('h3', {}, 'Your Matrix ID'),
+      h('div', { class: 'share-row' }, id, copyId),
+      h('div', { class: 'share-row' }, linkField, copyLink),
+      h(
+        'p',
+        { class: 'hint' },
+        'Send the ',
+        h('a', { class: 'invite-link', href: link, title: 'Opens Hearth ready to invite you', target: '_blank', rel: 'noopener' }, 'invite link'),
+        ' to someone: opening it, signed in to their Hearth, starts an invite to you.',
+      ),
+    );
+  }
+
+  /** Forms the App builds (start a demo room); shown under the peers. */
+  setActions(...children: HTMLElement[]): void {
+    this.actions.replaceChildren(...children);
+  }
+
+  private nodeState(): NodeState {
+    const state = document.body.dataset.p2p;
+    if (state === 'starting' || state === 'running' || state === 'failed') return state;
+    return this.host.state.role === 'follower' ? 'elsewhere' : 'none';
+  }
+
+  private render(): void {
+    const state = this.nodeState();
+    const peers = this.host.p2p?.node.peers() ?? [];
+    this.peerCount = peers.length;
+    this.element.dataset.state = state;
+    const stateText: Record<NodeState, string> = {
+      starting: 'Node starting\u2026',
+      running: 'Node running',
+      failed: 'Node failed to start: federation is off in this tab',
+      elsewhere: 'The node runs in the tab that hosts your homeserver',
+      none: 'Node not started',
+    };
+    this.nodeLine.textContent = stateText[state];
+    this.summaryState.textContent = state === 'running' ? ` \u00b7 ${peers.length} connected` : ` \u00b7 ${state === 'elsewhere' ? 'other tab' : state}`;
+    this.peerList.replaceChildren(
+      ...(peers.length === 0
+        ? [h('li', { class: 'hint no-peers' }, state === 'elsewhere' ? 'Peers are listed in that tab.' : 'No peers connected.')]
+        : peers
+            .slice()
+            .sort((a, b) => a.server_name.localeCompare(b.server_name))
+            .map((peer) => {
+              const name = h('code', { class: 'peer-name', title: peer.server_name }, shortServerName(peer.server_name));
+              const copy: HTMLButtonElement = h(
+                'button',
+                { type: 'button', class: 'small link', 'aria-label': `Copy server name ${peer.server_name}`, onclick: () => void copyText(peer.server_name, name, copy) },
+                'Copy',
+              );
+              return h(
+                'li',
+                { class: 'peer', 'data-server-name': peer.server_name, 'data-via': peer.via },
+                name,
+                h('span', { class: `via ${peer.via}`, title: peer.via === 'direct' ? 'A direct connection' : 'Through a relay peer' }, peer.via),
+                copy,
+              );
+            })),
+    );
+    this.renderOffline(state);
+  }
+
+  private renderOffline(state: NodeState): void {
+    // No peer counts only where this tab runs the node: a follower cannot see the leader's peers.
+    const reason = !navigator.onLine ? 'browser' : (state === 'running' || state === 'failed') && this.peerCount === 0 ? 'no-peers' : undefined;
+    if (reason) document.body.dataset.offline = reason;
+    else delete document.body.dataset.offline;
+    this.offlineBadge.hidden = !reason;
+    this.offlineBadge.dataset.reason = reason ?? '';
+    this.offlineBadge.textContent = reason === 'browser' ? 'Offline' : reason === 'no-peers' ? 'No peers' : '';
+    this.offlineBadge.title =
+      reason === 'browser'
+        ? 'This browser is offline. Your rooms still work here; messages for other servers wait and go when you are back.'
+        : 'No peer is connected. Messages for other servers wait until one is.';
+  }
+}

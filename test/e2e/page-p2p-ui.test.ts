@@ -1,0 +1,177 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { shortUserId } from '../../src/ui/p2p-panel.ts';
+import { api, register, type Account } from '../integration/harness.ts';
+import { createRoomThroughUi, openHearth, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+
+// Issue 12, the page: the peers panel, your Matrix ID and invite link, inviting and the
+// P2P demo room, the offline indicator, and messages shown as pending until every remote
+// server has them. Node peers run in this process on 127.0.0.1 (OS-chosen ports):
+// A is the page's bootstrap peer; C, found through A, is the server that goes away.
+
+let dirA: string;
+let dirC: string;
+let peerA: NodeHost;
+let peerC: NodeHost | undefined;
+let site: HearthSite;
+let context: BrowserContext;
+let page: Page;
+let aliceId: string;
+let bob: Account;
+let carol: Account;
+
+const wsPortOf = (host: NodeHost) => Number(/\/tcp\/(\d+)\/ws/.exec(host.p2p.multiaddrs()[0]!)![1]);
+const startC = (port = 0) => startNodeHost({ dataDir: dirC, port: 0, listen: [`/ip4/127.0.0.1/tcp/${port}/ws`], bootstrap: peerA.p2p.multiaddrs(), rateLimits: false });
+
+/** Long-polls a Node user's /sync until `done` holds. */
+async function nodeSyncUntil(host: NodeHost, account: Account, done: (body: any) => boolean): Promise<any> {
+  let since: string | undefined;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const { body } = await api(host, 'GET', `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${encodeURIComponent(since)}` : ''}`, { token: account.accessToken });
+    if (done(body)) return body;
+    if (Date.now() > deadline) throw new Error(`sync never got there: ${JSON.stringify(body).slice(0, 300)}`);
+    since = body.next_batch;
+  }
+}
+
+beforeAll(async () => {
+  dirA = await mkdtemp(join(tmpdir(), 'hearth-e2e-ui-a-'));
+  dirC = await mkdtemp(join(tmpdir(), 'hearth-e2e-ui-c-'));
+  peerA = await startNodeHost({ dataDir: dirA, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  site = await startSite(inject('hearthDist'), { config: { bootstrap: peerA.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+  context = await site.browser.newContext();
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: site.server.url });
+  page = await openHearth(context, site.server.url + '/');
+  await registerThroughUi(page, 'alice');
+  const serverName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+  aliceId = `@alice:${serverName}`;
+  bob = await register(peerA, 'bob');
+});
+
+afterAll(async () => {
+  await context?.close();
+  await site?.close();
+  await peerC?.close();
+  await peerA?.close();
+  for (const dir of [dirA, dirC]) if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('the page’s P2P controls', () => {
+  it('the peers panel lists the Node peer, its server name shortened (the full one on hover), reached directly', async () => {
+    await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
+    const name = peerA.homeserver.serverName;
+    const row = page.locator(`.peer[data-server-name="${name}"]`);
+    await row.waitFor({ timeout: 20_000 });
+    expect(await row.getAttribute('data-via')).toBe('direct');
+    expect(await row.locator('.via').textContent()).toBe('direct');
+    expect(await row.locator('.peer-name').textContent()).toBe(`${name.slice(0, 8)}\u2026${name.slice(-4)}`);
+    expect(await row.locator('.peer-name').getAttribute('title')).toBe(name);
+    expect(await page.locator('.p2p-state').textContent()).toBe('Node running');
+    // Copying a peer copies its full name.
+    await row.getByRole('button', { name: `Copy server name ${name}` }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(name);
+  });
+
+  it('shows your Matrix ID with a copy button and an invite link', async () => {
+    expect(await page.getByLabel('Your Matrix ID').inputValue()).toBe(aliceId);
+    await page.getByRole('button', { name: 'Copy ID' }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(aliceId);
+    const link = page.locator('a.invite-link');
+    expect(await link.getAttribute('href')).toBe(`${site.server.url}/#invite=${aliceId}`);
+    expect(await page.getByLabel('Your invite link').inputValue()).toBe(`${site.server.url}/#invite=${aliceId}`);
+    await page.getByRole('button', { name: 'Copy link' }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(`${site.server.url}/#invite=${aliceId}`);
+  });
+
+  it('an invite link pre-fills the invite forms, opened in a new tab or in the open one', async () => {
+    const link = `${site.server.url}/#invite=${bob.userId}`;
+    // A new tab, signed in already (it shares this browser's session): the forms come filled.
+    const other = await openHearth(context, link);
+    await other.waitForFunction((id) => (document.getElementById('demo-invitee') as HTMLInputElement | null)?.value === id, bob.userId, { timeout: 20_000 });
+    expect(await other.locator('.invite-notice').textContent()).toContain(shortUserId(bob.userId));
+    await other.close();
+    // The open tab, with a room open, follows a link to itself (only the fragment changes):
+    // the room's invite form is filled too.
+    await createRoomThroughUi(page, 'Lobby');
+    await page.goto(link);
+    await page.waitForFunction((id) => (document.getElementById('demo-invitee') as HTMLInputElement).value === id, bob.userId);
+    expect(await page.locator('#invite-user-id').inputValue()).toBe(bob.userId);
+  });
+
+  it('starts a P2P demo room inviting the Node peer’s user, who joins', async () => {
+    await page.getByRole('button', { name: 'Start', exact: true }).click();
+    await page.locator('.room-title', { hasText: 'P2P demo' }).waitFor();
+    await page.locator('.invite-notice', { hasText: `Invited ${shortUserId(bob.userId)}` }).waitFor({ timeout: 20_000 });
+    const sync = await nodeSyncUntil(peerA, bob, (s) => Object.keys(s.rooms?.invite ?? {}).length > 0);
+    const roomId = Object.keys(sync.rooms.invite)[0]!;
+    const joined = await api(peerA, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.accessToken, body: {} });
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    await page.locator('.timeline .notice', { hasText: 'bob joined' }).waitFor({ timeout: 20_000 });
+  });
+
+  it('the offline indicator shows while the browser is offline, and clears after', async () => {
+    await page.waitForFunction(() => document.body.dataset.offline === undefined, undefined, { timeout: 20_000 });
+    expect(await page.locator('.offline').isHidden()).toBe(true);
+    await context.setOffline(true);
+    await page.waitForFunction(() => !navigator.onLine && document.body.dataset.offline === 'browser');
+    expect(await page.locator('.offline').textContent()).toBe('Offline');
+    expect(await page.locator('.offline').isVisible()).toBe(true);
+    await context.setOffline(false);
+    // Back online; the peer's connection may have to come back too before the indicator clears.
+    await page.waitForFunction(() => navigator.onLine && document.body.dataset.offline === undefined, undefined, { timeout: 30_000 });
+    expect(await page.locator('.offline').isHidden()).toBe(true);
+  });
+
+  it('a message for a server that is down shows as pending, and the mark clears when that server is back', async () => {
+    peerC = await startC();
+    carol = await register(peerC, 'carol');
+    await page.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), peerC.homeserver.serverName, { timeout: 20_000 });
+    // A second demo room, with carol of server C.
+    await page.locator('#demo-invitee').fill(carol.userId);
+    await page.getByRole('button', { name: 'Start', exact: true }).click();
+    await page.locator('.invite-notice', { hasText: `Invited ${shortUserId(carol.userId)}` }).waitFor({ timeout: 20_000 });
+    const sync = await nodeSyncUntil(peerC, carol, (s) => Object.keys(s.rooms?.invite ?? {}).length > 0);
+    const roomId = Object.keys(sync.rooms.invite)[0]!;
+    expect((await api(peerC, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: carol.accessToken, body: {} })).status).toBe(200);
+    await page.locator('.timeline .notice', { hasText: 'carol joined' }).waitFor({ timeout: 20_000 });
+
+    const port = wsPortOf(peerC);
+    await peerC.close();
+    peerC = undefined;
+    await page.getByLabel('Message').fill('While carol is away');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const message = page.locator('.event[data-event-id]', { hasText: 'While carol is away' });
+    await message.locator('.pending-mark', { hasText: 'pending: waiting for 1 peer' }).waitFor({ timeout: 20_000 });
+    expect(await message.getAttribute('data-waiting-for')).toBe('1');
+
+    // Inviting someone else of C now says plainly that their server cannot be reached.
+    await page.locator('#invite-user-id').fill(`@dave:${carol.userId.split(':')[1]}`);
+    await page.getByRole('button', { name: 'Invite', exact: true }).click();
+    await page.locator('.members .error', { hasText: 'Could not reach' }).waitFor({ timeout: 30_000 });
+
+    // C comes back (same identity, same address): the message goes, and the mark with it.
+    peerC = await startC(port);
+    await message.locator('.pending-mark').waitFor({ state: 'detached', timeout: 45_000 });
+    expect(await message.getAttribute('class')).not.toContain('undelivered');
+    await nodeSyncUntil(peerC, carol, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'While carol is away'));
+  });
+
+  it('stays usable 390 px wide: nothing runs off the side, and the panel, composer and invite form are reachable', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForFunction(() => window.innerWidth === 390);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    for (const label of ['Message', 'User ID to invite']) expect(await page.getByLabel(label).isVisible(), label).toBe(true);
+    await page.locator('.p2p-panel').evaluate((panel: HTMLDetailsElement) => (panel.open = false));
+    await page.locator('.p2p-panel summary').click();
+    await page.locator('.my-id').scrollIntoViewIfNeeded();
+    expect(await page.locator('.my-id').isVisible()).toBe(true);
+    const box = (await page.locator('.p2p-panel').boundingBox())!;
+    expect(box.x + box.width).toBeLessThanOrEqual(390);
+  });
+});

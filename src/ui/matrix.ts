@@ -100,8 +100,8 @@ export class MatrixApi {
     return this.request('GET', `${CLIENT}/sync?${query}`, undefined, signal);
   }
 
-  async createRoom(name: string, options: { invite?: string[] } = {}): Promise<string> {
-    const result = await this.request('POST', `${CLIENT}/createRoom`, { name, preset: 'private_chat', ...(options.invite ? { invite: options.invite } : {}) });
+  async createRoom(name: string): Promise<string> {
+    const result = await this.request('POST', `${CLIENT}/createRoom`, { name, preset: 'private_chat' });
     return result.room_id;
   }
 

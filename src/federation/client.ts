@@ -1,5 +1,6 @@
 import type { SigningKey } from '../crypto/ed25519.ts';
 import type { PDU } from '../events/pdu.ts';
+import type { PublicRoomsPage } from '../rooms/directory.ts';
 import { FederationUnreachable, type FederationTransport } from './transport.ts';
 import { authorizationHeader } from './x-matrix.ts';
 
@@ -160,6 +161,14 @@ export class FederationClient {
 
   queryProfile(destination: string, userId: string, field?: 'displayname' | 'avatar_url'): Promise<{ displayname?: string; avatar_url?: string }> {
     return this.request(destination, 'GET', '/_matrix/federation/v1/query/profile', { query: { user_id: userId, field } });
+  }
+
+  /** Another server's public room directory (server-server §Public room directory): POST when searching. */
+  publicRooms(destination: string, query: { limit?: number; since?: string | null; term?: string }): Promise<PublicRoomsPage> {
+    if (query.term !== undefined) {
+      return this.request(destination, 'POST', '/_matrix/federation/v1/publicRooms', { body: { limit: query.limit, since: query.since ?? undefined, filter: { generic_search_term: query.term } } });
+    }
+    return this.request(destination, 'GET', '/_matrix/federation/v1/publicRooms', { query: { limit: query.limit?.toString(), since: query.since ?? undefined } });
   }
 
   queryDirectory(destination: string, alias: string): Promise<{ room_id: string; servers: string[] }> {

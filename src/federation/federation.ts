@@ -9,6 +9,7 @@ import type { Keys } from '../keys/keys.ts';
 import { RoomError } from '../rooms/errors.ts';
 import { RoomGraph } from '../rooms/dag.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import type { PublicRoomsPage, PublicRoomsQuery } from '../rooms/directory.ts';
 import type { Database } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
@@ -134,6 +135,11 @@ export class Federation {
   /** `sender`'s events not yet delivered to every server in their rooms (for the client's "pending" marks). */
   pendingEvents(sender: string): Promise<Map<string, PendingEvent>> {
     return this.queues.pendingEvents(sender);
+  }
+
+  /** Another server's public room directory, for a client's `/publicRooms?server=`. */
+  publicRooms(server: string, query: PublicRoomsQuery): Promise<PublicRoomsPage> {
+    return this.client.publicRooms(server, query);
   }
 
   /** Sends EDUs to servers, durably. */

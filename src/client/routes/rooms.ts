@@ -10,6 +10,7 @@ import { requireSession, type Ctx, type Env } from '../context.ts';
 import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
 import { intQuery, jsonObject, parseBody, readJsonObject, validate } from '../http.ts';
 import { on } from './route.ts';
+import { publicRoomsPage, type PublicRoomsQuery } from '../../rooms/directory.ts';
 
 const createRoomSchema = z
   .object({
@@ -438,44 +439,21 @@ export function roomRoutes(app: Hono<Env>): void {
     return c.json({});
   });
 
-  const publicRooms = async (c: Ctx, options: { limit?: number; since?: string; term?: string }) => {
+  /** Our directory, or with `server` another server's, asked over federation. */
+  const publicRooms = async (c: Ctx, query: PublicRoomsQuery) => {
     const services = c.get('services');
-    const chunk: Record<string, unknown>[] = [];
-    for (const roomId of await services.rooms.publishedRooms()) {
-      const state = await services.rooms.currentState(roomId);
-      const content = (type: string) => state.get(`${type}\u0000`)?.event.content ?? {};
-      const entry: Record<string, unknown> = {
-        room_id: roomId,
-        num_joined_members: (await services.rooms.members(roomId)).length,
-        world_readable: content('m.room.history_visibility')['history_visibility'] === 'world_readable',
-        guest_can_join: content('m.room.guest_access')['guest_access'] === 'can_join',
-        join_rule: content('m.room.join_rules')['join_rule'] ?? 'invite',
-      };
-      for (const [field, type, key] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['canonical_alias', 'm.room.canonical_alias', 'alias'], ['avatar_url', 'm.room.avatar', 'url']] as const) {
-        const value = content(type)[key];
-        if (typeof value === 'string' && value !== '') entry[field] = value;
-      }
-      const roomType = content('m.room.create')['type'];
-      if (typeof roomType === 'string') entry['room_type'] = roomType;
-      const term = options.term?.toLowerCase();
-      if (term && ![entry['name'], entry['topic'], entry['canonical_alias']].some((v) => typeof v === 'string' && v.toLowerCase().includes(term))) continue;
-      chunk.push(entry);
+    const server = c.req.query('server');
+    if (server !== undefined && server !== services.rooms.serverName) {
+      return c.json(await services.federation.publicRooms(server, query));
     }
-    chunk.sort((a, b) => (b['num_joined_members'] as number) - (a['num_joined_members'] as number));
-    const offset = options.since ? Number(options.since.replace(/^o/, '')) || 0 : 0;
-    const limit = options.limit ?? chunk.length;
-    const page = chunk.slice(offset, offset + limit);
-    const result: Record<string, unknown> = { chunk: page, total_room_count_estimate: chunk.length };
-    if (offset + limit < chunk.length) result['next_batch'] = `o${offset + limit}`;
-    if (offset > 0) result['prev_batch'] = `o${Math.max(0, offset - limit)}`;
-    return c.json(result);
+    return c.json(await publicRoomsPage(services.rooms, query));
   };
   on(app, 'GET', '/publicRooms', (c) =>
     publicRooms(c, { limit: c.req.query('limit') ? intQuery(c, 'limit', 0) : undefined, since: c.req.query('since') }),
   );
   on(app, 'POST', '/publicRooms', async (c) => {
     await requireSession(c);
-    const body = await parseBody(c, z.object({ limit: z.number().int().min(0).optional(), since: z.string().optional(), filter: z.object({ generic_search_term: z.string().optional() }).loose().optional() }).loose(), { allowEmpty: true });
+    const body = await parseBody(c, z.object({ limit: z.number().int().min(0).optional(), since: z.string().nullable().optional(), filter: z.object({ generic_search_term: z.string().optional() }).loose().nullable().optional() }).loose(), { allowEmpty: true });
     return publicRooms(c, { limit: body.limit, since: body.since, term: body.filter?.generic_search_term });
   });
 

@@ -3,8 +3,16 @@ import { z } from 'zod';
 import { invalidParam, missingParam, notFound } from '../../client/errors.ts';
 import { validate } from '../../client/http.ts';
 import { isValidRoomAlias, isValidUserId } from '../../events/identifiers.ts';
+import { publicRoomsPage } from '../../rooms/directory.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';
 
+const publicRoomsSchema = z
+  .object({
+    limit: z.number().int().min(0).optional(),
+    since: z.string().nullable().optional(),
+    filter: z.object({ generic_search_term: z.string().nullable().optional() }).loose().nullable().optional(),
+  })
+  .loose();
 const keysQuerySchema = z.object({ device_keys: z.record(z.string(), z.array(z.string())) }).loose();
 const keysClaimSchema = z.object({ one_time_keys: z.record(z.string(), z.record(z.string(), z.string())) }).loose();
 
@@ -33,6 +41,17 @@ export function queryRoutes(app: Hono<FederationEnv>): void {
     const value = (profile as Record<string, string | undefined>)[field];
     if (value === undefined) throw notFound(`${userId} has no ${field}`);
     return c.json({ [field]: value });
+  });
+
+  // Our public room directory, as local clients see it (server-server §Public room directory).
+  app.get('/_matrix/federation/v1/publicRooms', async (c) => {
+    const rawLimit = c.req.query('limit');
+    if (rawLimit !== undefined && !/^\d+$/.test(rawLimit)) throw invalidParam('limit must be a non-negative integer');
+    return c.json(await publicRoomsPage(c.get('services').rooms, { limit: rawLimit === undefined ? undefined : Number(rawLimit), since: c.req.query('since') }));
+  });
+  app.post('/_matrix/federation/v1/publicRooms', async (c) => {
+    const body = validate(publicRoomsSchema, c.get('body') ?? {});
+    return c.json(await publicRoomsPage(c.get('services').rooms, { limit: body.limit, since: body.since, term: body.filter?.generic_search_term ?? undefined }));
   });
 
   app.get('/_matrix/federation/v1/query/directory', async (c) => {

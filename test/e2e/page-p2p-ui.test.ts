@@ -16,6 +16,7 @@ import { createRoomThroughUi, openHearth, registerThroughUi, startSite, type Hea
 let dirA: string;
 let dirC: string;
 let peerA: NodeHost;
+let peerAClosed = false;
 let peerC: NodeHost | undefined;
 let site: HearthSite;
 let context: BrowserContext;
@@ -57,7 +58,7 @@ afterAll(async () => {
   await context?.close();
   await site?.close();
   await peerC?.close();
-  await peerA?.close();
+  if (peerA && !peerAClosed) await peerA.close();
   for (const dir of [dirA, dirC]) if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -86,6 +87,20 @@ describe('the page’s P2P controls', () => {
     expect(await page.getByLabel('Your invite link').inputValue()).toBe(`${site.server.url}/#invite=${aliceId}`);
     await page.getByRole('button', { name: 'Copy link' }).click();
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(`${site.server.url}/#invite=${aliceId}`);
+
+    // Where the clipboard is refused, the ID is selected for the person to copy.
+    await page.locator('.my-id').evaluate(() => {
+      const refuse = () => Promise.reject(new DOMException('refused', 'NotAllowedError'));
+      Object.defineProperty(navigator.clipboard, 'writeText', { value: refuse, configurable: true });
+    });
+    await page.getByRole('button', { name: 'Copy ID' }).click();
+    await page.getByRole('button', { name: 'Selected: press Ctrl+C' }).waitFor();
+    const selected = await page.evaluate(() => {
+      const field = document.activeElement as HTMLInputElement;
+      return field.classList.contains('my-id') ? field.value.slice(field.selectionStart ?? 0, field.selectionEnd ?? 0) : '';
+    });
+    expect(selected).toBe(aliceId);
+    await page.locator('.my-id').evaluate(() => delete (navigator.clipboard as { writeText?: unknown }).writeText);
   });
 
   it('an invite link pre-fills the invite forms, opened in a new tab or in the open one', async () => {
@@ -173,5 +188,15 @@ describe('the page’s P2P controls', () => {
     expect(await page.locator('.my-id').isVisible()).toBe(true);
     const box = (await page.locator('.p2p-panel').boundingBox())!;
     expect(box.x + box.width).toBeLessThanOrEqual(390);
+  });
+
+  it('with every peer gone, the panel says "no peers" and the indicator shows it', async () => {
+    peerAClosed = true;
+    await Promise.all([peerA.close(), peerC?.close()]);
+    peerC = undefined;
+    await page.locator('.peer-list .no-peers', { hasText: 'No peers connected.' }).waitFor({ timeout: 20_000 });
+    await page.waitForFunction(() => document.body.dataset.offline === 'no-peers');
+    expect(await page.locator('.offline').textContent()).toBe('No peers');
+    expect(await page.locator('.p2p-summary-state').textContent()).toContain('0 connected');
   });
 });

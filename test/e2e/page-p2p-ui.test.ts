@@ -155,6 +155,7 @@ describe('the page’s P2P controls', () => {
     expect((await api(peerC, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: carol.accessToken, body: {} })).status).toBe(200);
     await page.locator('.timeline .notice', { hasText: 'carol joined' }).waitFor({ timeout: 20_000 });
 
+    // Neither Node peer is a mailbox (startNodeHost holds mail only when asked), so the message waits in the page's outbox.
     const port = wsPortOf(peerC);
     await peerC.close();
     peerC = undefined;

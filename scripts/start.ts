@@ -3,6 +3,7 @@
 // that opens the page). The page learns the peer's WebSocket address from
 // /hearth-config.json and dials it: that is its bootstrap peer, and its relay (pages take
 // reservations on it and signal WebRTC through it, then talk browser to browser directly).
+// The peer is a mailbox too: mail for a page that is closed waits there until the page collects it.
 //   --no-peer          serve the files only (the page then has no bootstrap peer)
 //   --peer-data DIR    the peer's data folder (default ./hearth-data/peer)
 //   --peer-listen MA   where the peer listens (default /ip4/127.0.0.1/tcp/0/ws, repeatable)
@@ -44,6 +45,7 @@ if (!values['no-peer']) {
     listen: values['peer-listen'],
     bootstrap: values.bootstrap,
     relay: true,
+    mailbox: true,
     log: (message, error) => console.error(`peer: ${message}`, error ?? ''),
   });
   closers.push(() => peer.close());

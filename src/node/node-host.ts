@@ -9,6 +9,7 @@ import { SEED_LENGTH } from '../crypto/ed25519.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
+import type { MailboxLimits } from '../mailbox/store.ts';
 import { openDurableDatabase } from '../storage/durable-database.ts';
 import { fsyncDirectory, openFilePersistence } from './file-persistence.ts';
 import { startHttpServer } from './http-server.ts';
@@ -26,6 +27,8 @@ export interface NodeHostOptions {
   bootstrap?: string[];
   /** Serve as a circuit relay v2 for browsers (reservations, WebRTC signalling), with libp2p's relay limits lifted. */
   relay?: boolean;
+  /** Hold mail for peers that cannot be reached until they collect it (src/mailbox); `true`: the default limits. */
+  mailbox?: boolean | Partial<MailboxLimits>;
 }
 
 export interface NodeHost {
@@ -87,6 +90,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       rateLimits: options.rateLimits,
       log: options.log,
       federation: { transport },
+      mailbox: options.mailbox || undefined,
     });
     undo.push(() => homeserver.close());
     const peers = new FsDatastore(join(options.dataDir, 'peers'));

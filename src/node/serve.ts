@@ -4,6 +4,7 @@
 // the peers it knew before, from <data>/peers); others reach it over the connections it opens.
 // `--relay` makes it a circuit relay v2 for browsers (they take reservations on it and signal WebRTC
 // through it), with libp2p's relay limits lifted; give it a `/ws` --listen address, browsers dial only WebSockets.
+// `--mailbox` makes it a mailbox: it holds signed mail for peers that cannot be reached until they collect it.
 // A start-up failure (database in use, port taken, data folder not writable) prints one line and exits 1;
 // HEARTH_DEBUG=1 prints the error in full as well.
 import './polyfills.ts';
@@ -21,6 +22,7 @@ const { values } = parseArgs({
     listen: { type: 'string', multiple: true, default: [] },
     bootstrap: { type: 'string', multiple: true, default: [] },
     relay: { type: 'boolean', default: false },
+    mailbox: { type: 'boolean', default: false },
   },
 });
 
@@ -67,6 +69,7 @@ try {
     listen: values.listen,
     bootstrap: values.bootstrap,
     relay: values.relay,
+    mailbox: values.mailbox,
   });
 } catch (error) {
   console.error(startupFailure(error, { dataDir: values.data!, port, host: values.host! }));
@@ -77,6 +80,7 @@ console.log(`Hearth homeserver listening on ${host.url}`);
 console.log(`server name: ${host.homeserver.serverName}`);
 console.log(`peer ID: ${host.p2p.peerId}`);
 if (values.relay) console.log('circuit relay: on (browsers can reserve and meet here)');
+if (values.mailbox) console.log('mailbox: on (holds mail for peers that cannot be reached)');
 for (const address of host.p2p.multiaddrs()) console.log(`libp2p listening on ${address}`);
 console.log(`data: ${values.data}`);
 

@@ -294,6 +294,16 @@ export class Rooms {
     return rows.map((r) => r.state_key);
   }
 
+  /** Rooms whose current join rule is `public` (anyone may join, published or not). */
+  async publicJoinRooms(): Promise<string[]> {
+    const rows = await this.options.db.all<{ room_id: string; event_nid: number }>(
+      "SELECT room_id, event_nid FROM current_state WHERE type = 'm.room.join_rules' AND state_key = ''",
+    );
+    const open: string[] = [];
+    for (const row of rows) if ((await this.getEventByNid(row.event_nid))?.event.content['join_rule'] === 'public') open.push(row.room_id);
+    return open;
+  }
+
   /** Rooms where a user's current membership is one of `memberships`. */
   async roomsOf(userId: string, memberships: string[] = ['join']): Promise<string[]> {
     const rows = await this.options.db.all<{ room_id: string }>(

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { randomString } from '../../crypto/random.ts';
 import { isValidUserId } from '../../events/identifiers.ts';
 import { DEFAULT_ROOM_VERSION, ROOM_VERSIONS } from '../../events/room-versions.ts';
+import { searchUserDirectory } from '../../rooms/user-directory.ts';
 import { filterSchema } from '../../sync/filter.ts';
 import { PUSH_RULE_KINDS, type PushRule, type PushRuleKind, type PushRuleset } from '../../users/push-rules.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
@@ -221,6 +222,12 @@ export function accountRoutes(app: Hono<Env>): void {
   });
 
   // ------------------------------------------------------------ profile
+
+  on(app, 'POST', '/user_directory/search', async (c) => {
+    const session = await requireSession(c);
+    const body = await parseBody(c, z.object({ search_term: z.string(), limit: z.number().int().min(0).optional() }).loose());
+    return c.json(await searchUserDirectory(c.get('services').rooms, session.userId, body.search_term, Math.min(body.limit ?? 10, 100)));
+  });
 
   on(app, 'GET', '/profile/:userId', async (c) => {
     const { users, federation } = c.get('services');

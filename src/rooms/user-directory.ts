@@ -1,0 +1,50 @@
+import type { Rooms } from './rooms.ts';
+
+/** One result of a user directory search (client-server §User directory). */
+export interface DirectoryUser {
+  user_id: string;
+  display_name?: string;
+  avatar_url?: string;
+}
+
+/**
+ * The user directory: the users a searcher may find are those who share a room with
+ * them and those in rooms anyone may join, as Synapse does by default. Worked out from
+ * the rooms' current state at each search rather than kept in an index: a personal
+ * server has a few hundred rooms at most, and reading live state means display names,
+ * joins, leaves and join rule changes show at once with nothing to keep in step.
+ *
+ * A user matches when every word of the term starts a word of their user ID or display
+ * name (case-insensitive). Users who share a room with the searcher come first.
+ */
+export async function searchUserDirectory(rooms: Rooms, searcher: string, term: string, limit: number): Promise<{ results: DirectoryUser[]; limited: boolean }> {
+  const wanted = words(term);
+  if (wanted.length === 0) return { results: [], limited: false };
+  const shared = new Set(await rooms.roomsOf(searcher));
+  const candidates = new Map<string, DirectoryUser & { sharesRoom: boolean }>();
+  for (const roomId of new Set([...shared, ...(await rooms.publicJoinRooms())])) {
+    for (const userId of await rooms.members(roomId)) {
+      const known = candidates.get(userId);
+      if (known) {
+        known.sharesRoom ||= shared.has(roomId);
+        continue;
+      }
+      const content = (await rooms.currentStateEvent(roomId, 'm.room.member', userId))?.event.content ?? {};
+      const entry: DirectoryUser & { sharesRoom: boolean } = { user_id: userId, sharesRoom: shared.has(roomId) };
+      if (typeof content['displayname'] === 'string' && content['displayname'] !== '') entry.display_name = content['displayname'];
+      if (typeof content['avatar_url'] === 'string' && content['avatar_url'] !== '') entry.avatar_url = content['avatar_url'];
+      candidates.set(userId, entry);
+    }
+  }
+  const matches = [...candidates.values()].filter((user) => {
+    const have = words(`${user.user_id} ${user.display_name ?? ''}`);
+    return wanted.every((w) => have.some((h) => h.startsWith(w)));
+  });
+  matches.sort((a, b) => Number(b.sharesRoom) - Number(a.sharesRoom) || (a.display_name ?? a.user_id).localeCompare(b.display_name ?? b.user_id));
+  return { results: matches.slice(0, limit).map(({ sharesRoom: _, ...user }) => user), limited: matches.length > limit };
+}
+
+/** Lower-cased words; a user ID's sigil, localpart and server name are separate words. */
+function words(text: string): string[] {
+  return text.toLowerCase().split(/[^\p{L}\p{N}_]+/u).filter(Boolean);
+}

@@ -1,0 +1,86 @@
+// The user directory (POST /user_directory/search): whom a user can find to start a
+// chat with. Raw HTTP checked against the spec, and matrix-js-sdk's own call.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+import { sdk } from './sdk.ts';
+
+let server: TestServer;
+const V3 = '/_matrix/client/v3';
+const enc = encodeURIComponent;
+let run = 0;
+const newUser = (name: string) => register(server, `${name}${++run}`);
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+
+const search = async (account: Account, term: string, limit?: number) => {
+  const r = await api(server, 'POST', `${V3}/user_directory/search`, { token: account.accessToken, body: { search_term: term, ...(limit === undefined ? {} : { limit }) } });
+  expect(r.status).toBe(200);
+  return r.body as { results: { user_id: string; display_name?: string }[]; limited: boolean };
+};
+const ids = (body: { results: { user_id: string }[] }) => body.results.map((r) => r.user_id).sort();
+const createRoom = async (account: Account, body: object = {}) => (await api(server, 'POST', `${V3}/createRoom`, { token: account.accessToken, body })).body.room_id as string;
+const join = (account: Account, roomId: string) => api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: account.accessToken, body: {} });
+const leave = (account: Account, roomId: string) => api(server, 'POST', `${V3}/rooms/${enc(roomId)}/leave`, { token: account.accessToken, body: {} });
+const setName = (account: Account, name: string) => api(server, 'PUT', `${V3}/profile/${enc(account.userId)}/displayname`, { token: account.accessToken, body: { displayname: name } });
+
+describe('user directory', () => {
+  it('finds users who share a room, by display name or user ID, and follows joins, leaves and name changes', async () => {
+    const [searcher, friend, stranger] = [await newUser('sam'), await newUser('frieda'), await newUser('stan')];
+    await setName(friend, 'Frieda Kahlo');
+    await setName(stranger, 'Frieda Stranger');
+    const roomId = await createRoom(searcher, { preset: 'private_chat', invite: [friend.userId] });
+    expect(ids(await search(searcher, 'frieda'))).toEqual([]);
+    expect((await join(friend, roomId)).status).toBe(200);
+
+    // The stranger shares no room and is in no public room: never found.
+    expect(ids(await search(searcher, 'frieda'))).toEqual([friend.userId]);
+    expect(ids(await search(searcher, 'kahlo fri'))).toEqual([friend.userId]);
+    expect(ids(await search(searcher, friend.userId.slice(1, 5)))).toEqual([friend.userId]);
+    expect((await search(searcher, 'frieda')).results[0]!.display_name).toBe('Frieda Kahlo');
+
+    await setName(friend, 'Frida');
+    expect((await search(searcher, 'frida')).results).toEqual([{ user_id: friend.userId, display_name: 'Frida' }]);
+    expect(ids(await search(searcher, 'kahlo'))).toEqual([]);
+
+    expect((await leave(friend, roomId)).status).toBe(200);
+    expect(ids(await search(searcher, 'frida'))).toEqual([]);
+  });
+
+  it('finds users in rooms anyone may join, until the join rule changes', async () => {
+    const [searcher, host] = [await newUser('seeker'), await newUser('penelope')];
+    const roomId = await createRoom(host, { preset: 'public_chat' });
+    expect(ids(await search(searcher, 'penelope'))).toEqual([host.userId]);
+    const rule = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/m.room.join_rules/`, { token: host.accessToken, body: { join_rule: 'invite' } });
+    expect(rule.status).toBe(200);
+    expect(ids(await search(searcher, 'penelope'))).toEqual([]);
+  });
+
+  it('limits the results and says when more exist', async () => {
+    const searcher = await newUser('lim');
+    const roomId = await createRoom(searcher, { preset: 'public_chat' });
+    for (let i = 0; i < 3; i++) expect((await join(await newUser(`quokka${i}x`), roomId)).status).toBe(200);
+    const limited = await search(searcher, 'quokka', 2);
+    expect(limited.results).toHaveLength(2);
+    expect(limited.limited).toBe(true);
+    expect((await search(searcher, 'quokka', 3)).limited).toBe(false);
+  });
+
+  it('refuses a body without a search term, in the Matrix error shape', async () => {
+    const searcher = await newUser('bad');
+    const r = await api(server, 'POST', `${V3}/user_directory/search`, { token: searcher.accessToken, body: { limit: 3 }, unchecked: true });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ errcode: 'M_BAD_JSON', error: expect.any(String) });
+  });
+
+  it("answers matrix-js-sdk's searchUserDirectory", async () => {
+    const [searcher, other] = [await newUser('sdkuser'), await newUser('zebedee')];
+    await createRoom(other, { preset: 'public_chat' });
+    const client = sdk.createClient({ baseUrl: server.url, accessToken: searcher.accessToken, userId: searcher.userId });
+    const found = await client.searchUserDirectory({ term: 'zebedee' });
+    expect(found.results.map((r) => r.user_id)).toEqual([other.userId]);
+    expect(found.limited).toBe(false);
+  });
+});

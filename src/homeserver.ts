@@ -12,6 +12,11 @@ import { FederationUnreachable, type FederationTransport } from './federation/tr
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
 import { Keys } from './keys/keys.ts';
 import { keysSchema } from './keys/schema.ts';
+import { fileNameOf } from './media/http.ts';
+import { Media, type MediaConfig } from './media/media.ts';
+import { mediaSchema } from './media/schema.ts';
+import { MemoryMediaStore, type MediaStore } from './media/store.ts';
+import type { Thumbnailer } from './media/thumbnailer.ts';
 import { Mailbox } from './mailbox/mailbox.ts';
 import { mailboxRoutes } from './mailbox/routes.ts';
 import { mailboxSchema } from './mailbox/schema.ts';
@@ -27,7 +32,7 @@ import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, mailboxSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, mailboxSchema, mediaSchema];
 
 /** A host with no federation transport (yet): every destination is unreachable. */
 const NO_TRANSPORT: FederationTransport = {
@@ -55,6 +60,8 @@ export interface HomeserverOptions {
   federation?: { transport: FederationTransport; backoff?: BackoffPolicy };
   /** Hold mail for unreachable peers (a mailbox host: Node peers, never pages), within these limits (`true`: the defaults). */
   mailbox?: true | Partial<MailboxLimits>;
+  /** Where media bytes go (default: memory), how thumbnails are made (default: none) and the limits. */
+  media?: { store?: MediaStore; thumbnailer?: Thumbnailer; config?: Partial<MediaConfig> };
 }
 
 /** What a host hands the core for federation and is told by it. */
@@ -112,6 +119,28 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   users.addDeviceListener(keys);
   sync.addExtension(keys);
   const log = options.log ?? (() => {});
+  // Remote media comes from its origin through the federation client (made just below).
+  const media: Media = new Media({
+    db,
+    store: options.media?.store ?? new MemoryMediaStore(),
+    thumbnailer: options.media?.thumbnailer,
+    serverName,
+    random,
+    now,
+    config: options.media?.config,
+    log,
+    remote: {
+      download: async (origin, mediaId, { timeoutMs }) => {
+        const part = await federation.client.mediaDownload(origin, mediaId, { timeoutMs, maxBytes: media.config.remoteCacheBytes });
+        const uploadName = fileNameOf(part.contentDisposition);
+        return { bytes: part.bytes, contentType: part.contentType, ...(uploadName ? { uploadName } : {}) };
+      },
+      thumbnail: async (origin, mediaId, query) => {
+        const part = await federation.client.mediaThumbnail(origin, mediaId, { ...query, maxBytes: media.config.maxThumbnailSourceBytes });
+        return { bytes: part.bytes, contentType: part.contentType };
+      },
+    },
+  });
   const federation: Federation = new Federation({
     db,
     serverName,
@@ -124,6 +153,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     sync,
     transport: options.federation?.transport ?? NO_TRANSPORT,
     backoff: options.federation?.backoff,
+    media,
     now,
     log,
     routes: (app) => mailboxRoutes(app, () => mailbox, options.mailbox !== undefined),
@@ -156,6 +186,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     rooms,
     sync,
     keys,
+    media,
     federation,
     memberships,
     uia: new UserInteractiveAuth(random, now),

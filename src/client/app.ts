@@ -7,6 +7,7 @@ import { FederationRequestError } from '../federation/client.ts';
 import { FederationJoinError } from '../federation/federation.ts';
 import { FederationUnreachable } from '../federation/transport.ts';
 import { KeysError } from '../keys/errors.ts';
+import { MediaError } from '../media/media.ts';
 import { RoomError } from '../rooms/errors.ts';
 import { StorageError } from '../storage/errors.ts';
 import { TokenError } from '../sync/token.ts';
@@ -17,6 +18,7 @@ import { readBody } from './http.ts';
 import { accountRoutes } from './routes/account.ts';
 import { hearthRoutes } from './routes/hearth.ts';
 import { keysRoutes } from './routes/keys.ts';
+import { mediaRoutes } from './routes/media.ts';
 import { knownPathOtherMethod } from './routes/route.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { syncRoutes } from './routes/sync.ts';
@@ -47,6 +49,7 @@ export function toMatrixError(error: unknown): MatrixError {
   if (error instanceof FederationUnreachable) return new MatrixError(502, 'M_UNKNOWN', error.message);
   if (error instanceof UsersError) return new MatrixError(error.status, error.errcode, error.message);
   if (error instanceof KeysError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
+  if (error instanceof MediaError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
   if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
   if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);
   if (error instanceof TokenError) return new MatrixError(400, 'M_INVALID_PARAM', error.message);
@@ -84,6 +87,8 @@ export function createClientApp(services: ClientServices, log: (message: string,
     await next();
   };
   app.use('*', inject);
+  // Before the body middleware: uploads are bytes, read with the media limit (routes/media.ts).
+  mediaRoutes(app);
   // A body is read, and refused if too large or not UTF-8, before any route looks at the request.
   const body: MiddlewareHandler<Env> = async (c, next) => {
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && c.req.method !== 'OPTIONS') await readBody(c);

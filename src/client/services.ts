@@ -2,6 +2,7 @@ import type { RandomBytes } from '../crypto/random.ts';
 import type { Federation } from '../federation/federation.ts';
 import type { Memberships } from '../federation/memberships.ts';
 import type { Keys } from '../keys/keys.ts';
+import type { Media } from '../media/media.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
@@ -22,6 +23,8 @@ export interface ClientServices {
   rooms: Rooms;
   sync: Sync;
   keys: Keys;
+  /** The content repository. */
+  media: Media;
   federation: Federation;
   /** Joins, leaves, invites and knocks, in rooms here and on other servers. */
   memberships: Memberships;

@@ -4,6 +4,7 @@ import { MatrixError, unrecognized } from '../client/errors.ts';
 import { toMatrixError } from '../client/app.ts';
 import type { FederationEnv, FederationServices } from './context.ts';
 import { eventRoutes } from './routes/events.ts';
+import { mediaRoutes } from './routes/media.ts';
 import { membershipRoutes } from './routes/membership.ts';
 import { queryRoutes } from './routes/queries.ts';
 import { transactionRoutes } from './routes/transactions.ts';
@@ -71,6 +72,7 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
   queryRoutes(app);
   // Other components' server-server routes (the mailbox), behind the same authentication.
   extraRoutes?.(app);
+  mediaRoutes(app);
 
   app.notFound(() => {
     const error = unrecognized();

@@ -1,6 +1,7 @@
 import type { SigningKey } from '../crypto/ed25519.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { PublicRoomsPage } from '../rooms/directory.ts';
+import { decodeMediaMultipart, type MediaPart } from './media-multipart.ts';
 import { FederationUnreachable, type FederationTransport } from './transport.ts';
 import { authorizationHeader } from './x-matrix.ts';
 
@@ -185,5 +186,52 @@ export class FederationClient {
 
   userKeysClaim(destination: string, oneTimeKeys: Record<string, Record<string, string>>): Promise<Record<string, unknown>> {
     return this.request(destination, 'POST', '/_matrix/federation/v1/user/keys/claim', { body: { one_time_keys: oneTimeKeys } });
+  }
+
+  /** GET /media/download/{mediaId} (spec v1.11): the bytes from the multipart/mixed answer. */
+  mediaDownload(destination: string, mediaId: string, options: { timeoutMs?: number; maxBytes: number }): Promise<MediaPart> {
+    return this.requestMedia(destination, `/_matrix/federation/v1/media/download/${enc(mediaId)}`, { timeout_ms: options.timeoutMs?.toString() }, options.maxBytes);
+  }
+
+  /** GET /media/thumbnail/{mediaId} (spec v1.11). */
+  mediaThumbnail(
+    destination: string,
+    mediaId: string,
+    query: { width: number; height: number; method: 'crop' | 'scale'; timeoutMs?: number; maxBytes: number },
+  ): Promise<MediaPart> {
+    return this.requestMedia(
+      destination,
+      `/_matrix/federation/v1/media/thumbnail/${enc(mediaId)}`,
+      { width: String(query.width), height: String(query.height), method: query.method, timeout_ms: query.timeoutMs?.toString() },
+      query.maxBytes,
+    );
+  }
+
+  /** A signed GET whose answer is multipart/mixed media rather than JSON. */
+  private async requestMedia(destination: string, path: string, query: Record<string, string | undefined>, maxBytes: number): Promise<MediaPart> {
+    if (destination === this.origin) throw new FederationUnreachable(destination, 'a server does not federate with itself');
+    const search = new URLSearchParams(Object.entries(query).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const uri = path + (search.size > 0 ? `?${search}` : '');
+    const authorization = await authorizationHeader('GET', uri, this.origin, destination, undefined, this.keyId, this.signingKey);
+    const response = await this.transport.send(destination, new Request(`http://${destination}${uri}`, { method: 'GET', headers: { authorization } }));
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (!response.ok) {
+      let error: { errcode?: unknown; error?: unknown } = {};
+      try {
+        error = JSON.parse(new TextDecoder().decode(bytes)) ?? {};
+      } catch {
+        // not JSON: the status says enough
+      }
+      const errcode = typeof error.errcode === 'string' ? error.errcode : 'M_UNKNOWN';
+      throw new FederationRequestError(destination, response.status, errcode, `GET ${path} → ${response.status}: ${typeof error.error === 'string' ? error.error : ''}`);
+    }
+    let part: MediaPart;
+    try {
+      part = decodeMediaMultipart(response.headers.get('content-type'), bytes, maxBytes);
+    } catch (error) {
+      throw new FederationRequestError(destination, 502, 'M_UNKNOWN', `GET ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (part.location !== undefined) throw new FederationRequestError(destination, 502, 'M_UNKNOWN', `GET ${path}: the origin redirected to ${part.location}, which a peer cannot follow`);
+    return part;
   }
 }

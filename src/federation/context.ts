@@ -6,6 +6,7 @@ import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
 import type { Federation } from './federation.ts';
 import type { KeyRing } from './keyring.ts';
+import type { FederationMediaSource } from './routes/media.ts';
 
 /** What the inbound server-server routes call into. */
 export interface FederationServices {
@@ -17,6 +18,8 @@ export interface FederationServices {
   keys: Keys;
   sync: Sync;
   federation: Federation;
+  /** The media repository, for /media/download and /media/thumbnail. */
+  media?: FederationMediaSource;
   now: () => number;
   log: (message: string, error?: unknown) => void;
 }

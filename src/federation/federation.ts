@@ -21,6 +21,7 @@ import { Edus } from './edus.ts';
 import { KeyRing } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type BackoffPolicy, type Edu, type PendingEvent } from './queue.ts';
+import type { FederationMediaSource } from './routes/media.ts';
 import type { FederationTransport } from './transport.ts';
 
 export interface FederationOptions {
@@ -39,6 +40,8 @@ export interface FederationOptions {
   backoff?: BackoffPolicy;
   /** More server-server routes, from components above federation (the mailbox's). */
   routes?: (app: Hono<FederationEnv>) => void;
+  /** The media repository, served to other servers (routes/media.ts). */
+  media?: FederationMediaSource;
 }
 
 /** What the EDU handlers need; the Federation passes itself. */

@@ -7,8 +7,11 @@ export interface RunningHttpServer {
   close(): Promise<void>;
 }
 
-/** Bodies above this are refused before they are read (the API's own limit is 1 MiB). */
-const MAX_REQUEST_BYTES = 2 * 1024 * 1024;
+/**
+ * Bodies above this are refused before they are read (the API's own limit on JSON is 1 MiB;
+ * media uploads are limited by m.upload.size, 8 MiB by default, and answered by the core).
+ */
+const MAX_REQUEST_BYTES = 8 * 1024 * 1024 + 64 * 1024;
 
 /**
  * Serves a Request → Response function over HTTP. Written on node:http rather

@@ -9,10 +9,13 @@ import { SEED_LENGTH } from '../crypto/ed25519.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
+import type { MediaConfig } from '../media/media.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
 import { openDurableDatabase } from '../storage/durable-database.ts';
 import { fsyncDirectory, openFilePersistence } from './file-persistence.ts';
 import { startHttpServer } from './http-server.ts';
+import { FileMediaStore } from './media-files.ts';
+import { SharpThumbnailer } from './media-thumbnailer.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
@@ -25,6 +28,8 @@ export interface NodeHostOptions {
   listen?: string[];
   /** Peers to dial at start (multiaddrs ending in /p2p/<peer id>); peers known from before are redialled too. */
   bootstrap?: string[];
+  /** Media repository limits (m.upload.size, quota, refused types, remote cache). */
+  media?: Partial<MediaConfig>;
   /** Serve as a circuit relay v2 for browsers (reservations, WebRTC signalling), with libp2p's relay limits lifted. */
   relay?: boolean;
   /** Hold mail for peers that cannot be reached until they collect it (src/mailbox); `true`: the default limits. */
@@ -88,6 +93,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       seed,
       registrationEnabled: options.registrationEnabled,
       rateLimits: options.rateLimits,
+      // Media bytes in files of their own under the data folder; only metadata in the database.
+      media: { store: new FileMediaStore(join(options.dataDir, 'media')), thumbnailer: new SharpThumbnailer(), config: options.media },
       log: options.log,
       federation: { transport },
       mailbox: options.mailbox || undefined,

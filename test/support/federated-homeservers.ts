@@ -3,7 +3,7 @@
 // Every server-server exchange is recorded, so tests can say where something went
 // and check what was answered against the spec.
 import initSqlJs from 'sql.js';
-import { createHomeserver, homeserverSchemas, type Homeserver } from '../../src/homeserver.ts';
+import { createHomeserver, homeserverSchemas, type Homeserver, type HomeserverOptions } from '../../src/homeserver.ts';
 import type { FederationTransport } from '../../src/federation/transport.ts';
 import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
 import { InProcessNetwork } from './in-process-federation.ts';
@@ -36,6 +36,14 @@ export interface FederatedServer {
 }
 
 const parse = (text: string): unknown => (text === '' ? undefined : JSON.parse(text));
+/** A recorded body: JSON parsed, anything else (media's multipart/mixed) kept as text. */
+const parseRecorded = (text: string): unknown => {
+  try {
+    return parse(text);
+  } catch {
+    return text;
+  }
+};
 
 /** A transport that records each exchange before handing the answer back. */
 function recording(inner: FederationTransport, sent: Exchange[]): FederationTransport {
@@ -44,14 +52,14 @@ function recording(inner: FederationTransport, sent: Exchange[]): FederationTran
       const requestText = await request.clone().text();
       const response = await inner.send(destination, request, options);
       const url = new URL(request.url);
-      sent.push({ destination, method: request.method, path: url.pathname + url.search, request: parse(requestText), status: response.status, response: parse(await response.clone().text()) });
+      sent.push({ destination, method: request.method, path: url.pathname + url.search, request: parseRecorded(requestText), status: response.status, response: parseRecorded(await response.clone().text()) });
       return response;
     },
   };
 }
 
 /** Homeservers that can reach each other; close them with the returned `close`. */
-export async function federatedServers(count: number): Promise<{ servers: FederatedServer[]; network: InProcessNetwork; close(): Promise<void> }> {
+export async function federatedServers(count: number, options: Partial<Omit<HomeserverOptions, 'database' | 'seed' | 'federation'>> = {}): Promise<{ servers: FederatedServer[]; network: InProcessNetwork; close(): Promise<void> }> {
   const network = new InProcessNetwork();
   const servers: FederatedServer[] = [];
   for (let i = 0; i < count; i++) {
@@ -64,6 +72,7 @@ export async function federatedServers(count: number): Promise<{ servers: Federa
       rateLimits: false,
       passwordIterations: 1000,
       log: (message, error) => console.error(message, error),
+      ...options,
       federation: { transport: recording(network.transportFor(() => name), sent), backoff: { initialMs: 20, maxMs: 100, refusedMs: 50 } },
     });
     name = homeserver.serverName;

@@ -146,6 +146,11 @@ describe('the mailbox', () => {
       expect(refused).toMatchObject({ status: 403, errcode: 'M_FORBIDDEN' });
     }
     expect(await m.homeserver.mailbox.store!.usage(name(b))).toEqual(held);
+    // Nor can C deposit A's letter (a copy of it, as if it were its own): the depositor must be the letter's origin.
+    const copy = await m.database.get<{ letter: string; txn_id: string }>('SELECT letter, txn_id FROM mailbox_letters ORDER BY seq LIMIT 1');
+    const redeposit = await asC.request(name(m), 'PUT', depositPath(name(b), copy!.txn_id), { body: JSON.parse(copy!.letter) }).catch((e: unknown) => e);
+    expect(redeposit).toMatchObject({ status: 403, errcode: 'M_FORBIDDEN' });
+    expect(await m.homeserver.mailbox.store!.usage(name(b))).toEqual(held);
 
     // A stops: B can only get its mail from M. B comes back with its data, bootstrapped to M alone.
     await stop(a);

@@ -280,8 +280,11 @@ export class App {
   /** Creates a private room named "P2P demo" and, if given, invites someone to it. */
   private onStartDemoRoom(event: Event): void {
     event.preventDefault();
+    const button = (event.target as HTMLFormElement).querySelector('button')!;
+    if (button.disabled) return;
     this.demoError.textContent = '';
     const invitee = this.demoInvitee.value.trim();
+    button.disabled = true;
     void (async () => {
       let roomId: string;
       try {
@@ -302,7 +305,7 @@ export class App {
       } catch (error) {
         this.demoError.textContent = `The room was created, but the invite failed. ${describeInviteError(error, invitee)}`;
       }
-    })();
+    })().finally(() => (button.disabled = false));
   }
 
   /** Asks the homeserver which of our events still wait for other servers; polls while any do. */
@@ -319,6 +322,8 @@ export class App {
     const changed = JSON.stringify([...next]) !== JSON.stringify([...this.pendingEvents]);
     this.pendingEvents = next;
     if (changed) this.renderRoom();
+    // Calls overlap (sync, send, peers): keep one timer.
+    clearTimeout(this.pendingTimer);
     if (next.size > 0) this.pendingTimer = setTimeout(() => void this.refreshPending(), PENDING_POLL_MS);
   }
 

@@ -129,7 +129,7 @@ export class Sync {
     }, now);
     this.receipts = new Receipts(db, notify, now);
     this.formatter = new EventFormatter(rooms, now);
-    this.visibility = new Visibility(rooms);
+    this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId));
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
   }
 
@@ -220,6 +220,7 @@ export class Sync {
         const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? [], pushRules, since ? newlySeen : undefined);
         if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
+        if (await this.fromIgnoredUser(userId, m.eventId)) continue;
         response.rooms.invite[m.roomId] = { invite_state: { events: await this.strippedState(m.roomId, m.eventId) } };
       } else if (m.membership === 'knock' && (changedSince || !since)) {
         response.rooms.knock[m.roomId] = { knock_state: { events: await this.strippedState(m.roomId, m.eventId) } };
@@ -254,6 +255,12 @@ export class Sync {
       await extension.contribute({ userId, deviceId, since: sinceStream, upTo: upTo.stream, initial: !since }, response);
     }
     return response;
+  }
+
+  /** Whether an event (an invite) was sent by someone the user ignores: such invites are not shown. */
+  private async fromIgnoredUser(userId: string, eventId: string): Promise<boolean> {
+    const sender = (await this.rooms.getEvent(eventId))?.event.sender;
+    return sender !== undefined && (await this.users.ignoredUsers(userId)).has(sender);
   }
 
   /** Rooms with new events, receipts, room account data or typing in (since, upTo]. */

@@ -11,11 +11,17 @@ const MAX_MEMBERSHIP_STEPS = 100;
  * outlier events are never served.
  */
 export class Visibility {
-  constructor(private readonly rooms: Rooms) {}
+  constructor(
+    private readonly rooms: Rooms,
+    /** Whom a user ignores: their non-state events are never shown to that user. */
+    private readonly ignoredBy: (userId: string) => Promise<ReadonlySet<string>> = async () => new Set(),
+  ) {}
 
   async canSee(userId: string, stored: StoredEvent, currentMembership?: string): Promise<boolean> {
     if (stored.rejected || stored.softFailed || stored.outlier || stored.stateSnapshot === null) return false;
     const event = stored.event;
+    // Ignoring a user hides what they say, not the room's state (client-server §Ignoring users).
+    if (event.state_key === undefined && (await this.ignoredBy(userId)).has(event.sender)) return false;
     // Users always see their own membership changes (a leave, a kick, a ban).
     if (event.type === 'm.room.member' && event.state_key === userId) return true;
     const state = await this.rooms.stateStore.load(stored.stateSnapshot);

@@ -60,7 +60,11 @@ const DEVICE_ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 const hashToken = (token: string) => encodeBase64Url(sha256(utf8(token)));
 
 /** Accounts, devices, access tokens, profiles, account data and filters. */
+/** The account data type that lists the users someone ignores (client-server §Ignoring users). */
+export const IGNORED_USERS_TYPE = 'm.ignored_user_list';
+
 export class Users {
+  private readonly ignoredCache = new Map<string, ReadonlySet<string>>();
   private readonly sessions = new Map<string, Session>();
   private readonly deviceListeners: DeviceListener[] = [];
   private readonly profileListeners: ((userId: string) => Promise<void>)[] = [];
@@ -311,7 +315,23 @@ export class Users {
   /** Sets global (roomId '') or per-room account data. */
   async putAccountData(userId: string, roomId: string, type: string, content: object): Promise<void> {
     const position = await this.options.db.transaction((tx) => this.putAccountDataTx(tx, userId, roomId, type, content));
+    if (roomId === '' && type === IGNORED_USERS_TYPE) this.ignoredCache.delete(userId);
     this.options.notify({ position, userIds: [userId] });
+  }
+
+  /**
+   * The users `userId` ignores (`m.ignored_user_list`), whose events /sync and history
+   * leave out. Kept in memory per user: it is asked for every event a client is sent.
+   */
+  async ignoredUsers(userId: string): Promise<ReadonlySet<string>> {
+    let ignored = this.ignoredCache.get(userId);
+    if (!ignored) {
+      const content = await this.getAccountData(userId, '', IGNORED_USERS_TYPE);
+      const list = content?.['ignored_users'];
+      ignored = new Set(typeof list === 'object' && list !== null && !Array.isArray(list) ? Object.keys(list) : []);
+      this.ignoredCache.set(userId, ignored);
+    }
+    return ignored;
   }
 
   /** Read-modify-write of one account data item, atomically. */

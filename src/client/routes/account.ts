@@ -5,6 +5,7 @@ import { isValidUserId } from '../../events/identifiers.ts';
 import { DEFAULT_ROOM_VERSION, ROOM_VERSIONS } from '../../events/room-versions.ts';
 import { searchUserDirectory } from '../../rooms/user-directory.ts';
 import { filterSchema } from '../../sync/filter.ts';
+import { IGNORED_USERS_TYPE } from '../../users/users.ts';
 import { PUSH_RULE_KINDS, type PushRule, type PushRuleKind, type PushRuleset } from '../../users/push-rules.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
@@ -272,6 +273,16 @@ export function accountRoutes(app: Hono<Env>): void {
     }
   };
 
+  /** `m.ignored_user_list` is read by the server, so its shape is checked: `{ ignored_users: { <user ID>: {} } }`, never oneself. */
+  const checkIgnoredUsers = (userId: string, content: Record<string, unknown>) => {
+    const list = content['ignored_users'];
+    if (typeof list !== 'object' || list === null || Array.isArray(list)) throw badJson('ignored_users must be an object of user IDs');
+    for (const ignored of Object.keys(list)) {
+      if (!isValidUserId(ignored)) throw invalidParam(`${ignored} is not a user ID`);
+      if (ignored === userId) throw invalidParam('You cannot ignore yourself');
+    }
+  };
+
   on(app, 'GET', '/user/:userId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
     const content = await c.get('services').users.getAccountData(session.userId, '', c.req.param('type')!);
@@ -282,6 +293,7 @@ export function accountRoutes(app: Hono<Env>): void {
     const session = await accountDataUser(c);
     checkAccountDataType(c.req.param('type')!);
     const body = await parseBody(c, jsonObject);
+    if (c.req.param('type') === IGNORED_USERS_TYPE) checkIgnoredUsers(session.userId, body);
     await c.get('services').users.putAccountData(session.userId, '', c.req.param('type')!, body);
     return c.json({});
   });

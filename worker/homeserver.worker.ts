@@ -8,6 +8,8 @@ import * as Comlink from 'comlink';
 import { createHomeserver, type Homeserver } from '../src/homeserver.ts';
 import { answerWire, pageTransport, type PageSend } from './federation-bridge.ts';
 import { loadOrCreateSeed } from './identity.ts';
+import { openIdbMediaStore } from './media-idb.ts';
+import { CanvasThumbnailer } from './media-thumbnailer.ts';
 import { openHomeserverDatabase } from './open-database.ts';
 import type { WireRequest, WireResponse } from './protocol.ts';
 import { servePort, type ServedPort } from './serve-port.ts';
@@ -57,7 +59,7 @@ const log = (message: string, error?: unknown) => console.error(`hearth core: ${
 
 async function start(config: CoreConfig): Promise<Started> {
   const t0 = performance.now();
-  const [seed, database] = await Promise.all([loadOrCreateSeed(), openHomeserverDatabase()]);
+  const [seed, database, mediaStore] = await Promise.all([loadOrCreateSeed(), openHomeserverDatabase(), openIdbMediaStore()]);
   const homeserver = await createHomeserver({
     database,
     seed,
@@ -65,6 +67,8 @@ async function start(config: CoreConfig): Promise<Started> {
     ...(config.rateLimits === false ? { rateLimits: false as const } : {}),
     log,
     federation: { transport: federation.transport },
+    // Media bytes as IndexedDB blobs of their own (hearth-media), not in the SQLite image.
+    media: { store: mediaStore, thumbnailer: new CanvasThumbnailer() },
   });
   await homeserver.start();
   return { homeserver, seed, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0 } };

@@ -1,0 +1,45 @@
+/**
+ * Media bytes in the browser: IndexedDB `hearth-media`, one Blob per key, in a
+ * database of their own, never inside the SQLite image (sql.js holds that whole in
+ * memory and snapshots it whole; Chromium keeps large Blob values as files of their
+ * own beside the IndexedDB data). A put commits with `durability: 'strict'` (Chrome
+ * 121+ defaults to relaxed) and resolves only once the transaction completes.
+ */
+import { openDB, type IDBPDatabase } from 'idb';
+import type { MediaStore } from '../src/media/store.ts';
+
+export const MEDIA_DATABASE = 'hearth-media';
+export const MEDIA_OBJECT_STORE = 'blobs';
+
+export class IdbMediaStore implements MediaStore {
+  constructor(private readonly db: IDBPDatabase) {}
+
+  async put(key: string, bytes: Uint8Array): Promise<void> {
+    const tx = this.db.transaction(MEDIA_OBJECT_STORE, 'readwrite', { durability: 'strict' });
+    await Promise.all([tx.store.put(new Blob([bytes as Uint8Array<ArrayBuffer>]), key), tx.done]);
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    const value: unknown = await this.db.get(MEDIA_OBJECT_STORE, key);
+    if (value === undefined) return undefined;
+    return new Uint8Array(await (value as Blob).arrayBuffer());
+  }
+
+  async delete(key: string): Promise<void> {
+    const tx = this.db.transaction(MEDIA_OBJECT_STORE, 'readwrite', { durability: 'strict' });
+    await Promise.all([tx.store.delete(key), tx.done]);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}
+
+export async function openIdbMediaStore(name = MEDIA_DATABASE): Promise<IdbMediaStore> {
+  const db = await openDB(name, 1, {
+    upgrade(database) {
+      database.createObjectStore(MEDIA_OBJECT_STORE);
+    },
+  });
+  return new IdbMediaStore(db);
+}

@@ -246,9 +246,13 @@ export class OutgoingQueues {
         this.restoreEphemeral(destination, ephemeral);
         // The peer connected while this attempt was failing (its dial began before the connection was up): try again now.
         if (state.woken && !this.stopped) continue;
-        // No way to the destination: the durable part goes to the mailboxes (ephemeral EDUs are not worth it).
-        // Once one holds it, it is as good as sent; if none does, back off as usual.
-        if (!(error instanceof FederationUnreachable && batch.length > 0 && (await this.leaveWithMailboxes(destination, txnId, durable)))) {
+        // No answer from the destination (unreachable, or the exchange died: a peer that vanished without
+        // closing its connection times out): the durable part goes to the mailboxes (ephemeral EDUs are not
+        // worth it). Should the attempt have arrived after all, the receiver's dedupe drops the letter.
+        // Once a mailbox holds it, it is as good as sent; if none does, back off as usual. A destination
+        // that answered with an error is reachable: it gets the retry.
+        const noAnswer = !(error instanceof FederationRequestError);
+        if (!noAnswer || batch.length === 0 || !(await this.leaveWithMailboxes(destination, txnId, durable))) {
           state.running = false;
           this.scheduleRetry(destination, state, error);
           return;

@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { MatrixError, forbidden } from '../client/errors.ts';
 import { validate } from '../client/http.ts';
+import { publicKeyFromServerName } from '../crypto/identity.ts';
 import type { FederationEnv } from '../federation/context.ts';
 import { LetterRejected, letterSchema, type Letter } from './letter.ts';
 import { MAILBOX_PREFIX, type Mailbox } from './mailbox.ts';
@@ -32,6 +33,8 @@ export function mailboxRoutes(app: Hono<FederationEnv>, mailbox: () => Mailbox, 
     const txnId = c.req.param('txnId');
     const letter = validate(letterSchema, c.get('body')) as unknown as Letter;
     if (destination === c.get('services').serverName) throw new MatrixError(400, 'M_INVALID_PARAM', 'this server is the destination: send the transaction directly');
+    // Only Hearth servers (a name is a key) can collect: mail for any other name would wait for no one.
+    if (!publicKeyFromServerName(destination)) throw new MatrixError(400, 'M_INVALID_PARAM', `${destination} is not a Hearth server name`);
     try {
       await mailbox().accept(origin, destination, txnId, letter);
     } catch (error) {

@@ -271,7 +271,8 @@ export function roomRoutes(app: Hono<Env>): void {
     const body = await parseBody(c, reasonSchema, { allowEmpty: true });
     const services = c.get('services');
     const target = await services.rooms.getEvent(eventId);
-    if (target && target.event.room_id === roomId && target.event.sender !== session.userId) {
+    if (target && target.event.room_id !== roomId) throw invalidParam(`event ${eventId} is not in room ${roomId}`);
+    if (target && target.event.sender !== session.userId) {
       const { user, levels } = await powerLevel(c, roomId, session.userId);
       if (user < Number(levels['redact'] ?? 50)) throw forbidden('You may not redact other users\' events');
     }
@@ -410,6 +411,16 @@ export function roomRoutes(app: Hono<Env>): void {
       if (user < needed) throw forbidden('You may not delete this alias');
     }
     await services.rooms.deleteAlias(alias);
+    // An alias that no longer resolves must not stay the room's canonical one (as Synapse does).
+    const canonical = (await services.rooms.currentStateEvent(roomId, 'm.room.canonical_alias', ''))?.event.content ?? {};
+    const alternatives = Array.isArray(canonical['alt_aliases']) ? canonical['alt_aliases'] : [];
+    if (canonical['alias'] === alias || alternatives.includes(alias)) {
+      const content: JsonObject = { ...(canonical as JsonObject), alt_aliases: alternatives.filter((a) => a !== alias) as JsonObject[] };
+      if (content['alias'] === alias) delete content['alias'];
+      if ((content['alt_aliases'] as unknown[]).length === 0) delete content['alt_aliases'];
+      // The deleter may lack the power to change it: the alias is gone either way, so the answer stays 200.
+      await send(c, roomId, [{ type: 'm.room.canonical_alias', state_key: '', sender: session.userId, content }]).catch(() => undefined);
+    }
     return c.json({});
   });
 

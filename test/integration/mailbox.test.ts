@@ -197,6 +197,53 @@ describe('the mailbox', () => {
     expect(a.p2p.peers().map((p) => p.server_name)).not.toContain(name(b));
   }, 120_000);
 
+  it('leaves mail with every known mailbox, so one that is down loses nothing; copies from two mailboxes arrive once', async () => {
+    const m1Seed = seed();
+    const m1Dir = await dataDir('m1');
+    let m1 = await start({ seed: m1Seed, dataDir: m1Dir, mailbox: true });
+    const m2 = await start({ mailbox: true });
+    const a = await start({ bootstrap: [...m1.p2p.multiaddrs(), ...m2.p2p.multiaddrs()] });
+    const bSeed = seed();
+    const bDir = await dataDir('b');
+    let b = await start({ seed: bSeed, dataDir: bDir, bootstrap: [...m1.p2p.multiaddrs(), ...m2.p2p.multiaddrs(), ...a.p2p.multiaddrs()] });
+    await knowsMailbox(a.homeserver, name(m1));
+    await knowsMailbox(a.homeserver, name(m2));
+    const alice = await register(a, 'alice');
+    const bob = await register(b, 'bob');
+    const roomId = await sharedRoom(a, b, alice, bob);
+    await stop(b);
+
+    const deposit = (txnHolds: (o: DepositOutcome) => boolean) => next<DepositOutcome>((l) => a.homeserver.mailbox.onDeposit(l), txnHolds);
+    let deposited = deposit((o) => o.destination === name(b));
+    await send(a, alice, roomId, 'to both');
+    expect((await deposited).accepted.sort()).toEqual([name(m1), name(m2)].sort());
+    await drained(a.homeserver, name(b));
+
+    await stop(m1);
+    deposited = deposit((o) => o.destination === name(b));
+    await send(a, alice, roomId, 'while M1 is down');
+    expect(await deposited).toMatchObject({ accepted: [name(m2)], refused: [] });
+    await drained(a.homeserver, name(b));
+    await stop(a);
+
+    // M1 comes back with what it held; B collects from both, and 'to both' arrives twice: the dedupe keeps one.
+    m1 = await start({ seed: m1Seed, dataDir: m1Dir, mailbox: true });
+    let fromBoth!: Promise<unknown>;
+    b = await start({
+      seed: bSeed,
+      dataDir: bDir,
+      bootstrap: [...m1.p2p.multiaddrs(), ...m2.p2p.multiaddrs()],
+      onCreated: (homeserver) => {
+        const collected = (mailbox: string) => next<CollectOutcome>((l) => homeserver.mailbox.onCollected(l), (o) => o.mailbox === mailbox);
+        fromBoth = Promise.all([collected(name(m1)), collected(name(m2))]);
+      },
+    });
+    await fromBoth;
+    expect(await messages(b, bob, roomId)).toEqual(['to both', 'while M1 is down']);
+    expect(await m1.homeserver.mailbox.store!.usage()).toEqual({ letters: 0, bytes: 0 });
+    expect(await m2.homeserver.mailbox.store!.usage()).toEqual({ letters: 0, bytes: 0 });
+  }, 120_000);
+
   it('refuses deposits over the per-destination bound with a Matrix error; the sender keeps them queued and delivers them later', async () => {
     const m = await start({ mailbox: { maxLettersPerDestination: 2 } });
     const aSeed = seed();

@@ -19,11 +19,12 @@ export interface HearthProcess {
 const running = new Set<HearthProcess>();
 
 /** Starts a peer on 127.0.0.1 with OS-chosen ports unless `listen` names one. */
-export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[] }): Promise<HearthProcess> {
+export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean }): Promise<HearthProcess> {
   // The compiled host, as `npm run serve` runs it (test/integration/global-setup.ts builds it).
   const args = [inject('hearthServeEntry'), '--port', '0', '--data', options.dataDir, '--no-rate-limits'];
   for (const address of options.listen ?? ['/ip4/127.0.0.1/tcp/0']) args.push('--listen', address);
   for (const address of options.bootstrap ?? []) args.push('--bootstrap', address);
+  if (options.mailbox) args.push('--mailbox');
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';

@@ -5,15 +5,17 @@
  * through comlink (federation-bridge.ts).
  *
  * - Identity: the core's seed, so the node's peer ID is the server name's key.
- * - Transports: WebSockets (to Node peers) and circuit relay v2 (dialling through
- *   relays). WebRTC is next: add `webRTC({ rtcConfiguration: { iceServers } })`
- *   here and listen on `/p2p-circuit` and `/webrtc`.
+ * - Transports: WebSockets (to Node peers), circuit relay v2 (a reservation on each
+ *   bootstrap relay, so other browsers can reach us through any of them) and WebRTC
+ *   (direct links to other browsers, signalled through a relay). Federation prefers
+ *   the WebRTC link (`preferWebRTC`), so it goes on when the relay is gone.
  * - Bootstrap and ICE servers: `/hearth-config.json` on the serving origin; absent,
  *   the node dials nobody until told. No public bootstrap list, no STUN.
  * - Peer store: IndexedDB (peer-datastore.ts), so a new leader redials known peers.
  */
 import { circuitRelayTransport } from '@libp2p/circuit-relay-v2';
 import type { ConnectionGater } from '@libp2p/interface';
+import { webRTC } from '@libp2p/webrtc';
 import { webSockets } from '@libp2p/websockets';
 import * as Comlink from 'comlink';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
@@ -27,7 +29,7 @@ export const CONFIG_PATH = '/hearth-config.json';
 export interface HearthConfig {
   /** Multiaddrs ending in /p2p/<peer id>, dialled at start. */
   bootstrap: string[];
-  /** For WebRTC (not used yet). None by default: never the library's public STUN list. */
+  /** For WebRTC. None by default (host candidates only: LAN and loopback), never the library's public STUN list. */
   iceServers: RTCIceServer[];
   /**
    * Let the node dial private addresses (loopback, LAN) and plain `ws://`, which the
@@ -96,9 +98,13 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
   };
   const node = await createP2PNode({
     seed,
-    transports: [webSockets(), circuitRelayTransport()],
-    // Nothing to listen on yet: Node peers reach us over the connections we open (WebRTC and relay reservations come next).
-    listen: [],
+    // Always our own ICE list: webRTC() left to itself would use public STUN servers.
+    transports: [webSockets(), circuitRelayTransport(), webRTC({ rtcConfiguration: { iceServers: config.iceServers } })],
+    // Node peers reach us over the connections we open. Each '/p2p-circuit' is one reservation on some relay
+    // (refilled when that relay goes): one per bootstrap peer, so with one relay down we are still reachable
+    // through another. '/webrtc' takes WebRTC dials signalled over those reservations.
+    listen: [...Array.from({ length: Math.max(1, config.bootstrap.length) }, () => '/p2p-circuit'), '/webrtc'],
+    preferWebRTC: true,
     bootstrap: config.bootstrap,
     // The peers this origin knew, so the next leader redials them too (peer-datastore.ts).
     datastore,

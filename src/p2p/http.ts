@@ -8,7 +8,7 @@
 import { HTTPParser } from '@achingbrain/http-parser-js';
 import { fetch as fetchOverStream } from '@libp2p/http-fetch';
 import { readHeaders, responseToStream, type HeaderInfo } from '@libp2p/http-utils';
-import type { AbortOptions, PeerId, Stream, StreamHandler } from '@libp2p/interface';
+import type { AbortOptions, Connection, PeerId, Stream, StreamHandler } from '@libp2p/interface';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { peerIdFromServerName, serverNameFromPeerId } from './identity.ts';
 
@@ -34,7 +34,8 @@ export type InboundFederationHandler = (request: Request, remoteServerName: stri
 
 /** The part of a libp2p node the client side needs. */
 export interface StreamDialer {
-  dialProtocol(peer: PeerId, protocol: string, options?: AbortOptions & { runOnLimitedConnection?: boolean }): Promise<Stream>;
+  /** An open connection to the peer (libp2p reuses an unlimited one, direct first) or a new one. */
+  dial(peer: PeerId, options?: AbortOptions): Promise<Connection>;
 }
 
 export class ResponseTooLarge extends Error {
@@ -248,7 +249,23 @@ export function createHttpTransport(
         let stream: Stream;
         try {
           await options.beforeDial?.(peerId, signal).catch(() => {});
-          stream = await dialer.dialProtocol(peerId, HTTP_PROTOCOL, { signal, runOnLimitedConnection: options.runOnLimitedConnection });
+          const open = async () => {
+            const connection = await dialer.dial(peerId, { signal });
+            try {
+              return await connection.newStream(HTTP_PROTOCOL, { signal, runOnLimitedConnection: options.runOnLimitedConnection });
+            } catch (error) {
+              // A WebRTC link on which no stream opens is dead, though it may look open for a while yet
+              // (seen on a busy machine: the dialler gave up mid-setup, the other side kept the link).
+              // Drop it, so the retry below dials anew rather than picking it again.
+              if (!signal.aborted && connection.remoteAddr.toString().includes('/webrtc')) connection.abort(asError(error));
+              throw error;
+            }
+          };
+          // Once more on failure: a stream can fail to open on a connection that is going away.
+          stream = await open().catch((error) => {
+            if (signal.aborted) throw error;
+            return open();
+          });
         } catch (error) {
           if (signal.aborted) throw signal.reason;
           throw new FederationUnreachable(destination, `cannot reach ${destination}: ${asError(error).message}`);

@@ -119,7 +119,12 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
     connectionGater: options.connectionGater,
-    connectionManager: { inboundConnectionThreshold: options.inboundConnectionThreshold ?? 100 },
+    connectionManager: {
+      inboundConnectionThreshold: options.inboundConnectionThreshold ?? 100,
+      // A WebRTC dial is a relayed dial, signalling, ICE, DTLS and Noise: on a busy machine it outlasts
+      // libp2p's 6 s per address (seen in tests), and a half-made link is worse than a slow one.
+      ...(options.preferWebRTC ? { addressDialTimeout: 20_000, dialTimeout: 30_000 } : {}),
+    },
     datastore: options.datastore,
     peerStore: { maxAddressAge, maxPeerAge: maxAddressAge },
     peerDiscovery: [
@@ -170,7 +175,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   /**
    * libp2p's own reconnect queue gives up after five tries (about half a minute): a relay
    * restarted after longer would never be seen again by a page, which no peer can dial
-   * back. So a lost bootstrap peer is redialled until it answers: after 1 s, doubling up to 30 s.
+   * back. So a lost bootstrap peer is redialled until it answers: after 1 s, doubling up to 10 s (one failed dial per 10 s is cheap).
    */
   const bootstrapPeers = new Map(bootstrapList.flatMap((address) => {
     const peer = multiaddr(address).getComponents().findLast((c) => c.name === 'p2p')?.value;
@@ -190,7 +195,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
         if (stopped || libp2p.getConnections(peerId).length > 0) return void redialing.delete(key);
         libp2p.dial(multiaddr(address)).then(
           () => redialing.delete(key),
-          () => attempt(Math.min(delay * 2, 30_000)),
+          () => attempt(Math.min(delay * 2, 10_000)),
         );
       }, delay);
       redialTimers.add(timer);

@@ -8,6 +8,8 @@ export const CHROMIUM_PATH = process.env.HEARTH_CHROMIUM ?? '/usr/bin/chromium';
 const FLAGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  // Headless Chromium hides host ICE candidates behind mDNS names it cannot resolve here: without this, no WebRTC on loopback.
+  '--disable-features=WebRtcHideLocalIpsWithMdns',
 ];
 
 export function assertChromiumInstalled(): void {

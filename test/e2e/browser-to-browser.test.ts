@@ -1,0 +1,147 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page.ts';
+
+// Issue 12, WebRTC slice: two browser contexts (separate storage, so two homeservers) meet through a
+// Node relay (in this process, WebSockets on 127.0.0.1, limits lifted), open a direct WebRTC link,
+// share a room, keep chatting with the relay stopped, and reconnect to it when it comes back.
+
+let dir: string;
+let relay: NodeHost | undefined;
+let relayPort: number;
+let site: HearthSite;
+const contexts: BrowserContext[] = [];
+let pageA: Page;
+let pageB: Page;
+let nameA: string;
+let nameB: string;
+let relayName: string;
+let shared: { roomId: string; alice: { userId: string; token: string }; bob: { userId: string; token: string }; aliceSince: string; bobSince: string } | undefined;
+
+const startRelay = (port: number) => startNodeHost({ dataDir: dir, port: 0, listen: [`/ip4/127.0.0.1/tcp/${port}/ws`], relay: true, rateLimits: false });
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-relay-'));
+  relay = await startRelay(0);
+  relayName = relay.homeserver.serverName;
+  relayPort = Number(/\/tcp\/(\d+)\/ws/.exec(relay.p2p.multiaddrs()[0]!)![1]);
+  site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+  for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
+  const serverName = (page: Page) => page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+  pageA = await openHearth(contexts[0]!, site.server.url + '/');
+  pageB = await openHearth(contexts[1]!, site.server.url + '/');
+  nameA = await serverName(pageA);
+  nameB = await serverName(pageB);
+});
+
+afterAll(async () => {
+  for (const context of contexts) await context.close();
+  await site?.close();
+  await relay?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+type SyncBody = { next_batch: string; rooms?: any };
+
+/** Long-polls the page's /sync until `done` holds; each poll returns as soon as something happens. */
+async function syncUntil(page: Page, token: string, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> {
+  for (;;) {
+    const { status, body } = await pageFetch(page, 'GET', `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${encodeURIComponent(since)}` : ''}`, { token });
+    if (status !== 200) throw new Error(`/sync: ${status} ${JSON.stringify(body)}`);
+    if (done(body)) return body;
+    since = body.next_batch;
+  }
+}
+const timelineHas = (roomId: string, text: string) => (body: SyncBody) => (body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((event: any) => event.content?.body === text);
+
+type Peer = { server_name: string; multiaddrs: string[]; via: string };
+const peersOf = (page: Page): Promise<Peer[]> => page.evaluate(() => (globalThis as any).hearthP2P.node.peers());
+const linkTo = async (page: Page, serverName: string) => (await peersOf(page)).find((p) => p.server_name === serverName);
+
+describe('two browsers, each its own homeserver, linked directly by WebRTC', () => {
+  it('discover each other through the relay and open a direct WebRTC link', async () => {
+    for (const page of [pageA, pageB]) await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
+    expect(nameA).not.toBe(nameB);
+    // Each knows the other by server name from the discovery topic, relayed through the Node peer.
+    await pageA.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), nameB, { timeout: 30_000 });
+    await pageB.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), nameA, { timeout: 30_000 });
+    // Both took a reservation on the relay, and have a WebRTC address through it.
+    for (const page of [pageA, pageB]) {
+      const addresses: string[] = await page.evaluate(() => (globalThis as any).hearthP2P.node.multiaddrs());
+      expect(addresses).toContainEqual(expect.stringMatching(/\/p2p-circuit\/webrtc\/p2p\//));
+    }
+    for (const [page, other] of [[pageA, nameB], [pageB, nameA]] as const) {
+      await expect.poll(() => linkTo(page, other), { timeout: 30_000 }).toMatchObject({ via: 'direct', multiaddrs: expect.arrayContaining([expect.stringContaining('/webrtc')]) });
+    }
+    // The relay sees both pages (over their WebSockets), not the link between them.
+    expect(relay!.p2p.peers().map((p) => p.server_name).sort()).toEqual([nameA, nameB].sort());
+  });
+
+  it('one invites the other, who joins; they chat both ways', async () => {
+    const register = async (page: Page, username: string) => {
+      const { status, body } = await pageFetch(page, 'POST', '/_matrix/client/v3/register', { body: { username, password: `${username} password`, auth: { type: 'm.login.dummy' } } });
+      expect(status, JSON.stringify(body)).toBe(200);
+      return { userId: body.user_id as string, token: body.access_token as string };
+    };
+    const alice = await register(pageA, 'alice');
+    const bob = await register(pageB, 'bob');
+    expect(alice.userId).toBe(`@alice:${nameA}`);
+    expect(bob.userId).toBe(`@bob:${nameB}`);
+
+    const created = await pageFetch(pageA, 'POST', '/_matrix/client/v3/createRoom', { token: alice.token, body: { name: 'Browser to browser' } });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const roomId = created.body.room_id as string;
+    const room = `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}`;
+    const invited = await pageFetch(pageA, 'POST', `${room}/invite`, { token: alice.token, body: { user_id: bob.userId } });
+    expect(invited.status, JSON.stringify(invited.body)).toBe(200);
+    const bobInvited = await syncUntil(pageB, bob.token, (s) => !!s.rooms?.invite?.[roomId]);
+
+    const joined = await pageFetch(pageB, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.token, body: {} });
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    const isMember = (s: SyncBody) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.type === 'm.room.member' && e.state_key === bob.userId && e.content?.membership === 'join');
+    const aliceSawJoin = await syncUntil(pageA, alice.token, isMember);
+
+    expect((await pageFetch(pageA, 'PUT', `${room}/send/m.room.message/a1`, { token: alice.token, body: { msgtype: 'm.text', body: 'Hello, B' } })).status).toBe(200);
+    const bobSaw = await syncUntil(pageB, bob.token, timelineHas(roomId, 'Hello, B'), bobInvited.next_batch);
+    expect((await pageFetch(pageB, 'PUT', `${room}/send/m.room.message/b1`, { token: bob.token, body: { msgtype: 'm.text', body: 'Hello, A' } })).status).toBe(200);
+    const aliceSaw = await syncUntil(pageA, alice.token, timelineHas(roomId, 'Hello, A'), aliceSawJoin.next_batch);
+    shared = { roomId, alice, bob, aliceSince: aliceSaw.next_batch, bobSince: bobSaw.next_batch };
+  });
+
+  it('with the relay stopped, messages still flow both ways: the link is direct', async () => {
+    const { roomId, alice, bob } = shared!;
+    const room = `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}`;
+    await relay!.close();
+    relay = undefined;
+    // Both pages have lost the relay; what is left between them is the WebRTC link.
+    for (const [page, other] of [[pageA, nameB], [pageB, nameA]] as const) {
+      await expect.poll(async () => (await peersOf(page)).map((p) => p.server_name), { timeout: 30_000 }).toEqual([other]);
+      const link = await linkTo(page, other);
+      expect(link?.via).toBe('direct');
+      expect(link?.multiaddrs.every((address) => address.includes('/webrtc'))).toBe(true);
+    }
+
+    expect((await pageFetch(pageA, 'PUT', `${room}/send/m.room.message/a2`, { token: alice.token, body: { msgtype: 'm.text', body: 'No relay now, B' } })).status).toBe(200);
+    shared!.bobSince = (await syncUntil(pageB, bob.token, timelineHas(roomId, 'No relay now, B'), shared!.bobSince)).next_batch;
+    expect((await pageFetch(pageB, 'PUT', `${room}/send/m.room.message/b2`, { token: bob.token, body: { msgtype: 'm.text', body: 'Still here, A' } })).status).toBe(200);
+    shared!.aliceSince = (await syncUntil(pageA, alice.token, timelineHas(roomId, 'Still here, A'), shared!.aliceSince)).next_batch;
+  });
+
+  it('the relay restarts on the same data folder and port, and both pages reconnect to it', async () => {
+    expect(relay).toBeUndefined();
+    relay = await startRelay(relayPort);
+    expect(relay.homeserver.serverName).toBe(relayName);
+    for (const page of [pageA, pageB]) {
+      await expect.poll(async () => (await peersOf(page)).map((p) => p.server_name), { timeout: 40_000 }).toContain(relayName);
+    }
+    // And they took their reservations on it again, so a third browser could meet them through it.
+    await expect.poll(() => relay!.p2p.peers().map((p) => p.server_name).sort(), { timeout: 20_000 }).toEqual([nameA, nameB].sort());
+    for (const page of [pageA, pageB]) {
+      await page.waitForFunction((port) => ((globalThis as any).hearthP2P.node.multiaddrs() as string[]).some((a) => a.includes(`/tcp/${port}/ws/`) && a.includes('/p2p-circuit')), relayPort, { timeout: 20_000 });
+    }
+  });
+});

@@ -363,6 +363,11 @@ export class Rooms {
     await this.options.db.transaction((tx) => tx.run('DELETE FROM room_aliases WHERE alias = ?', [alias]));
   }
 
+  /** Points every alias of one room at another, at once (a room upgrade). */
+  async moveAliases(fromRoomId: string, toRoomId: string): Promise<void> {
+    await this.options.db.transaction((tx) => tx.run('UPDATE room_aliases SET room_id = ? WHERE room_id = ?', [toRoomId, fromRoomId]));
+  }
+
   async aliasesOf(roomId: string): Promise<string[]> {
     return (await this.options.db.all<{ alias: string }>('SELECT alias FROM room_aliases WHERE room_id = ? ORDER BY alias', [roomId])).map((r) => r.alias);
   }

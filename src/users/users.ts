@@ -320,6 +320,33 @@ export class Users {
   }
 
   /**
+   * Copies a user's push rules for one room to another (a room upgrade): the room rule
+   * named after it and any override or underride rule matching only its room ID.
+   */
+  async copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
+    type Rule = { rule_id: string; conditions?: { kind?: string; key?: string; pattern?: string }[] } & Record<string, unknown>;
+    const forRoom = (rule: Rule) => rule.rule_id === fromRoomId || (rule.conditions?.length === 1 && rule.conditions[0]!.key === 'room_id' && rule.conditions[0]!.pattern === fromRoomId);
+    const moved = (rule: Rule): Rule => ({
+      ...rule,
+      rule_id: rule.rule_id === fromRoomId ? toRoomId : `${rule.rule_id}-${toRoomId}`,
+      ...(rule.conditions ? { conditions: rule.conditions.map((c) => (c.key === 'room_id' && c.pattern === fromRoomId ? { ...c, pattern: toRoomId } : c)) } : {}),
+    });
+    const current = await this.getAccountData(userId, '', 'm.push_rules');
+    const global = current?.['global'] as Record<string, Rule[]> | undefined;
+    if (!global || !Object.values(global).some((rules) => Array.isArray(rules) && rules.some((r) => !r['default'] && forRoom(r)))) return;
+    await this.updateAccountData<{ global: Record<string, Rule[]> }>(userId, '', 'm.push_rules', (data) => {
+      const rules = { ...(data?.global ?? {}) };
+      for (const [kind, list] of Object.entries(rules)) {
+        if (!Array.isArray(list)) continue;
+        const copies = list.filter((r) => !r['default'] && forRoom(r)).map(moved).filter((copy) => !list.some((r) => r.rule_id === copy.rule_id));
+        // New rules go before older ones of their kind, as the client API adds them.
+        rules[kind] = [...copies, ...list];
+      }
+      return { ...(data ?? {}), global: rules };
+    });
+  }
+
+  /**
    * The users `userId` ignores (`m.ignored_user_list`), whose events /sync and history
    * leave out. Kept in memory per user: it is asked for every event a client is sent.
    */

@@ -4,6 +4,7 @@ import type { JsonObject } from '../../crypto/canonical-json.ts';
 import { isValidRoomAlias, isValidRoomId, isValidUserId, serverNameOf } from '../../events/identifiers.ts';
 import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions.ts';
 import { createRoom } from '../../rooms/create-room.ts';
+import { upgradeRoom } from '../../rooms/upgrade.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
 import { roomEventFilterSchema } from '../../sync/filter.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
@@ -96,6 +97,20 @@ async function readableState(c: Ctx, roomId: string, userId: string) {
 }
 
 export function roomRoutes(app: Hono<Env>): void {
+  on(app, 'POST', '/rooms/:roomId/upgrade', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    const body = await parseBody(c, z.object({ new_version: z.string() }).loose());
+    const services = c.get('services');
+    const profile = (await services.users.getProfile(session.userId)) ?? {};
+    const { replacementRoom } = await upgradeRoom(services.rooms, services.random, { roomId, userId: session.userId, newVersion: body.new_version, userProfile: profile });
+    // Each local member keeps their notification settings for the room (muted stays muted).
+    for (const member of await services.rooms.members(roomId)) {
+      if (services.users.isLocal(member)) await services.users.copyRoomPushRules(member, roomId, replacementRoom);
+    }
+    return c.json({ replacement_room: replacementRoom });
+  });
+
   on(app, 'POST', '/createRoom', async (c) => {
     const session = await requireSession(c);
     const services = c.get('services');

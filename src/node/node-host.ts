@@ -115,6 +115,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
       onPeerConnected: homeserver.federation.peerConnected,
       onPeerDiscovered: homeserver.federation.peerConnected,
+      // Remote media comes back whole in one answer: let one as large as an upload may be (plus the multipart framing) through.
+      limits: { maxResponseBytes: Math.max(4 * 1024 * 1024, homeserver.services.media.config.maxUploadBytes + 64 * 1024) },
       log: options.log,
     });
     const node = p2p;

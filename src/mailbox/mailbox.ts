@@ -15,6 +15,8 @@ export const NOTIFY_PATH = `${MAILBOX_PREFIX}/notify`;
 
 /** Letters per collect response. */
 const COLLECT_BATCH = 50;
+/** How long we remember a letter we opened: longer than any mailbox keeps one (14 days by default). */
+const OPENED_TTL_MS = 60 * 24 * 60 * 60 * 1000;
 
 export interface MailboxOptions {
   db: Database;
@@ -89,6 +91,7 @@ export class Mailbox implements MailDrop {
   async start(): Promise<void> {
     const rows = await this.options.db.all<{ server_name: string }>('SELECT server_name FROM mailbox_known');
     for (const row of rows) this.known.add(row.server_name);
+    await this.options.db.transaction((tx) => tx.run('DELETE FROM mailbox_opened WHERE opened_ts < ?', [this.options.now() - OPENED_TTL_MS]));
   }
 
   stop(): void {
@@ -221,9 +224,14 @@ export class Mailbox implements MailDrop {
           this.options.log(`mailbox: a letter from ${mailbox} was dropped: ${error.message}`);
           continue;
         }
+        outcome.accepted++;
+        // A copy of one we opened (another mailbox had it too): its EDUs must not be applied twice.
+        const seen = await this.options.db.get('SELECT 1 AS seen FROM mailbox_opened WHERE origin = ? AND txn_id = ?', [opened.origin, opened.txnId]);
+        if (seen) continue;
         // Throws on a storage failure: then nothing is acknowledged and the letter stays.
         await this.options.receiveTransaction(opened.origin, opened.txnId, opened.pdus, opened.edus);
-        outcome.accepted++;
+        await this.options.db.transaction((tx) =>
+          tx.run('INSERT OR IGNORE INTO mailbox_opened (origin, txn_id, opened_ts) VALUES (?, ?, ?)', [opened.origin, opened.txnId, this.options.now()]));
       }
       // The request with this position acknowledges the batch (and brings the next, if any).
       if (batch.data.letters.length === 0) break;

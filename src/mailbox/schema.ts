@@ -28,5 +28,20 @@ export const mailboxSchema: ComponentSchema = {
         )`);
       },
     },
+    {
+      version: 2,
+      description: 'letters opened (recipient side), so a copy from a second mailbox days later is not applied twice',
+      up: (tx) => {
+        // The transaction dedupe forgets after a day; a copy may wait in another mailbox for weeks, and
+        // its EDUs (to-device messages) must not be applied again.
+        tx.run(`CREATE TABLE mailbox_opened (
+          origin TEXT NOT NULL,
+          txn_id TEXT NOT NULL,
+          opened_ts INTEGER NOT NULL,
+          PRIMARY KEY (origin, txn_id)
+        )`);
+        tx.run('CREATE INDEX mailbox_opened_by_age ON mailbox_opened (opened_ts)');
+      },
+    },
   ],
 };

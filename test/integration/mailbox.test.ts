@@ -244,6 +244,35 @@ describe('the mailbox', () => {
     expect(await m2.homeserver.mailbox.store!.usage()).toEqual({ letters: 0, bytes: 0 });
   }, 120_000);
 
+  it('answers bad input with Matrix errors, and a server that is no mailbox says so (404 M_UNRECOGNIZED)', async () => {
+    const m = await start({ mailbox: true });
+    const aSeed = seed();
+    const a = await start({ seed: aSeed, bootstrap: m.p2p.multiaddrs() });
+    const aKey = await (await defaultEd25519Backend()).keyFromSeed(aSeed);
+    await knowsMailbox(a.homeserver, name(m));
+    const asA = a.homeserver.federation.component.client;
+    const error = (promise: Promise<unknown>) => promise.then(() => undefined, (e: unknown) => e);
+    const someone = 'ab'.repeat(32);
+    const letter = await sealLetter(name(a), someone, 't1', { origin: name(a), origin_server_ts: 0, pdus: [] }, HEARTH_KEY_ID, aKey);
+
+    expect(await error(asA.request(name(m), 'PUT', depositPath(someone, 't1'), { body: { ...letter, method: 'GET' } }))).toMatchObject({ status: 400, errcode: 'M_BAD_JSON' });
+    expect(await error(asA.request(name(m), 'PUT', depositPath(someone, 't1'), { body: [1, 2] }))).toMatchObject({ status: 400, errcode: 'M_BAD_JSON' });
+    expect(await error(asA.request(name(m), 'PUT', depositPath('not-hearth', 't1'), { body: letter }))).toMatchObject({ status: 400, errcode: 'M_INVALID_PARAM' });
+    // Under another txn ID, or for another destination, than it was sealed for.
+    expect(await error(asA.request(name(m), 'PUT', depositPath(someone, 't2'), { body: letter }))).toMatchObject({ status: 403, errcode: 'M_FORBIDDEN' });
+    expect(await error(asA.request(name(m), 'PUT', depositPath('cd'.repeat(32), 't1'), { body: letter }))).toMatchObject({ status: 403, errcode: 'M_FORBIDDEN' });
+    expect(await error(asA.request(name(m), 'GET', lettersPath(name(a)), { query: { ack: '-1' } }))).toMatchObject({ status: 400, errcode: 'M_INVALID_PARAM' });
+    expect(await m.homeserver.mailbox.store!.usage()).toEqual({ letters: 0, bytes: 0 });
+    await asA.request(name(m), 'PUT', depositPath(someone, 't1'), { body: letter });
+    expect(await m.homeserver.mailbox.store!.usage(someone)).toMatchObject({ letters: 1 });
+
+    // A is not a mailbox: deposit and collect are not routes there.
+    const asM = m.homeserver.federation.component.client;
+    expect(await error(asM.request(name(a), 'GET', lettersPath(name(m))))).toMatchObject({ status: 404, errcode: 'M_UNRECOGNIZED' });
+    expect(await error(asM.request(name(a), 'PUT', depositPath(someone, 't1'), { body: letter }))).toMatchObject({ status: 404, errcode: 'M_UNRECOGNIZED' });
+    expect(m.homeserver.mailbox.knownMailboxes()).toEqual([]);
+  }, 60_000);
+
   it('refuses deposits over the per-destination bound with a Matrix error; the sender keeps them queued and delivers them later', async () => {
     const m = await start({ mailbox: { maxLettersPerDestination: 2 } });
     const aSeed = seed();

@@ -19,6 +19,12 @@ export class MediaError extends Error {
 
 const notFound = (message: string) => new MediaError(404, 'M_NOT_FOUND', message);
 
+/** A transport that refused an oversized answer (p2p's ResponseTooLarge, by name: media sits below p2p) means 502 M_TOO_LARGE. */
+const tooLargeToFetch = (error: unknown): never => {
+  if (error instanceof Error && error.name === 'ResponseTooLarge') throw new MediaError(502, 'M_TOO_LARGE', `the remote content is too large to fetch: ${error.message}`);
+  throw error;
+};
+
 export interface MediaConfig {
   /** `m.upload.size`: the largest upload, in bytes. */
   maxUploadBytes: number;
@@ -326,7 +332,7 @@ export class Media {
     return this.once(`download ${serverName} ${mediaId}`, async () => {
       const remote = this.options.remote;
       if (!remote) throw new MediaError(502, 'M_UNKNOWN', 'this server cannot reach other servers');
-      const content = await remote.download(serverName, mediaId, { timeoutMs });
+      const content = await remote.download(serverName, mediaId, { timeoutMs }).catch(tooLargeToFetch);
       if (content.bytes.byteLength > this.config.remoteCacheBytes) throw new MediaError(502, 'M_TOO_LARGE', 'the remote content is too large for this server to serve');
       const blobKey = this.blobKey();
       await this.options.store.put(blobKey, content.bytes);
@@ -404,7 +410,7 @@ export class Media {
         thumbnail = await this.makeThumbnail(await this.download(serverName, mediaId, { timeoutMs }), size);
       } else {
         // Ask the origin for it: a thumbnail is a fraction of the image it comes from.
-        thumbnail = await this.options.remote.thumbnail(serverName, mediaId, { ...size, timeoutMs });
+        thumbnail = await this.options.remote.thumbnail(serverName, mediaId, { ...size, timeoutMs }).catch(tooLargeToFetch);
         if (!THUMBNAILABLE_TYPES.has(baseContentType(thumbnail.contentType))) throw new MediaError(502, 'M_UNKNOWN', `the origin sent a thumbnail of type ${thumbnail.contentType}`);
       }
       await this.keepThumbnail(serverName, mediaId, size, thumbnail, !local);

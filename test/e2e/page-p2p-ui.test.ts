@@ -18,6 +18,9 @@ let dirC: string;
 let peerA: NodeHost;
 let peerAClosed = false;
 let peerC: NodeHost | undefined;
+let dirM: string | undefined;
+let mailboxPeer: NodeHost | undefined;
+let carolRoomId: string | undefined;
 let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
@@ -26,7 +29,8 @@ let bob: Account;
 let carol: Account;
 
 const wsPortOf = (host: NodeHost) => Number(/\/tcp\/(\d+)\/ws/.exec(host.p2p.multiaddrs()[0]!)![1]);
-const startC = (port = 0) => startNodeHost({ dataDir: dirC, port: 0, listen: [`/ip4/127.0.0.1/tcp/${port}/ws`], bootstrap: peerA.p2p.multiaddrs(), rateLimits: false });
+const startC = (port = 0, alsoBootstrap: string[] = []) =>
+  startNodeHost({ dataDir: dirC, port: 0, listen: [`/ip4/127.0.0.1/tcp/${port}/ws`], bootstrap: [...peerA.p2p.multiaddrs(), ...alsoBootstrap], rateLimits: false });
 
 /** Long-polls a Node user's /sync until `done` holds. */
 async function nodeSyncUntil(host: NodeHost, account: Account, done: (body: any) => boolean): Promise<any> {
@@ -58,8 +62,9 @@ afterAll(async () => {
   await context?.close();
   await site?.close();
   await peerC?.close();
+  await mailboxPeer?.close();
   if (peerA && !peerAClosed) await peerA.close();
-  for (const dir of [dirA, dirC]) if (dir) await rm(dir, { recursive: true, force: true });
+  for (const dir of [dirA, dirC, dirM]) if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 describe('the page’s P2P controls', () => {
@@ -152,6 +157,7 @@ describe('the page’s P2P controls', () => {
     await page.locator('.invite-notice', { hasText: `Invited ${shortUserId(carol.userId)}` }).waitFor({ timeout: 20_000 });
     const sync = await nodeSyncUntil(peerC, carol, (s) => Object.keys(s.rooms?.invite ?? {}).length > 0);
     const roomId = Object.keys(sync.rooms.invite)[0]!;
+    carolRoomId = roomId;
     expect((await api(peerC, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: carol.accessToken, body: {} })).status).toBe(200);
     await page.locator('.timeline .notice', { hasText: 'carol joined' }).waitFor({ timeout: 20_000 });
 
@@ -177,6 +183,28 @@ describe('the page’s P2P controls', () => {
     await nodeSyncUntil(peerC, carol, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'While carol is away'));
   });
 
+  it('with a mailbox among the peers, the mark clears once the mailbox holds the message, before its server is back', async () => {
+    dirM = await mkdtemp(join(tmpdir(), 'hearth-e2e-ui-m-'));
+    mailboxPeer = await startNodeHost({ dataDir: dirM, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], bootstrap: peerA.p2p.multiaddrs(), rateLimits: false, mailbox: true });
+    await page.locator(`.peer[data-server-name="${mailboxPeer.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
+    const port = wsPortOf(peerC!);
+    await peerC!.close();
+    peerC = undefined;
+    await page.getByLabel('Message').fill('Left with the mailbox');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const message = page.locator('.event[data-event-id]', { hasText: 'Left with the mailbox' });
+    await message.waitFor();
+    // Deposited (its outbox row gone): no longer pending, though C is still down.
+    await page.waitForFunction(() => {
+      const event = [...document.querySelectorAll('.event[data-event-id]')].find((e) => e.textContent?.includes('Left with the mailbox'));
+      return event !== undefined && !event.querySelector('.pending-mark');
+    }, undefined, { timeout: 45_000 });
+    expect(peerC).toBeUndefined();
+    // C comes back and collects it (told of the mailbox at start, so it need not wait for discovery).
+    peerC = await startC(port, mailboxPeer.p2p.multiaddrs());
+    await nodeSyncUntil(peerC, carol, (s) => (s.rooms?.join?.[carolRoomId!]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'Left with the mailbox'));
+  });
+
   it('stays usable 390 px wide: nothing runs off the side, and the panel, composer and invite form are reachable', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.waitForFunction(() => window.innerWidth === 390);
@@ -193,8 +221,8 @@ describe('the page’s P2P controls', () => {
 
   it('with every peer gone, the panel says "no peers" and the indicator shows it', async () => {
     peerAClosed = true;
-    await Promise.all([peerA.close(), peerC?.close()]);
-    peerC = undefined;
+    await Promise.all([peerA.close(), peerC?.close(), mailboxPeer?.close()]);
+    peerC = mailboxPeer = undefined;
     await page.locator('.peer-list .no-peers', { hasText: 'No peers connected.' }).waitFor({ timeout: 20_000 });
     await page.waitForFunction(() => document.body.dataset.offline === 'no-peers');
     expect(await page.locator('.offline').textContent()).toBe('No peers');

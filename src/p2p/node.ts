@@ -157,8 +157,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     // A peer new to us may not know us yet either: tell it where we are.
     discovery.announce();
     if (detail.multiaddrs.length > 0) known(detail.id, options.onPeerDiscovered);
-    // One side opens the WebRTC link (the lower peer ID), so two pages do not make two; a send dials it anyway.
-    if (options.preferWebRTC && libp2p.peerId.toString() < detail.id.toString()) void ensureDirect(detail.id);
+    void ensureDirect(detail.id);
   });
   // A new relay reservation or WebRTC address: peers dial us by these, so tell them now rather than an interval later.
   libp2p.addEventListener('self:peer:update', () => discovery.announce());
@@ -166,6 +165,11 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     if (serverNameFromPeerId(peerId) === undefined) return;
     libp2p.peerStore.merge(peerId, { tags: { [KNOWN_PEER_TAG]: { value: 50 } } }).catch((error) => log(`could not tag peer ${peerId}`, error));
     known(peerId, options.onPeerConnected);
+    void ensureDirect(peerId);
+  });
+  // A WebRTC link lost while the relay still joins us: make another.
+  libp2p.addEventListener('connection:close', ({ detail: connection }) => {
+    if (connection.remoteAddr.toString().includes('/webrtc')) void ensureDirect(connection.remotePeer);
   });
   libp2p.addEventListener('peer:disconnect', ({ detail: peerId }) => {
     known(peerId, options.onPeerDisconnected);
@@ -207,10 +211,13 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
    * Dials the peer's WebRTC addresses when every connection to it goes through a relay.
    * libp2p itself, dialling by peer ID, reuses an unlimited relayed connection and never
    * tries WebRTC; we want the direct link, so federation does not depend on the relay.
+   * Only the side with the lower peer ID dials (on discovery, on connection, before its sends,
+   * when a link drops): two pages dialling each other at once made two half-open links that
+   * both died (seen in the e2e test); the other side's sends meanwhile take the relayed connection.
    */
   const directDials = new Map<string, Promise<void>>();
   function ensureDirect(peerId: PeerId, signal?: AbortSignal): Promise<void> {
-    if (!options.preferWebRTC || stopped) return Promise.resolve();
+    if (!options.preferWebRTC || stopped || !(libp2p.peerId.toString() < peerId.toString())) return Promise.resolve();
     const open = libp2p.getConnections(peerId).filter((c) => c.status === 'open');
     if (open.some((c) => !isRelayedAddress(c.remoteAddr.toString()))) return Promise.resolve();
     const key = peerId.toString();

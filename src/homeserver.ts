@@ -8,6 +8,7 @@ import { Federation } from './federation/federation.ts';
 import { Memberships } from './federation/memberships.ts';
 import type { BackoffPolicy } from './federation/queue.ts';
 import { federationSchema } from './federation/schema.ts';
+import type { PushGateway } from './sync/push-delivery.ts';
 import { FederationUnreachable, type FederationTransport } from './federation/transport.ts';
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
 import { Keys } from './keys/keys.ts';
@@ -58,6 +59,8 @@ export interface HomeserverOptions {
   log?: (message: string, error?: unknown) => void;
   /** How this server reaches other servers; without it, nothing crosses servers. */
   federation?: { transport: FederationTransport; backoff?: BackoffPolicy };
+  /** How to reach push gateways (the Node host: fetch); without one, pushers are kept but nothing is pushed. */
+  pushGateway?: PushGateway;
   /** Hold mail for unreachable peers (a mailbox host: Node peers, never pages), within these limits (`true`: the defaults). */
   mailbox?: true | Partial<MailboxLimits>;
   /** Where media bytes go (default: memory), how thumbnails are made (default: none) and the limits. */
@@ -173,6 +176,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   });
   federation.queues.setMailDrop(mailbox);
   sync.backfiller = federation;
+  if (options.pushGateway) await sync.deliverPushes(options.pushGateway, log);
   const memberships = new Memberships(rooms, users, federation);
   // A profile change is carried into the user's member events, through the memberships component.
   users.onProfileChange((userId) => updateMemberProfiles(rooms, userId, (roomId) => memberships.sendMembership(userId, roomId, userId, 'join')));
@@ -220,6 +224,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
       mailbox.stop();
       federation.stop();
       sync?.typing.stop();
+      sync?.pushDelivery?.stop();
       await db.close();
     },
   };

@@ -12,6 +12,7 @@ import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
 import type { MediaConfig } from '../media/media.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
 import { openDurableDatabase } from '../storage/durable-database.ts';
+import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
 import { fsyncDirectory, openFilePersistence } from './file-persistence.ts';
 import { startHttpServer } from './http-server.ts';
 import { FileMediaStore } from './media-files.ts';
@@ -34,6 +35,8 @@ export interface NodeHostOptions {
   relay?: boolean;
   /** Hold mail for peers that cannot be reached until they collect it (src/mailbox); `true`: the default limits. */
   mailbox?: boolean | Partial<MailboxLimits>;
+  /** How notifications reach push gateways; fetch unless a test gives another. */
+  pushGateway?: PushGateway;
 }
 
 export interface NodeHost {
@@ -98,6 +101,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       log: options.log,
       federation: { transport },
       mailbox: options.mailbox || undefined,
+      // An always-on host with a network: it delivers to its users' push gateways.
+      pushGateway: options.pushGateway ?? fetchPushGateway,
     });
     undo.push(() => homeserver.close());
     const peers = new FsDatastore(join(options.dataDir, 'peers'));

@@ -123,6 +123,13 @@ export class PushNotifications {
     return result;
   }
 
+  /** What the user's rules say of one event now (for delivery to push gateways); undefined when nothing. */
+  async outcomeFor(stored: StoredEvent, userId: string): Promise<PushOutcome | undefined> {
+    const rules = await this.rulesOf(userId);
+    if (!rules) return undefined;
+    return this.outcome(stored, userId, rules.rules, await this.contextFor(stored.event.room_id, userId));
+  }
+
   private async receiptPosition(roomId: string, userId: string): Promise<number> {
     const receipt = await this.receipts.latestFor(roomId, userId);
     return receipt ? ((await this.rooms.getEvent(receipt))?.streamOrdering ?? 0) : 0;

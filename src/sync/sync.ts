@@ -12,6 +12,7 @@ import { Notifier } from './notifier.ts';
 import { PushNotifications, type UnreadCounts, type UserPushRules } from './push.ts';
 import { receiptContent, Receipts } from './receipts.ts';
 import { formatToken, formatTopologicalToken, parsePaginationToken, parseToken, type SyncToken } from './token.ts';
+import { PushDelivery, type PushGateway } from './push-delivery.ts';
 import { Visibility } from './visibility.ts';
 
 export const DEFAULT_TIMELINE_LIMIT = 10;
@@ -110,6 +111,8 @@ export class Sync {
   /** Push rule evaluation: unread counts and /notifications. */
   readonly push: PushNotifications;
   private readonly extensions: SyncExtension[] = [];
+  /** Set on hosts that deliver to push gateways. */
+  pushDelivery: PushDelivery | undefined;
 
   constructor(
     private readonly db: Database,
@@ -140,6 +143,16 @@ export class Sync {
   /** Forwarded from the storage layer's stream notifications. */
   notify(change: StreamChange): void {
     this.notifier.notify(change);
+    if (change.roomIds) this.pushDelivery?.roomsChanged(change.roomIds, change.position);
+  }
+
+  /**
+   * Starts sending notifications to local users' push gateways for what comes after now
+   * (hosts that can reach them: see PushDelivery).
+   */
+  async deliverPushes(gateway: PushGateway, log: (message: string, error?: unknown) => void): Promise<PushDelivery> {
+    this.pushDelivery = new PushDelivery(this.rooms, this.users, this.push, gateway, await this.streamPosition(), log);
+    return this.pushDelivery;
   }
 
   async currentToken(): Promise<SyncToken> {

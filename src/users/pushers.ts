@@ -5,7 +5,7 @@ import { UsersError } from './errors.ts';
 // Pushers (client-server modules/push: GET /pushers, POST /pushers/set). A pusher
 // belongs to the access token that set it and goes when that token does (a
 // logout, a deleted device, a password change that signs other sessions out),
-// as in Synapse. Notifications are not sent yet: push rules are not evaluated.
+// as in Synapse. Hosts that can reach push gateways deliver to them (src/sync/push-delivery.ts).
 
 /** A pusher as GET /pushers lists it. */
 export interface Pusher {
@@ -44,15 +44,21 @@ export class Pushers {
   ) {}
 
   async list(userId: string): Promise<Pusher[]> {
-    const rows = await this.db.all<PusherRow & Record<string, string | null>>(
-      `SELECT pushkey, kind, app_id, app_display_name, device_display_name, profile_tag, lang, data
+    return (await this.forDelivery(userId)).map(({ pushkey_ts: _, ...pusher }) => pusher);
+  }
+
+  /** A user's pushers with what delivery needs besides: when each was set (`pushkey_ts`, in seconds). */
+  async forDelivery(userId: string): Promise<(Pusher & { pushkey_ts: number })[]> {
+    const rows = await this.db.all<PusherRow & { created_ts: number } & Record<string, string | number | null>>(
+      `SELECT pushkey, kind, app_id, app_display_name, device_display_name, profile_tag, lang, data, created_ts
        FROM pushers WHERE user_id = ? ORDER BY rowid`,
       [userId],
     );
     return rows.map((row) => {
-      const pusher: Pusher = {
+      const pusher: Pusher & { pushkey_ts: number } = {
         pushkey: row.pushkey, kind: row.kind, app_id: row.app_id, app_display_name: row.app_display_name,
         device_display_name: row.device_display_name, lang: row.lang, data: JSON.parse(row.data) as Record<string, unknown>,
+        pushkey_ts: Math.floor(row.created_ts / 1000),
       };
       if (row.profile_tag !== null) pusher.profile_tag = row.profile_tag;
       return pusher;
@@ -102,6 +108,11 @@ export class Pushers {
         ],
       );
     });
+  }
+
+  /** Removes a pusher its gateway rejected. */
+  async remove(userId: string, appId: string, pushkey: string): Promise<void> {
+    await this.db.transaction((tx) => tx.run('DELETE FROM pushers WHERE user_id = ? AND app_id = ? AND pushkey = ?', [userId, appId, pushkey]));
   }
 
   /** Deletes the pushers the given access tokens set, inside the transaction that deletes the tokens. */

@@ -1,0 +1,124 @@
+// Delivery to push gateways: a real HTTP gateway on 127.0.0.1 receives POST
+// /_matrix/push/v1/notify for what the user's push rules say notify, with the room's
+// name and alias, the counts and the sender's display name; a muted room is not
+// pushed, and a pusher its gateway rejects is removed. (The spec data here has no push
+// gateway OpenAPI, so the bodies are checked field by field against the spec's text.)
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fetchPushGateway } from '../../src/sync/push-delivery.ts';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+
+let server: TestServer;
+let gateway: Server;
+let gatewayUrl: string;
+let alice: Account;
+let bob: Account;
+let teaRoom: string;
+let quietRoom: string;
+const V3 = '/_matrix/client/v3';
+const enc = encodeURIComponent;
+
+/** What the gateway received, in order, and a way to wait for the next. */
+const received: { path: string; body: any }[] = [];
+const waiting: ((value: { path: string; body: any }) => void)[] = [];
+let rejectKeys: string[] = [];
+const nextPush = () => new Promise<{ path: string; body: any }>((resolve) => {
+  const ready = received.shift();
+  if (ready) resolve(ready);
+  else waiting.push(resolve);
+});
+
+async function readBody(request: IncomingMessage): Promise<any> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
+
+beforeAll(async () => {
+  gateway = createServer((request, response) => {
+    void readBody(request).then((body) => {
+      const pushkeys = (body.notification?.devices ?? []).map((d: any) => d.pushkey);
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ rejected: pushkeys.filter((k: string) => rejectKeys.includes(k)) }));
+      const item = { path: request.url!, body };
+      const waiter = waiting.shift();
+      if (waiter) waiter(item);
+      else received.push(item);
+    });
+  });
+  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+  gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/_matrix/push/v1/notify`;
+
+  server = await startTestServer({ pushGateway: fetchPushGateway });
+  [alice, bob] = [await register(server, 'alice'), await register(server, 'bob')];
+  await api(server, 'PUT', `${V3}/profile/${enc(bob.userId)}/displayname`, { token: bob.accessToken, body: { displayname: 'Bob Builder' } });
+  teaRoom = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { name: 'Tea room', room_alias_name: 'tea', invite: [bob.userId] } })).body.room_id;
+  quietRoom = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { name: 'Quiet', invite: [bob.userId] } })).body.room_id;
+  for (const roomId of [teaRoom, quietRoom]) expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+  const pusher = await api(server, 'POST', `${V3}/pushers/set`, {
+    token: alice.accessToken,
+    body: { kind: 'http', app_id: 'org.example.app', pushkey: 'alice-phone', app_display_name: 'Example', device_display_name: 'Phone', lang: 'en', data: { url: gatewayUrl, brand: 'tea' } },
+  });
+  expect(pusher.status).toBe(200);
+});
+afterAll(async () => {
+  await server.close();
+  await new Promise((resolve) => gateway.close(resolve));
+});
+
+let txn = 0;
+const say = async (roomId: string, body: string) =>
+  (await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/t${++txn}`, { token: bob.accessToken, body: { msgtype: 'm.text', body } })).body.event_id as string;
+
+describe('push gateways', () => {
+  it("pushes a message with the room's name and alias, the counts and the sender's display name", async () => {
+    const eventId = await say(teaRoom, 'the kettle is on');
+    const push = await nextPush();
+    expect(push.path).toBe('/_matrix/push/v1/notify');
+    expect(push.body.notification).toMatchObject({
+      event_id: eventId,
+      room_id: teaRoom,
+      type: 'm.room.message',
+      sender: bob.userId,
+      sender_display_name: 'Bob Builder',
+      room_name: 'Tea room',
+      room_alias: `#tea:${server.homeserver.serverName}`,
+      content: { msgtype: 'm.text', body: 'the kettle is on' },
+      counts: { unread: 1 },
+      // The default rule for a one-to-one room rings: high priority.
+      prio: 'high',
+      devices: [{ app_id: 'org.example.app', pushkey: 'alice-phone', pushkey_ts: expect.any(Number), data: { brand: 'tea' }, tweaks: expect.any(Object) }],
+    });
+    await say(teaRoom, 'milk?');
+    expect((await nextPush()).body.notification.counts).toEqual({ unread: 2 });
+  });
+
+  it('does not push from a muted room', async () => {
+    const mute = await api(server, 'PUT', `${V3}/pushrules/global/override/${enc(quietRoom)}`, {
+      token: alice.accessToken, body: { actions: [], conditions: [{ kind: 'event_match', key: 'room_id', pattern: quietRoom }] },
+    });
+    expect(mute.status).toBe(200);
+    await say(quietRoom, 'shh');
+    const loud = await say(teaRoom, 'after the quiet one');
+    // Rooms are pushed in the order they changed: had the muted one been pushed, it would come first.
+    expect((await nextPush()).body.notification.event_id).toBe(loud);
+  });
+
+  it('removes a pusher the gateway rejects, and keeps the others', async () => {
+    const second = await api(server, 'POST', `${V3}/pushers/set`, {
+      token: alice.accessToken,
+      body: { kind: 'http', app_id: 'org.example.app', pushkey: 'old-tablet', app_display_name: 'Example', device_display_name: 'Tablet', lang: 'en', data: { url: gatewayUrl, format: 'event_id_only' }, append: true },
+    });
+    expect(second.status).toBe(200);
+    rejectKeys = ['old-tablet'];
+    const eventId = await say(teaRoom, 'anyone there?');
+    const pushes = [await nextPush(), await nextPush()];
+    const toTablet = pushes.find((p) => p.body.notification.devices[0].pushkey === 'old-tablet')!;
+    // event_id_only: the IDs and counts, not the content.
+    expect(toTablet.body.notification).toEqual({ event_id: eventId, room_id: teaRoom, prio: 'high', counts: { unread: 4 }, devices: [expect.objectContaining({ pushkey: 'old-tablet', data: { format: 'event_id_only' } })] });
+    await server.homeserver.services.sync.pushDelivery!.idle();
+    const left = await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken });
+    expect(left.body.pushers.map((p: any) => p.pushkey)).toEqual(['alice-phone']);
+  });
+});

@@ -217,6 +217,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     },
     mailbox,
     start: async () => {
+      // Before requests are served: a blob no metadata names was left by a crash.
+      await media.sweepOrphans().catch((error) => log('media: the orphan sweep failed', error));
       await mailbox.start();
       await federation.start();
     },

@@ -30,6 +30,10 @@ export class IdbMediaStore implements MediaStore {
     await Promise.all([tx.store.delete(key), tx.done]);
   }
 
+  async keys(): Promise<string[]> {
+    return (await this.db.getAllKeys(MEDIA_OBJECT_STORE)).map(String);
+  }
+
   close(): void {
     this.db.close();
   }

@@ -475,6 +475,30 @@ export class Media {
     if (remote) await this.evict(serverName, mediaId);
   }
 
+  /**
+   * Deletes blobs no row names: left by a crash between a put and its commit, or between an
+   * eviction's commit and its deletes. Run at start-up, before requests are served (a put in
+   * flight would look like an orphan). Returns how many went.
+   */
+  async sweepOrphans(): Promise<number> {
+    const store = this.options.store;
+    if (!store.keys) return 0;
+    const keys = await store.keys();
+    const rows = [
+      ...(await this.db.all<{ blob_key: string }>('SELECT blob_key FROM media WHERE blob_key IS NOT NULL')),
+      ...(await this.db.all<{ blob_key: string }>('SELECT blob_key FROM media_thumbnails')),
+    ];
+    const named = new Set(rows.map((r) => r.blob_key));
+    let swept = 0;
+    for (const key of keys) {
+      if (named.has(key)) continue;
+      await store.delete(key);
+      swept++;
+    }
+    if (swept > 0) this.options.log?.(`media: removed ${swept} blob(s) that no metadata named (left by a crash)`);
+    return swept;
+  }
+
   /** For the federation route: local content only, never fetched from elsewhere. */
   async serveToServer(mediaId: string, timeoutMs?: number): Promise<MediaContent> {
     return this.download(this.serverName, mediaId, { allowRemote: false, timeoutMs });

@@ -15,6 +15,8 @@ export interface MediaStore {
   get(key: string): Promise<Uint8Array | undefined>;
   /** Removes key (no error if absent). */
   delete(key: string): Promise<void>;
+  /** Every key held (and, for files, removes leftovers of puts a crash cut short); for the start-up sweep of orphans. */
+  keys?(): Promise<string[]>;
 }
 
 /** A MediaStore in memory: for tests and hosts that keep nothing. */
@@ -32,6 +34,10 @@ export class MemoryMediaStore implements MediaStore {
 
   async delete(key: string): Promise<void> {
     this.blobs.delete(key);
+  }
+
+  async keys(): Promise<string[]> {
+    return [...this.blobs.keys()];
   }
 
   get size(): number {

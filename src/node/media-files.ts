@@ -1,4 +1,4 @@
-import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { MediaStore } from '../media/store.ts';
 import { fsyncDirectory } from './file-persistence.ts';
@@ -51,6 +51,26 @@ export class FileMediaStore implements MediaStore {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
     }
+  }
+
+  async keys(): Promise<string[]> {
+    let folders: string[];
+    try {
+      folders = await readdir(this.directory);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    const keys: string[] = [];
+    for (const folder of folders) {
+      if (!/^[a-z0-9]{2}$/.test(folder)) continue;
+      for (const name of await readdir(join(this.directory, folder))) {
+        // A .tmp is a put that a crash cut short: it was never acknowledged.
+        if (name.endsWith('.tmp')) await unlink(join(this.directory, folder, name)).catch(() => undefined);
+        else if (/^[a-z0-9]{3,}$/.test(name)) keys.push(name);
+      }
+    }
+    return keys;
   }
 
   async delete(key: string): Promise<void> {

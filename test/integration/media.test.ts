@@ -1,7 +1,7 @@
 // The media repository (issue 14): matrix-js-sdk uploads and downloads, thumbnails made
 // with sharp, the spec's errors, limits, remote media fetched over federation and cached
 // within its bound, and files that outlive a restart of the Node host.
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -277,9 +277,17 @@ describe('media on the Node host', () => {
     const folders = await readdir(join(dir, 'media'));
     const files = (await Promise.all(folders.map((f) => readdir(join(dir, 'media', f))))).flat();
     expect(files.filter((f) => !f.endsWith('.tmp'))).toHaveLength(2);
+    // What a crash could leave: a blob whose row never committed, and a put cut short.
+    await mkdir(join(dir, 'media', 'zz'), { recursive: true });
+    await writeFile(join(dir, 'media', 'zz', 'zzorphan'), 'orphan');
+    await writeFile(join(dir, 'media', 'zz', 'zztorn.tmp'), 'torn');
 
     const second = await startNodeHost({ dataDir: dir, port: 0, rateLimits: false });
     try {
+      // The start-up sweep removed both, and only them.
+      expect(await readdir(join(dir, 'media', 'zz'))).toEqual([]);
+      const kept = (await Promise.all(folders.map((f) => readdir(join(dir, 'media', f))))).flat();
+      expect(kept.sort()).toEqual(files.filter((f) => !f.endsWith('.tmp')).sort());
       const response = await get(second, `/_matrix/client/v1/media/download/${mxc.slice(6)}`, alice.accessToken);
       expect(response.status).toBe(200);
       expect(response.headers.get('content-disposition')).toBe('inline; filename="kept.png"');

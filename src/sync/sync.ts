@@ -331,7 +331,7 @@ export class Sync {
       if (eventMatches(ephemeralFilter, event)) ephemeral.push(event);
     }
 
-    const format = (e: StoredEvent) => this.formatter.format(e, viewer).then((c) => this.shape(c, filter));
+    const format = (e: StoredEvent) => this.formatter.format(e, viewer).then((c) => this.shape(c, e, filter));
     return {
       timeline: { events: await Promise.all(events.map(format)), limited, prev_batch: prevBatch },
       state: { events: await Promise.all(stateEvents.map(format)) },
@@ -356,7 +356,7 @@ export class Sync {
     const timeline = await this.timeline(roomId, viewer.userId, since?.stream ?? 0, end, limit, filter.room?.timeline);
     const { events } = timeline;
     const limited = await this.isLimited(roomId, viewer.userId, timeline, filter.room?.timeline, !since);
-    const format = (e: StoredEvent) => this.formatter.format(e, viewer).then((c) => this.shape(c, filter));
+    const format = (e: StoredEvent) => this.formatter.format(e, viewer).then((c) => this.shape(c, e, filter));
     const start = events.length > 0 ? events[0]!.streamOrdering! - 1 : end;
     // The room as it was when the user left; what changed since `since` if they were in it then, all of it if
     // they joined (and left) since.
@@ -452,7 +452,16 @@ export class Sync {
     return (first && (await this.rooms.stateAtEvent(first.event.event_id, 'before'))) ?? this.rooms.timeline.stateAtStream(roomId, stream);
   }
 
-  private shape(event: ClientEvent, filter: Filter): Record<string, unknown> {
+  /**
+   * An event as the filter asks: the client format without `room_id` (the room is the key it
+   * sits under), or with `event_format: federation` the event as servers exchange it (hashes,
+   * signatures, auth and prev events, depth) with the client's unsigned data; then `event_fields`.
+   */
+  private shape(event: ClientEvent, stored: StoredEvent, filter: Filter): Record<string, unknown> {
+    if (filter.event_format === 'federation') {
+      const { unsigned: _stored, ...pdu } = stored.event as typeof stored.event & { unsigned?: unknown };
+      return pickEventFields({ ...pdu, ...(event.unsigned ? { unsigned: event.unsigned } : {}) } as Record<string, unknown>, filter.event_fields);
+    }
     const { room_id: _room, ...rest } = event;
     return pickEventFields(rest as Record<string, unknown>, filter.event_fields);
   }

@@ -1,0 +1,57 @@
+// /sync filters as Element and other clients use them: an invalid filter is refused with
+// 400 (stored or inline), `event_format: federation` and `event_fields` are honoured, and
+// `set_presence` on /sync sets the user's presence. Raw HTTP, checked against the spec.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+
+let server: TestServer;
+let alice: Account;
+let roomId: string;
+const V3 = '/_matrix/client/v3';
+const enc = encodeURIComponent;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  alice = await register(server, 'alice');
+  roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: {} })).body.room_id;
+  await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/t1`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'hello' } });
+});
+afterAll(() => server.close());
+
+const sync = (query: string) => api(server, 'GET', `${V3}/sync?timeout=0&${query}`, { token: alice.accessToken, unchecked: true });
+const timeline = (body: any) => body.rooms.join[roomId].timeline.events as any[];
+
+describe('sync filters', () => {
+  it('refuses an invalid filter, stored or inline, with 400 in the Matrix error shape', async () => {
+    const stored = await api(server, 'POST', `${V3}/user/${enc(alice.userId)}/filter`, { token: alice.accessToken, body: { room: { timeline: { limit: 'ten' } } }, unchecked: true });
+    expect(stored.status).toBe(400);
+    expect(stored.body.errcode).toMatch(/^M_(BAD_JSON|INVALID_PARAM)$/);
+    for (const inline of ['{not json', JSON.stringify({ event_format: 'xml' }), JSON.stringify({ room: { timeline: { types: 'm.room.message' } } })]) {
+      const answer = await sync(`filter=${enc(inline)}`);
+      expect(answer.status, inline).toBe(400);
+      expect(answer.body).toMatchObject({ errcode: expect.stringMatching(/^M_(BAD_JSON|INVALID_PARAM|NOT_JSON)$/), error: expect.any(String) });
+    }
+  });
+
+  it('gives events in the federation format when asked', async () => {
+    const answer = await sync(`filter=${enc(JSON.stringify({ event_format: 'federation' }))}`);
+    expect(answer.status).toBe(200);
+    const message = timeline(answer.body).find((e) => e.type === 'm.room.message');
+    expect(message).toMatchObject({ room_id: roomId, depth: expect.any(Number), hashes: { sha256: expect.any(String) }, signatures: { [server.homeserver.serverName]: expect.any(Object) } });
+    expect(Array.isArray(message.prev_events) && Array.isArray(message.auth_events)).toBe(true);
+    const client = timeline((await sync('')).body).find((e) => e.type === 'm.room.message');
+    expect(client.hashes).toBeUndefined();
+  });
+
+  it('keeps only the event_fields asked for', async () => {
+    const answer = await sync(`filter=${enc(JSON.stringify({ event_fields: ['type', 'content.body'] }))}`);
+    const message = timeline(answer.body).find((e) => e.type === 'm.room.message');
+    expect(message).toEqual({ type: 'm.room.message', content: { body: 'hello' } });
+  });
+
+  it('sets presence with set_presence', async () => {
+    expect((await sync('set_presence=unavailable')).status).toBe(200);
+    const presence = await api(server, 'GET', `${V3}/presence/${enc(alice.userId)}/status`, { token: alice.accessToken });
+    expect(presence.body.presence).toBe('unavailable');
+  });
+});

@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
 import { defineConfig, type Plugin } from 'vite';
 
 /**
@@ -17,6 +20,40 @@ function serviceWorkerAtRoot(): Plugin {
   };
 }
 
+/**
+ * Offline-first (issue 13): after the build is written, lists every file in it
+ * (the page, its chunks, the core's worker, sql.js's wasm) and writes that list,
+ * with a hash of their contents, into sw.js in place of its placeholder. The
+ * service worker precaches the list at install; any change to the build changes
+ * sw.js, so the browser installs the new version and drops the old cache.
+ */
+function precacheManifest(): Plugin {
+  const PLACEHOLDER = /(["'`])__HEARTH_PRECACHE_MANIFEST__\1/;
+  return {
+    name: 'hearth-precache-manifest',
+    apply: 'build',
+    writeBundle: {
+      order: 'post',
+      async handler(options) {
+        const outDir = options.dir;
+        if (!outDir) return;
+        const files = (await readdir(outDir, { recursive: true, withFileTypes: true }))
+          .filter((entry) => entry.isFile())
+          .map((entry) => relative(outDir, join(entry.parentPath, entry.name)).split(sep).join('/'))
+          .filter((file) => file !== 'sw.js' && !file.endsWith('.map') && !file.split('/').some((part) => part.startsWith('.')))
+          .sort();
+        const hash = createHash('sha256');
+        for (const file of files) hash.update(file).update(await readFile(join(outDir, file)));
+        const manifest = { version: hash.digest('hex').slice(0, 16), files: files.map((file) => (file === 'index.html' ? '/' : `/${file}`)) };
+        const swPath = join(outDir, 'sw.js');
+        const sw = await readFile(swPath, 'utf8');
+        if (!PLACEHOLDER.test(sw)) throw new Error('hearth: sw.js has no precache placeholder');
+        await writeFile(swPath, sw.replace(PLACEHOLDER, JSON.stringify(JSON.stringify(manifest))));
+      },
+    },
+  };
+}
+
 // The browser host (worker/, src/ui) is built from here; see ARCHITECTURE.md.
 export default defineConfig({
   // No fallback to index.html: a /_matrix/* request that reaches the web server
@@ -24,7 +61,7 @@ export default defineConfig({
   appType: 'mpa',
   server: { host: '127.0.0.1' },
   preview: { host: '127.0.0.1' },
-  plugins: [serviceWorkerAtRoot()],
+  plugins: [serviceWorkerAtRoot(), precacheManifest()],
   worker: { format: 'es' },
   build: {
     target: 'es2022',

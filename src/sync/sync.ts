@@ -5,6 +5,7 @@ import { comparePositions, positionAfter, positionBefore, TIMELINE_END, TIMELINE
 import type { Database } from '../storage/database.ts';
 import type { StreamChange } from '../storage/stream.ts';
 import type { Users } from '../users/users.ts';
+import { LruCache } from '../rooms/lru.ts';
 import { EphemeralStream, Presence, Typing } from './ephemeral.ts';
 import { eventMatches, pickEventFields, roomMatches, type Filter, type RoomEventFilter } from './filter.ts';
 import { EventFormatter, type ClientEvent, type Viewer } from './format.ts';
@@ -111,6 +112,8 @@ export class Sync {
   /** Push rule evaluation: unread counts and /notifications. */
   readonly push: PushNotifications;
   private readonly extensions: SyncExtension[] = [];
+  /** Member events each device was sent, per room, for lazy loading (see withoutRedundantMembers). */
+  private readonly sentMembers = new LruCache<string, Map<string, number>>(10_000);
   /** Set on hosts that deliver to push gateways. */
   pushDelivery: PushDelivery | undefined;
 
@@ -311,7 +314,8 @@ export class Sync {
     const prevBatch = formatToken({ stream: events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream, ephemeral: upTo.ephemeral });
 
     const stateAtSince = fullState ? undefined : await this.rooms.timeline.stateAtStream(roomId, sinceStream);
-    const stateEvents = await this.stateSection(roomId, events, await this.rooms.timeline.stateAtStream(roomId, upTo.stream), stateAtSince, upTo.stream, viewer.userId, filter);
+    let stateEvents = await this.stateSection(roomId, events, await this.rooms.timeline.stateAtStream(roomId, upTo.stream), stateAtSince, upTo.stream, viewer.userId, filter);
+    if (filter.room?.state?.lazy_load_members) stateEvents = this.withoutRedundantMembers(roomId, viewer, stateEvents, events, !stateAtSince || filter.room.state.include_redundant_members === true);
     if (newlySeen) {
       for (const stored of [...stateEvents, ...events]) {
         if (stored.event.type === 'm.room.member' && stored.event.content['membership'] === 'join') newlySeen.add(stored.event.state_key!);
@@ -337,7 +341,8 @@ export class Sync {
       state: { events: await Promise.all(stateEvents.map(format)) },
       ephemeral: { events: ephemeral },
       account_data: { events: accountData },
-      summary: since && !fullState ? {} : await this.summary(roomId, viewer.userId),
+      // Incremental syncs carry the summary when membership changed in them: the counts and heroes may have.
+      summary: since && !fullState && ![...stateEvents, ...events].some((e) => e.event.type === 'm.room.member') ? {} : await this.summary(roomId, viewer.userId),
       unread_notifications: await this.push.unread(roomId, viewer.userId, upTo.stream, pushRules),
     };
   }
@@ -498,6 +503,21 @@ export class Sync {
       : (await this.rooms.exists(roomId)) ? await this.rooms.strippedState(roomId, member?.event.sender) : [];
     if (member) out.push(await this.formatter.format(member) as unknown as Record<string, unknown>);
     return out;
+  }
+
+  /**
+   * Lazy-loaded members (client-server §Lazy-loading room members): a member event this
+   * device was sent before, unchanged, is not sent again unless `include_redundant_members`
+   * (or the sync starts afresh). Remembered in memory per device and room, as Synapse does:
+   * after a restart some are sent again, which is harmless.
+   */
+  private withoutRedundantMembers(roomId: string, viewer: Viewer, state: StoredEvent[], timeline: StoredEvent[], sendAll: boolean): StoredEvent[] {
+    const key = `${viewer.userId}\u0000${viewer.deviceId ?? ''}\u0000${roomId}`;
+    const sent = (sendAll ? undefined : this.sentMembers.get(key)) ?? new Map<string, number>();
+    const kept = state.filter((stored) => stored.event.type !== 'm.room.member' || sent.get(stored.event.state_key!) !== stored.nid);
+    for (const stored of [...kept, ...timeline]) if (stored.event.type === 'm.room.member') sent.set(stored.event.state_key!, stored.nid);
+    this.sentMembers.set(key, sent);
+    return kept;
   }
 
   private async summary(roomId: string, userId: string): Promise<Record<string, unknown>> {

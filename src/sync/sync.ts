@@ -135,7 +135,7 @@ export class Sync {
     }, now);
     this.receipts = new Receipts(db, notify, now);
     this.formatter = new EventFormatter(rooms, now);
-    this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId));
+    this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId), (userId) => users.erasedAt(userId));
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
   }
 

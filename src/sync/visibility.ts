@@ -15,13 +15,24 @@ export class Visibility {
     private readonly rooms: Rooms,
     /** Whom a user ignores: their non-state events are never shown to that user. */
     private readonly ignoredBy: (userId: string) => Promise<ReadonlySet<string>> = async () => new Set(),
+    /** The stream position a sender's account was erased at: who joins after it no longer sees what they said. */
+    private readonly erasedAt: (userId: string) => Promise<number | undefined> = async () => undefined,
   ) {}
+
+  /** Whether the viewer joined the room after the sender's account was erased. */
+  private async joinedAfterErasure(viewer: string, event: StoredEvent['event']): Promise<boolean> {
+    const erased = await this.erasedAt(event.sender);
+    if (erased === undefined) return false;
+    const joined = await this.rooms.currentStateEvent(event.room_id, 'm.room.member', viewer);
+    return joined?.streamOrdering != null && joined.streamOrdering > erased;
+  }
 
   async canSee(userId: string, stored: StoredEvent, currentMembership?: string): Promise<boolean> {
     if (stored.rejected || stored.softFailed || stored.outlier || stored.stateSnapshot === null) return false;
     const event = stored.event;
     // Ignoring a user hides what they say, not the room's state (client-server §Ignoring users).
     if (event.state_key === undefined && (await this.ignoredBy(userId)).has(event.sender)) return false;
+    if (event.state_key === undefined && (await this.joinedAfterErasure(userId, event))) return false;
     // Users always see their own membership changes (a leave, a kick, a ban).
     if (event.type === 'm.room.member' && event.state_key === userId) return true;
     const state = await this.rooms.stateStore.load(stored.stateSnapshot);

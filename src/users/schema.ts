@@ -75,5 +75,13 @@ export const usersSchema: ComponentSchema = {
         tx.run('CREATE INDEX pushers_by_token ON pushers (user_id, token_hash)');
       },
     },
+    {
+      version: 3,
+      description: 'erased accounts: the stream position of the erasure',
+      up: (tx) => {
+        // Who joins a room after this position no longer sees what the user said there.
+        tx.run('CREATE TABLE erased_users (user_id TEXT PRIMARY KEY, erased_stream INTEGER NOT NULL) WITHOUT ROWID');
+      },
+    },
   ],
 };

@@ -65,6 +65,8 @@ export const IGNORED_USERS_TYPE = 'm.ignored_user_list';
 
 export class Users {
   private readonly ignoredCache = new Map<string, ReadonlySet<string>>();
+  /** Erasure positions by user (null: not erased), asked for every event served. */
+  private readonly erasedCache = new Map<string, number | null>();
   private readonly sessions = new Map<string, Session>();
   private readonly deviceListeners: DeviceListener[] = [];
   private readonly profileListeners: ((userId: string) => Promise<void>)[] = [];
@@ -257,9 +259,30 @@ export class Users {
     return renamed !== false;
   }
 
-  async deactivate(userId: string): Promise<void> {
+  /**
+   * Deactivates an account: signed out everywhere, no password. With `erase`, its profile
+   * goes too and the erasure's stream position is kept: members who join a room after it
+   * no longer see what the user said (client-server §Account deactivation).
+   */
+  async deactivate(userId: string, options: { erase?: boolean } = {}): Promise<void> {
     await this.logoutAll(userId);
-    await this.options.db.transaction((tx) => tx.run('UPDATE users SET deactivated = 1, password_hash = NULL WHERE user_id = ?', [userId]));
+    await this.options.db.transaction((tx) => {
+      tx.run('UPDATE users SET deactivated = 1, password_hash = NULL WHERE user_id = ?', [userId]);
+      if (options.erase) {
+        tx.run('DELETE FROM profiles WHERE user_id = ?', [userId]);
+        tx.run('INSERT OR REPLACE INTO erased_users (user_id, erased_stream) VALUES (?, ?)', [userId, nextStreamId(tx)]);
+      }
+    });
+    if (options.erase) this.erasedCache.delete(userId);
+  }
+
+  /** The stream position an account was erased at, if it was. */
+  async erasedAt(userId: string): Promise<number | undefined> {
+    if (!this.erasedCache.has(userId)) {
+      const row = await this.options.db.get<{ erased_stream: number }>('SELECT erased_stream FROM erased_users WHERE user_id = ?', [userId]);
+      this.erasedCache.set(userId, row?.erased_stream ?? null);
+    }
+    return this.erasedCache.get(userId) ?? undefined;
   }
 
   // Profiles

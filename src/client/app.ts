@@ -22,6 +22,7 @@ import { mediaRoutes } from './routes/media.ts';
 import { knownPathOtherMethod } from './routes/route.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { syncRoutes } from './routes/sync.ts';
+import { relationsRoutes } from './routes/relations.ts';
 import type { ClientServices } from './services.ts';
 
 /** Maps errors from the components to the spec's error codes and statuses. */
@@ -37,6 +38,8 @@ export function toMatrixError(error: unknown): MatrixError {
         return new MatrixError(413, 'M_TOO_LARGE', error.message);
       case 'unsupported_version':
         return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
+      case 'duplicate_annotation':
+        return new MatrixError(400, 'M_DUPLICATE_ANNOTATION', error.message);
       default:
         return new MatrixError(400, 'M_BAD_JSON', error.message);
     }
@@ -98,6 +101,7 @@ export function createClientApp(services: ClientServices, log: (message: string,
   accountRoutes(app);
   roomRoutes(app);
   syncRoutes(app);
+  relationsRoutes(app);
   keysRoutes(app);
   hearthRoutes(app);
   app.notFound((c) =>

@@ -2,7 +2,7 @@
 export class RoomError extends Error {
   override name = 'RoomError';
   constructor(
-    readonly code: 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events',
+    readonly code: 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events' | 'duplicate_annotation',
     message: string,
   ) {
     super(message);

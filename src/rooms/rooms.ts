@@ -15,6 +15,7 @@ import { RoomError, roomNotFound } from './errors.ts';
 import { LruCache } from './lru.ts';
 import { StateStore, type NidState } from './state-store.ts';
 import { RoomTimeline } from './timeline.ts';
+import { indexRelation, refuseDuplicateAnnotation, RoomRelations, unindexRelation } from './relations.ts';
 
 export const MAX_EVENT_BYTES = 65_536;
 const MAX_PREV_EVENTS = 10;
@@ -122,6 +123,8 @@ export class Rooms {
   readonly stateStore: StateStore;
   /** Reads of rooms' timelines, by stream position and by topological order. */
   readonly timeline: RoomTimeline;
+  /** Reads of the relations index (edits, reactions, threads, references) the engine keeps as events are stored. */
+  readonly relations: RoomRelations;
   /** Each room's durable head: what queries see. */
   private readonly heads = new Map<string, RoomHead>();
   /**
@@ -140,6 +143,7 @@ export class Rooms {
   constructor(private readonly options: RoomsOptions) {
     this.stateStore = new StateStore(options.db);
     this.timeline = new RoomTimeline(options.db, this);
+    this.relations = new RoomRelations(options.db, (nid) => this.getEventByNid(nid));
   }
 
   get serverName(): string {
@@ -619,6 +623,7 @@ export class Rooms {
         const repeated = tx.get<{ event_id: string }>('SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND txn_id = ?', [txn.userId, txn.deviceId, txn.txnId]);
         if (repeated) throw new RepeatedTransaction(repeated.event_id);
       }
+      for (const event of built) refuseDuplicateAnnotation(tx, event);
       before?.(tx);
       let current = head.current;
       const stored: StoredEvent[] = [];
@@ -627,6 +632,7 @@ export class Rooms {
         const stateBefore = current ?? this.stateStore.create(tx, roomId, undefined, new Map());
         if (!current) snapshots.push(stateBefore);
         const row = this.insertEvent(tx, event, { streamOrdering, stateSnapshot: stateBefore.nid, replacesState: replaced(stateBefore.state, event) });
+        indexRelation(tx, row);
         if (isStateEvent(event)) {
           const after = this.stateStore.create(tx, roomId, stateBefore, new Map([[stateKey(event.type, event.state_key!), row.nid]]));
           snapshots.push(after);
@@ -635,6 +641,7 @@ export class Rooms {
           tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [after.nid, roomId]);
         }
         this.applyRedaction(tx, event, redactionTargets);
+        this.unindexRedacted(tx, event, redactionTargets);
         stored.push(row);
       }
       if (head.extremities.length === 1) {
@@ -781,6 +788,12 @@ export class Rooms {
       softFailed: meta.softFailed ?? false,
       redactedBy: null,
     };
+  }
+
+  /** A redacted event drops out of the relations index (its `m.relates_to` is redacted away). */
+  private unindexRedacted(tx: WriteTransaction, event: RoomEvent, targets: Map<string, string>): void {
+    const target = targets.get(event.event_id);
+    if (target) unindexRelation(tx, target);
   }
 
   /** Where local events go: servers joined after the write, and those of users made to leave. */
@@ -1112,6 +1125,7 @@ export class Rooms {
       const streamOrdering = softFailed ? null : backfilled ? nextBackfillOrdering(tx) : nextStreamId(tx);
       const meta = { streamOrdering, stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed };
       const stored = promoting ? this.promoteOutlier(tx, promoting, meta) : this.insertEvent(tx, event, meta);
+      indexRelation(tx, stored);
       if (!newCurrent) return { stored: [stored], head, snapshots, redactionTargets };
       const resolvedCurrent = new Map([...newCurrent].map(([k, nid]) => [k, nid === PENDING_NID ? stored.nid : nid]));
       const current = this.stateStore.create(tx, roomId, head.current, diffState(from, resolvedCurrent));
@@ -1121,6 +1135,7 @@ export class Rooms {
       for (const id of prevIds) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
       tx.run('INSERT OR IGNORE INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, event.event_id]);
       this.applyRedaction(tx, event, redactionTargets);
+      this.unindexRedacted(tx, event, redactionTargets);
       return { stored: [stored], head: { version: head.version, current, extremities }, snapshots, redactionTargets };
     });
     const { stored } = await write.executed;

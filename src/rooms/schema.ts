@@ -100,5 +100,44 @@ export const roomsSchema: ComponentSchema = {
         tx.run('CREATE INDEX events_by_room_topology ON events (room_id, depth, stream_ordering)');
       },
     },
+    {
+      version: 3,
+      description: 'relations index: child, parent, rel_type, type, sender and annotation key of timeline events (relations.ts)',
+      up: (tx) => {
+        tx.run(`CREATE TABLE event_relations (
+          event_nid INTEGER PRIMARY KEY,
+          event_id TEXT NOT NULL UNIQUE,
+          room_id TEXT NOT NULL,
+          parent_id TEXT NOT NULL,
+          rel_type TEXT NOT NULL,
+          type TEXT NOT NULL,
+          sender TEXT NOT NULL,
+          aggregation_key TEXT,
+          depth INTEGER NOT NULL,
+          stream_ordering INTEGER NOT NULL,
+          origin_server_ts INTEGER NOT NULL
+        )`);
+        tx.run('CREATE INDEX event_relations_by_parent ON event_relations (parent_id, rel_type, depth, stream_ordering)');
+        tx.run('CREATE INDEX event_relations_annotations ON event_relations (parent_id, sender, aggregation_key) WHERE aggregation_key IS NOT NULL');
+        tx.run('CREATE INDEX event_relations_threads ON event_relations (room_id, rel_type, parent_id, stream_ordering)');
+        // Events stored before the index existed.
+        const rows = tx.all<{ event_nid: number; event_id: string; room_id: string; type: string; sender: string; depth: number; stream_ordering: number; origin_server_ts: number; json: string }>(
+          `SELECT event_nid, event_id, room_id, type, sender, depth, stream_ordering, origin_server_ts, json FROM events
+           WHERE stream_ordering IS NOT NULL AND rejected IS NULL AND soft_failed = 0 AND redacted_by IS NULL AND state_key IS NULL AND json LIKE '%m.relates_to%'`,
+        );
+        for (const row of rows) {
+          const relatesTo = (JSON.parse(row.json) as { content?: Record<string, unknown> }).content?.['m.relates_to'] as Record<string, unknown> | undefined;
+          const relType = relatesTo?.['rel_type'];
+          const parentId = relatesTo?.['event_id'];
+          if (typeof relType !== 'string' || relType === '' || typeof parentId !== 'string' || !parentId.startsWith('$') || parentId === row.event_id) continue;
+          const key = relType === 'm.annotation' && typeof relatesTo?.['key'] === 'string' ? relatesTo['key'] : null;
+          tx.run(
+            `INSERT OR IGNORE INTO event_relations (event_nid, event_id, room_id, parent_id, rel_type, type, sender, aggregation_key, depth, stream_ordering, origin_server_ts)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+            [row.event_nid, row.event_id, row.room_id, parentId, relType, row.type, row.sender, key, row.depth, row.stream_ordering, row.origin_server_ts],
+          );
+        }
+      },
+    },
   ],
 };

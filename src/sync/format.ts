@@ -2,6 +2,7 @@ import type { JsonObject } from '../crypto/canonical-json.ts';
 import { redactEvent } from '../events/redaction.ts';
 import { redactsOf } from '../events/auth.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import { relationOf, type RelationSummary } from '../rooms/relations.ts';
 
 /** An event as clients see it (client-server §Room event format: ClientEvent). */
 export interface ClientEvent {
@@ -23,13 +24,19 @@ export interface Viewer {
 
 /** Turns stored PDUs into client events: redactions applied, unsigned filled in. */
 export class EventFormatter {
+  /** Relation summaries asked for in the same tick, per viewer: one batched index query for them all. */
+  private readonly summaryBatches = new Map<string, { ids: Set<string>; result: Promise<Map<string, RelationSummary>> }>();
+
   constructor(
     private readonly rooms: Rooms,
     private readonly now: () => number,
   ) {}
 
-  async format(stored: StoredEvent, viewer?: Viewer, options: { withRedactedBecause?: boolean } = {}): Promise<ClientEvent> {
+  /** `bundle: false` leaves out bundled aggregations (for events inside another event's). */
+  async format(stored: StoredEvent, viewer?: Viewer, options: { withRedactedBecause?: boolean; bundle?: boolean } = {}): Promise<ClientEvent> {
     const event = stored.event;
+    // Asked before the first await, so events formatted together share one query.
+    const summary = options.bundle === false || event.state_key !== undefined ? undefined : this.relationSummary(event.event_id, viewer?.userId ?? '');
     const version = (await this.rooms.roomVersion(event.room_id))!;
     const redaction = stored.redactedBy ? await this.rooms.getEvent(stored.redactedBy) : undefined;
     const content = (redaction ? redactEvent(event, version)['content'] : event.content) as JsonObject;
@@ -56,15 +63,60 @@ export class EventFormatter {
       }
     }
     if (redaction && options.withRedactedBecause !== false) {
-      unsigned['redacted_because'] = await this.format(redaction, viewer, { withRedactedBecause: false });
+      unsigned['redacted_because'] = await this.format(redaction, viewer, { withRedactedBecause: false, bundle: false });
     }
     if (viewer?.deviceId && viewer.userId === event.sender) {
       const txnId = await this.rooms.transactionIdOf(event.event_id, viewer.userId, viewer.deviceId);
       if (txnId !== undefined) unsigned['transaction_id'] = txnId;
     }
     if (event.unsigned?.['invite_room_state']) unsigned['invite_room_state'] = event.unsigned['invite_room_state'];
+    const relations = summary && (await this.bundledAggregations(stored, await summary, viewer));
+    if (relations) unsigned['m.relations'] = relations;
     out.unsigned = unsigned;
     return out;
+  }
+
+  private relationSummary(eventId: string, userId: string): Promise<RelationSummary | undefined> {
+    let batch = this.summaryBatches.get(userId);
+    if (!batch) {
+      const ids = new Set<string>();
+      const result = Promise.resolve().then(() => {
+        this.summaryBatches.delete(userId);
+        return this.rooms.relations.summaries([...ids], userId);
+      });
+      batch = { ids, result };
+      this.summaryBatches.set(userId, batch);
+    }
+    batch.ids.add(eventId);
+    return batch.result.then((all) => all.get(eventId));
+  }
+
+  /**
+   * unsigned.m.relations (client-server §Aggregations of child events, v1.7+): the applicable
+   * edit as a whole event (none on a redacted event or on an edit), the thread's count, latest
+   * event and whether the viewer took part, and the IDs of references. Annotations are not bundled.
+   */
+  private async bundledAggregations(stored: StoredEvent, summary: RelationSummary | undefined, viewer: Viewer | undefined): Promise<Record<string, unknown> | undefined> {
+    if (!summary) return undefined;
+    const event = stored.event;
+    const out: Record<string, unknown> = {};
+    if (summary.has('m.replace') && !stored.redactedBy && relationOf(event)?.relType !== 'm.replace') {
+      const edit = await this.rooms.relations.latestEdit(event);
+      if (edit) out['m.replace'] = await this.format(edit, viewer, { bundle: false });
+    }
+    const thread = summary.get('m.thread');
+    if (thread) {
+      const latest = await this.rooms.relations.latestInThread(event);
+      if (latest) {
+        out['m.thread'] = {
+          latest_event: await this.format(latest, viewer, { bundle: false }),
+          count: thread.count,
+          current_user_participated: thread.mine > 0 || (viewer !== undefined && viewer.userId === event.sender),
+        };
+      }
+    }
+    if (summary.has('m.reference')) out['m.reference'] = { chunk: (await this.rooms.relations.references(event)).map((id) => ({ event_id: id })) };
+    return Object.keys(out).length > 0 ? out : undefined;
   }
 
   formatAll(events: StoredEvent[], viewer?: Viewer): Promise<ClientEvent[]> {

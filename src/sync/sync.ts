@@ -15,6 +15,7 @@ import { receiptContent, Receipts } from './receipts.ts';
 import { formatToken, formatTopologicalToken, parsePaginationToken, parseToken, type SyncToken } from './token.ts';
 import { PushDelivery, type PushGateway } from './push-delivery.ts';
 import { Visibility } from './visibility.ts';
+import { RelationsReader } from './relations.ts';
 
 export const DEFAULT_TIMELINE_LIMIT = 10;
 /** The most timeline events one room gets in one /sync, whatever the filter asks. */
@@ -109,6 +110,8 @@ export class Sync {
   readonly receipts: Receipts;
   readonly formatter: EventFormatter;
   readonly visibility: Visibility;
+  /** GET /relations and /threads. */
+  readonly relations: RelationsReader;
   /** Push rule evaluation: unread counts and /notifications. */
   readonly push: PushNotifications;
   private readonly extensions: SyncExtension[] = [];
@@ -137,6 +140,7 @@ export class Sync {
     this.formatter = new EventFormatter(rooms, now);
     this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId), (userId) => users.erasedAt(userId));
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
+    this.relations = new RelationsReader(rooms, this.visibility, this.formatter);
   }
 
   addExtension(extension: SyncExtension): void {

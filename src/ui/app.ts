@@ -1,7 +1,7 @@
 import type { BrowserHost, HostState } from '../../worker/page-host.ts';
 import { formatBytes, formatTime, h } from './dom.ts';
 import { MatrixApi, MatrixApiError, type MatrixEvent, type Session } from './matrix.ts';
-import { invitedUserFromHash, P2PPanel, shortUserId } from './p2p-panel.ts';
+import { invitedUserFromHash, P2PPanel, serverOf, shortServerName, shortUserId } from './p2p-panel.ts';
 import { Store, type Room } from './store.ts';
 
 const SESSION_KEY = 'hearth-session';
@@ -25,9 +25,52 @@ function saveSession(session: Session | undefined): void {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A Matrix localpart as this homeserver takes it: lower case, a-z 0-9 . _ = - / (capitals are lower-cased first). */
+export const USERNAME_PATTERN = /^[a-z0-9._=\-/]+$/;
+/** The spec limits events to 64 KiB; the envelope (IDs, hashes, signatures) takes about 2 KiB of it. */
+export const MAX_MESSAGE_CONTENT_BYTES = 65_536 - 2_048;
+
+/** "event exceeds 65536 bytes" → "Event exceeds 65536 bytes." */
+function sentence(text: string): string {
+  const trimmed = text.trim();
+  if (!trimmed) return 'Something went wrong.';
+  return trimmed[0]!.toUpperCase() + trimmed.slice(1) + (/[.!?]$/.test(trimmed) ? '' : '.');
+}
+
+/** An error in words a person can act on, never a bare code. */
 function describeError(error: unknown): string {
-  if (error instanceof MatrixApiError) return `${error.message} (${error.errcode})`;
-  return error instanceof Error ? error.message : String(error);
+  if (error instanceof MatrixApiError) {
+    const words: Record<string, string> = {
+      M_USER_IN_USE: 'That username is taken. Choose another, or sign in to it.',
+      M_INVALID_USERNAME: 'Usernames may use only the letters a\u2013z, digits and . _ = - /.',
+      M_EXCLUSIVE: 'That username is reserved. Choose another.',
+      M_LIMIT_EXCEEDED: 'Too many attempts in a short time. Wait a moment and try again.',
+      M_TOO_LARGE: 'This is too large for the homeserver to accept.',
+      M_UNKNOWN_TOKEN: 'You were signed out. Sign in again.',
+      M_WEAK_PASSWORD: 'That password is too weak. Choose a longer one.',
+    };
+    if (words[error.errcode]) return words[error.errcode]!;
+    if (error.status === 502 || error.status === 504) return 'The other server could not be reached: it is offline, or not known to any of your peers yet.';
+    if (error.status === 503) return 'Your homeserver is busy starting or moving to another tab. Try again in a moment.';
+    return sentence(error.message);
+  }
+  // fetch itself failed: the service worker or the core is not answering.
+  if (error instanceof TypeError) return 'Could not reach your homeserver in this browser. Try again in a moment.';
+  return sentence(error instanceof Error ? error.message : String(error));
+}
+
+/** A join that failed, said plainly: most often the room's server cannot be reached or does not know the room. */
+function describeJoinError(error: unknown, target: string): string {
+  const server = target.includes(':') ? serverOf(target) : '';
+  if (error instanceof MatrixApiError && (error.status === 502 || error.status === 504)) {
+    return `Could not reach the server of ${target.replace(server, shortServerName(server))}: it is offline or not found yet. You have not joined.`;
+  }
+  if (error instanceof MatrixApiError && error.errcode === 'M_NOT_FOUND') {
+    // A remote alias that does not resolve: its server has none such, or could not be asked; the core cannot tell which.
+    return `No room ${target.replace(server, shortServerName(server))} was found: its server has no such room, or could not be reached. You have not joined.`;
+  }
+  if (error instanceof MatrixApiError && error.errcode === 'M_FORBIDDEN') return `You may not join ${target}: you need an invite. ${sentence(error.message)}`;
+  return `Could not join: ${describeError(error)}`;
 }
 
 /** An invite failure in words: most often the invitee's server is not reachable (a 502 from ours). */
@@ -36,7 +79,8 @@ function describeInviteError(error: unknown, userId: string): string {
     return `Could not reach the server of ${shortUserId(userId)}: it is offline or not found yet. Try again once it is listed under Peers.`;
   }
   if (error instanceof MatrixApiError && error.errcode === 'M_INVALID_PARAM') return `\u201c${userId}\u201d is not a Matrix ID (it looks like @name:server).`;
-  return describeError(error);
+  if (error instanceof MatrixApiError && error.errcode === 'M_NOT_FOUND') return `No user ${shortUserId(userId)} was found. Check the ID. Nobody was invited.`;
+  return `Could not invite ${shortUserId(userId)}: ${describeError(error)}`;
 }
 
 /** How often the pending marks are refreshed while something waits. */
@@ -148,12 +192,20 @@ export class App {
 
   // ------------------------------------------------------------------ account
 
+  /** What was typed on the account screen, kept when switching between sign-in and create-account. */
+  private readonly accountDraft = { username: '', password: '', confirm: '' };
+
   private showAccountForm(mode: 'register' | 'login'): void {
     this.account.replaceChildren();
     this.p2pPanel.showIdentity(undefined);
+    const draft = this.accountDraft;
     const error = h('p', { class: 'error', role: 'alert' });
-    const username = h('input', { id: 'username', name: 'username', autocomplete: 'username', required: true });
-    const password = h('input', { id: 'password', name: 'password', type: 'password', autocomplete: mode === 'register' ? 'new-password' : 'current-password', required: true });
+    const username = h('input', { id: 'username', name: 'username', autocomplete: 'username', required: true, value: draft.username, 'aria-describedby': mode === 'register' ? 'username-hint' : undefined });
+    const password = h('input', { id: 'password', name: 'password', type: 'password', autocomplete: mode === 'register' ? 'new-password' : 'current-password', required: true, value: draft.password });
+    const confirm = h('input', { id: 'password-confirm', name: 'password-confirm', type: 'password', autocomplete: 'new-password', required: true, value: draft.confirm });
+    username.oninput = () => (draft.username = username.value);
+    password.oninput = () => (draft.password = password.value);
+    confirm.oninput = () => (draft.confirm = confirm.value);
     const submit = h('button', { type: 'submit', class: 'primary' }, mode === 'register' ? 'Create account' : 'Sign in');
     const form = h(
       'form',
@@ -161,16 +213,27 @@ export class App {
         class: 'card auth',
         onsubmit: async (event: Event) => {
           event.preventDefault();
-          submit.disabled = true;
           error.textContent = '';
+          // Matrix user IDs are lower case: take "Alice" as "alice", refuse what no localpart may hold.
+          const name = username.value.trim().replace(/^@/, '').replace(/:.*$/, '').toLowerCase();
+          if (mode === 'register' && !USERNAME_PATTERN.test(name)) {
+            error.textContent = 'Usernames may use only the letters a\u2013z, digits and . _ = - / (no spaces).';
+            return username.focus();
+          }
+          if (mode === 'register' && password.value !== confirm.value) {
+            error.textContent = 'The two passwords do not match. Type the same password in both fields.';
+            return confirm.focus();
+          }
+          submit.disabled = true;
           try {
-            const session = mode === 'register' ? await this.api.register(username.value, password.value) : await this.api.login(username.value, password.value);
+            const session = mode === 'register' ? await this.api.register(name, password.value) : await this.api.login(name, password.value);
+            draft.username = draft.password = draft.confirm = '';
             saveSession(session);
             // Ask the browser not to evict this origin's data under storage pressure: it is a homeserver.
             void navigator.storage?.persist?.().catch(() => false);
             this.showChat(session);
           } catch (e) {
-            error.textContent = describeError(e);
+            error.textContent = mode === 'login' && e instanceof MatrixApiError && e.errcode === 'M_FORBIDDEN' ? 'Wrong username or password.' : describeError(e);
             submit.disabled = false;
           }
         },
@@ -185,8 +248,11 @@ export class App {
       ),
       h('label', { for: 'username' }, 'Username'),
       username,
+      mode === 'register' ? h('p', { id: 'username-hint', class: 'hint field-hint' }, 'Letters a\u2013z, digits and . _ = - /; capitals become lower case.') : null,
       h('label', { for: 'password' }, 'Password'),
       password,
+      mode === 'register' ? h('label', { for: 'password-confirm' }, 'Confirm password') : null,
+      mode === 'register' ? confirm : null,
       error,
       submit,
       h(
@@ -196,7 +262,7 @@ export class App {
       ),
     );
     this.main.replaceChildren(form);
-    username.focus();
+    (username.value ? password : username).focus();
   }
 
   // --------------------------------------------------------------------- chat
@@ -216,6 +282,8 @@ export class App {
   private readonly demoInvitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server (optional)', 'aria-label': 'Invite to the demo room' });
   private readonly demoError = h('p', { class: 'error', role: 'alert' });
   private readonly inviteLinkNotice = h('p', { class: 'invite-notice', role: 'status' });
+  /** The member list starts open on wide screens, folded at phone width (the invite form shows either way). */
+  private membersOpen = !matchMedia('(max-width: 760px)').matches;
 
   private showChat(session: Session): void {
     this.api.session = session;
@@ -231,7 +299,26 @@ export class App {
       'nav',
       { class: 'sidebar' },
       h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.selectRoom(await this.api.createRoom(newRoomName.value), () => (newRoomName.value = ''))) }, newRoomName, h('button', { type: 'submit' }, 'Create')),
-      h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.selectRoom(await this.api.join(joinId.value.trim()), () => (joinId.value = ''))) }, joinId, h('button', { type: 'submit' }, 'Join')),
+      h(
+        'form',
+        {
+          class: 'inline',
+          onsubmit: (e: Event) =>
+            this.guard(e, async () => {
+              const target = joinId.value.trim();
+              let roomId: string;
+              try {
+                roomId = await this.api.join(target);
+              } catch (error) {
+                // Kept in the field, and said plainly: the join did not happen.
+                throw new Error(describeJoinError(error, target));
+              }
+              this.selectRoom(roomId, () => (joinId.value = ''));
+            }),
+        },
+        joinId,
+        h('button', { type: 'submit' }, 'Join'),
+      ),
       this.sidebarError,
       this.p2pPanel.element,
       h('h3', {}, 'Rooms'),
@@ -396,7 +483,7 @@ export class App {
           { class: 'invite' },
           h('span', { class: 'name' }, store.roomName(room)),
           h('span', { class: 'hint' }, `invited by ${room.inviter ?? 'someone'}`),
-          h('button', { onclick: () => void this.api.join(room.id).then(() => this.selectRoom(room.id)).catch((e) => (this.sidebarError.textContent = describeError(e))) }, 'Accept'),
+          h('button', { onclick: () => void this.api.join(room.id).then(() => this.selectRoom(room.id)).catch((e) => (this.sidebarError.textContent = describeJoinError(e, room.id))) }, 'Accept'),
           h('button', { class: 'link', onclick: () => void this.api.leave(room.id).catch((e) => (this.sidebarError.textContent = describeError(e))) }, 'Decline'),
         );
       }
@@ -457,9 +544,18 @@ export class App {
       items.push(
         h(
           'li',
-          { class: echo.failed ? 'event pending failed' : 'event pending' },
+          { class: echo.failed ? 'event pending failed' : 'event pending', 'data-txn-id': echo.txnId },
           h('div', { class: 'meta' }, h('span', { class: 'sender' }, store.displayName(room, store.userId)), h('span', { class: 'time' }, echo.failed ? 'not sent' : 'sending\u2026')),
           h('div', { class: 'body' }, echo.body),
+          echo.failed
+            ? h(
+                'div',
+                { class: 'send-failure' },
+                h('span', { class: 'send-error', role: 'alert' }, echo.error ?? 'Not sent.'),
+                h('button', { type: 'button', class: 'small', onclick: () => this.sendEcho(room, echo) }, 'Retry'),
+                h('button', { type: 'button', class: 'small link', onclick: () => this.deleteEcho(room, echo) }, 'Delete'),
+              )
+            : null,
         ),
       );
     }
@@ -472,8 +568,11 @@ export class App {
     const invitee = this.inviteInput;
     const inviteError = this.inviteError;
     const members = store.joinedMembers(room);
-    this.memberPane.replaceChildren(
-      h('h3', {}, `Members (${members.length})`),
+    // A <details>, so on a narrow screen the list folds under the room and opens on a tap; kept open or shut across renders.
+    const memberDetails = h(
+      'details',
+      { class: 'member-details', open: this.membersOpen, ontoggle: () => (this.membersOpen = memberDetails.open) },
+      h('summary', {}, h('h3', {}, `Members (${members.length})`)),
       h(
         'ul',
         { class: 'member-list' },
@@ -481,6 +580,9 @@ export class App {
           h('li', { title: member.userId }, h('span', { class: 'name' }, store.displayName(room, member.userId)), member.userId === store.userId ? h('span', { class: 'hint' }, ' (you)') : null, member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null),
         ),
       ),
+    );
+    this.memberPane.replaceChildren(
+      memberDetails,
       h(
         'form',
         {
@@ -550,8 +652,28 @@ export class App {
     this.stopTyping(room.id);
     const echo = { txnId: this.api.newTxnId(), body } as Room['localEchoes'][number];
     room.localEchoes.push(echo);
+    this.sendEcho(room, echo);
+  }
+
+  /** A failed message is dropped only when the person says so; its text stays until then. */
+  private deleteEcho(room: Room, echo: Room['localEchoes'][number]): void {
+    room.localEchoes = room.localEchoes.filter((e) => e !== echo);
     this.renderRoom();
-    this.api.sendText(room.id, body, echo.txnId).then(
+  }
+
+  /** Sends (or resends, with the same transaction ID, so it is applied once) a local echo. */
+  private sendEcho(room: Room, echo: Room['localEchoes'][number]): void {
+    echo.failed = false;
+    echo.error = undefined;
+    // The homeserver would refuse it (events are limited to 64 KiB): say so without trying.
+    const size = new TextEncoder().encode(JSON.stringify({ msgtype: 'm.text', body: echo.body })).length;
+    if (size > MAX_MESSAGE_CONTENT_BYTES) {
+      echo.failed = true;
+      echo.error = `Message too large: it is ${formatBytes(size)}, and a message can be at most ${formatBytes(MAX_MESSAGE_CONTENT_BYTES)}. Shorten it or split it.`;
+      return this.renderRoom();
+    }
+    this.renderRoom();
+    this.api.sendText(room.id, echo.body, echo.txnId).then(
       (eventId) => {
         echo.eventId = eventId;
         void this.refreshPending();
@@ -559,8 +681,9 @@ export class App {
         if (room.timeline.some((e) => e.event_id === eventId)) room.localEchoes = room.localEchoes.filter((e) => e !== echo);
         this.renderRoom();
       },
-      () => {
+      (error) => {
         echo.failed = true;
+        echo.error = error instanceof MatrixApiError && error.errcode === 'M_TOO_LARGE' ? 'Message too large: the homeserver refused it. Shorten it or split it.' : `Not sent. ${describeError(error)}`;
         this.renderRoom();
       },
     );

@@ -12,6 +12,8 @@ export interface LocalEcho {
   body: string;
   eventId?: string;
   failed?: boolean;
+  /** Why it was not sent, in words (shown beside Retry and Delete). */
+  error?: string;
 }
 
 export interface Room {

@@ -70,7 +70,9 @@ export async function storedSession(page: Page): Promise<{ userId: string; acces
 /** Creates the first account through the UI, as a person would. */
 export async function registerThroughUi(page: Page, username: string, password = 'correct horse battery staple'): Promise<void> {
   await page.getByLabel('Username').fill(username);
-  await page.getByLabel('Password').fill(password);
+  await page.getByLabel('Password', { exact: true }).fill(password);
+  // Account creation asks for the password twice.
+  await page.getByLabel('Confirm password').fill(password);
   await page.getByRole('button', { name: 'Create account' }).click();
   await page.getByLabel('New room name').waitFor();
 }

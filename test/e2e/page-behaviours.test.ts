@@ -1,0 +1,180 @@
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createRoomThroughUi, openHearth, sendThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+
+// Issue 13, the page as people use it: account creation that says what it takes, sends
+// that fail and say why, joins and invites that cannot reach the other server, and a
+// phone-width screen where everything stays reachable.
+
+let site: HearthSite;
+let context: BrowserContext;
+let page: Page;
+const PASSWORD = 'correct horse battery staple';
+/** A server name nobody runs: 64 hex digits, like every Hearth server's. */
+const NOWHERE = 'ab'.repeat(32);
+/** Codes are for programs: what a person reads never shows one. */
+const NO_ERRCODE = /M_[A-Z_]{3,}/;
+
+beforeAll(async () => {
+  site = await startSite(inject('hearthDist'));
+  context = await site.browser.newContext();
+  page = await openHearth(context, site.server.url + '/');
+});
+
+afterAll(async () => {
+  await context?.close();
+  await site?.close();
+});
+
+describe('creating an account and signing in', () => {
+  it('hints at the allowed characters, asks for the password twice, and keeps what was typed across sign-in and create-account', async () => {
+    expect(await page.locator('#username-hint').textContent()).toContain('a\u2013z, digits and . _ = - /');
+    await page.getByLabel('Username').fill('Dora');
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByRole('button', { name: 'I already have an account here' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    expect(await page.getByLabel('Username').inputValue()).toBe('Dora');
+    expect(await page.getByLabel('Password', { exact: true }).inputValue()).toBe(PASSWORD);
+    expect(await page.getByLabel('Confirm password').count()).toBe(0);
+    await page.getByRole('button', { name: 'Create a new account instead' }).click();
+    await page.getByRole('heading', { name: 'Create your account' }).waitFor();
+    expect(await page.getByLabel('Username').inputValue()).toBe('Dora');
+
+    await page.getByLabel('Confirm password').fill('something else');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.locator('.auth .error', { hasText: 'The two passwords do not match' }).waitFor();
+
+    await page.getByLabel('Username').fill('dora smith');
+    await page.getByLabel('Confirm password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.locator('.auth .error', { hasText: 'Usernames may use only' }).waitFor();
+
+    // Capitals are lower-cased, as the hint says.
+    await page.getByLabel('Username').fill('Dora');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.getByLabel('New room name').waitFor();
+    expect(await page.locator('.user-id').getAttribute('title')).toMatch(/^@dora:/);
+  });
+
+  it('errors read as sentences: a taken name, a wrong password', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await page.getByLabel('Username').fill('dora');
+    await page.getByLabel('Password', { exact: true }).fill('not the password');
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    const error = page.locator('.auth .error');
+    await error.filter({ hasText: 'Wrong username or password.' }).waitFor();
+
+    await page.getByRole('button', { name: 'Create a new account instead' }).click();
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByLabel('Confirm password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await error.filter({ hasText: 'That username is taken' }).waitFor();
+    expect(await error.textContent()).not.toMatch(NO_ERRCODE);
+
+    await page.getByRole('button', { name: 'I already have an account here' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByLabel('New room name').waitFor();
+  });
+});
+
+describe('a send that fails', () => {
+  beforeAll(async () => {
+    await createRoomThroughUi(page, 'Behaviours');
+  });
+
+  it('too large: says so before trying, keeps the text, and offers retry and delete', async () => {
+    const huge = 'x'.repeat(70_000);
+    await page.getByLabel('Message').fill(huge);
+    await page.getByRole('button', { name: 'Send' }).click();
+    const failed = page.locator('.event.failed');
+    await failed.locator('.send-error', { hasText: 'Message too large' }).waitFor();
+    expect(await failed.locator('.send-error').textContent()).toMatch(/at most 62 KB/);
+    expect((await failed.locator('.body').textContent())!.length).toBe(huge.length);
+    await failed.getByRole('button', { name: 'Retry' }).waitFor();
+    await failed.getByRole('button', { name: 'Delete' }).click();
+    await failed.waitFor({ state: 'detached' });
+  });
+
+  it('the homeserver cannot be reached: says why; Retry sends it once it can', async () => {
+    // Fail this page's sends as a stopped core would (fetch rejects), then let them through.
+    await page.evaluate(() => {
+      const real = window.fetch;
+      (window as any).hearthFailSends = true;
+      window.fetch = (input, init) =>
+        (window as any).hearthFailSends && String(input instanceof Request ? input.url : input).includes('/send/') ? Promise.reject(new TypeError('Failed to fetch')) : real(input, init);
+    });
+    await page.getByLabel('Message').fill('try again later');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const failed = page.locator('.event.failed');
+    await failed.locator('.send-error', { hasText: 'Could not reach your homeserver' }).waitFor();
+    expect(await failed.locator('.body').textContent()).toBe('try again later');
+    await page.evaluate(() => ((window as any).hearthFailSends = false));
+    await failed.getByRole('button', { name: 'Retry' }).click();
+    await page.locator('.event:not(.pending) .body', { hasText: 'try again later' }).waitFor();
+    expect(await page.locator('.event.failed').count()).toBe(0);
+  });
+});
+
+describe('another server that cannot be reached', () => {
+  it('a join says so plainly, keeps the address and joins nothing', async () => {
+    const rooms = await page.locator('.room-item').count();
+    await page.getByLabel('Room ID to join').fill(`#lobby:${NOWHERE}`);
+    await page.getByRole('button', { name: 'Join' }).click();
+    const error = page.locator('.sidebar > .error');
+    await error.filter({ hasText: 'You have not joined' }).waitFor();
+    expect(await error.textContent()).not.toMatch(NO_ERRCODE);
+    expect(await page.getByLabel('Room ID to join').inputValue()).toBe(`#lobby:${NOWHERE}`);
+    expect(await page.locator('.room-item').count()).toBe(rooms);
+    // By room ID, through a server nobody can reach.
+    await page.getByLabel('Room ID to join').fill(`!somewhere:${NOWHERE}`);
+    await page.getByRole('button', { name: 'Join' }).click();
+    await error.filter({ hasText: `!somewhere:` }).filter({ hasText: 'You have not joined' }).waitFor();
+    expect(await error.textContent()).not.toMatch(NO_ERRCODE);
+    expect(await page.locator('.room-item').count()).toBe(rooms);
+  });
+
+  it('an invite says so plainly and invites nobody', async () => {
+    const invitee = `@zed:${NOWHERE}`;
+    await page.getByLabel('User ID to invite').fill(invitee);
+    await page.getByRole('button', { name: 'Invite' }).click();
+    const error = page.locator('.members .error');
+    await error.filter({ hasText: 'Could not reach the server of @zed:' }).waitFor();
+    expect(await error.textContent()).not.toMatch(NO_ERRCODE);
+    expect(await page.getByLabel('User ID to invite').inputValue()).toBe(invitee);
+    expect(await page.locator('.member-list li', { hasText: 'zed' }).count()).toBe(0);
+  });
+});
+
+describe('a narrow screen (390 px)', () => {
+  it('header, sign-out, members and invite are all reachable, with nothing off the side', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    await phone.goto(site.server.url + '/');
+    await phone.getByLabel('New room name').waitFor();
+    await phone.locator('.room-item', { hasText: 'Behaviours' }).click();
+    await sendThroughUi(phone, 'from the phone');
+
+    const inView = async (selector: string) => {
+      const box = await phone.locator(selector).first().boundingBox();
+      return box !== null && box.x >= 0 && box.x + box.width <= 390 && box.y >= 0 && box.y + box.height <= 844;
+    };
+    expect(await inView('.topbar .brand')).toBe(true);
+    expect(await inView('.topbar .status')).toBe(true);
+    expect(await inView('.account button')).toBe(true);
+    expect(await phone.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+
+    // The member list is folded under the room and opens on a tap; the invite form shows either way.
+    await phone.locator('.member-details summary').click();
+    await phone.locator('.member-list li', { hasText: 'dora' }).waitFor();
+    const invite = phone.getByLabel('User ID to invite');
+    await invite.scrollIntoViewIfNeeded();
+    expect(await inView('#invite-user-id')).toBe(true);
+    expect(await inView('.members button[type="submit"]')).toBe(true);
+    expect(await inView('#composer')).toBe(true);
+
+    await phone.getByRole('button', { name: 'Sign out' }).click();
+    await phone.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await phone.close();
+  });
+});

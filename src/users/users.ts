@@ -361,9 +361,12 @@ export class Users {
       const rules = { ...(data?.global ?? {}) };
       for (const [kind, list] of Object.entries(rules)) {
         if (!Array.isArray(list)) continue;
-        const copies = list.filter((r) => !r['default'] && forRoom(r)).map(moved).filter((copy) => !list.some((r) => r.rule_id === copy.rule_id));
-        // New rules go before older ones of their kind, as the client API adds them.
-        rules[kind] = [...copies, ...list];
+        // Each copy goes just before its original, so it keeps the same place among the rules.
+        rules[kind] = list.flatMap((rule) => {
+          if (rule['default'] || !forRoom(rule)) return [rule];
+          const copy = moved(rule);
+          return list.some((r) => r.rule_id === copy.rule_id) ? [rule] : [copy, rule];
+        });
       }
       return { ...(data ?? {}), global: rules };
     });

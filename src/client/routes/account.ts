@@ -380,6 +380,11 @@ export function accountRoutes(app: Hono<Env>): void {
 
   on(app, 'GET', '/pushrules/', async (c) => c.json({ global: await ruleset(c, (await requireSession(c)).userId) }));
   on(app, 'GET', '/pushrules/global/', async (c) => c.json(await ruleset(c, (await requireSession(c)).userId)));
+  // One kind's rules, in order (as Synapse answers `/pushrules/global/room/`).
+  on(app, 'GET', '/pushrules/global/:kind/', async (c) => {
+    const session = await requireSession(c);
+    return c.json((await ruleset(c, session.userId))[parseKind(c.req.param('kind')!)]);
+  });
   on(app, 'GET', '/pushrules/global/:kind/:ruleId', async (c) => {
     const session = await requireSession(c);
     return c.json(findRule(await ruleset(c, session.userId), parseKind(c.req.param('kind')!), c.req.param('ruleId')!));
@@ -400,9 +405,11 @@ export function accountRoutes(app: Hono<Env>): void {
       if (kind === 'room') rule.conditions = [{ kind: 'event_match', key: 'room_id', pattern: ruleId }];
       if (kind === 'sender') rule.conditions = [{ kind: 'event_match', key: 'user_id', pattern: ruleId }];
       const list = rules[kind].filter((r) => r.rule_id !== ruleId);
-      // User rules sort before the server-default ones of the same kind.
-      let index = list.findIndex((r) => r.default);
-      if (index === -1) index = list.length;
+      // A new rule goes first among the user's rules of its kind (newest first, as Synapse), which sit
+      // before the server-default rules, except that .m.rule.master stays ahead of every override.
+      const firstOwn = list.findIndex((r) => !r.default);
+      const firstDefault = list.findIndex((r) => r.default && r.rule_id !== '.m.rule.master');
+      let index = firstOwn !== -1 ? firstOwn : firstDefault !== -1 ? firstDefault : list.length;
       if (before) index = list.findIndex((r) => r.rule_id === before);
       if (after) index = list.findIndex((r) => r.rule_id === after) + 1;
       if (index < 0 || (after && index === 0)) throw notFound('before/after rule not found');

@@ -64,6 +64,15 @@ export class Receipts {
     );
   }
 
+  /** A user's read receipts (public and private) in a room, by thread ID ('' for unthreaded ones). */
+  async readReceiptsByThread(roomId: string, userId: string): Promise<{ threadId: string; eventId: string }[]> {
+    const rows = await this.db.all<{ thread_id: string; event_id: string }>(
+      "SELECT thread_id, event_id FROM receipts WHERE room_id = ? AND user_id = ? AND receipt_type IN ('m.read', 'm.read.private')",
+      [roomId, userId],
+    );
+    return rows.map((r) => ({ threadId: r.thread_id, eventId: r.event_id }));
+  }
+
   async latestFor(roomId: string, userId: string): Promise<string | undefined> {
     const row = await this.db.get<{ event_id: string }>(
       "SELECT event_id FROM receipts WHERE room_id = ? AND user_id = ? AND receipt_type IN ('m.read', 'm.read.private') ORDER BY stream_id DESC LIMIT 1",

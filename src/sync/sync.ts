@@ -69,6 +69,8 @@ export interface JoinedRoom {
   account_data: { events: Record<string, unknown>[] };
   summary: Record<string, unknown>;
   unread_notifications: UnreadCounts;
+  /** With a timeline filter's `unread_thread_notifications`: counts of threads with notifications, by root. */
+  unread_thread_notifications?: Record<string, UnreadCounts>;
 }
 
 export interface LeftRoom {
@@ -347,8 +349,15 @@ export class Sync {
       account_data: { events: accountData },
       // Incremental syncs carry the summary when membership changed in them: the counts and heroes may have.
       summary: since && !fullState && ![...stateEvents, ...events].some((e) => e.event.type === 'm.room.member') ? {} : await this.summary(roomId, viewer.userId),
-      unread_notifications: await this.push.unread(roomId, viewer.userId, upTo.stream, pushRules),
+      ...(await this.unreadCounts(roomId, viewer.userId, upTo.stream, pushRules, filter.room?.timeline?.unread_thread_notifications === true)),
     };
+  }
+
+  /** A joined room's unread counts: the room's, or the main timeline's and each thread's when the filter asks. */
+  private async unreadCounts(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined, byThread: boolean): Promise<Pick<JoinedRoom, 'unread_notifications' | 'unread_thread_notifications'>> {
+    if (!byThread) return { unread_notifications: await this.push.unread(roomId, userId, upTo, rules) };
+    const { main, threads } = await this.push.threadedUnread(roomId, userId, upTo, rules);
+    return Object.keys(threads).length > 0 ? { unread_notifications: main, unread_thread_notifications: threads } : { unread_notifications: main };
   }
 
   private async leftRoom(

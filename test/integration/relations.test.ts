@@ -150,3 +150,126 @@ describe('annotations', () => {
     await react(bob, parent, '👍');
   });
 });
+
+describe('/threads', () => {
+  it('lists thread roots by latest activity, newest first, with include=participated and pagination', async () => {
+    const room = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { preset: 'public_chat' } })).body.room_id;
+    expect((await api(server, 'POST', `${V3}/join/${enc(room)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const aliceRoot = await say(alice, 'alice starts a thread', {}, room);
+    const bobRoot = await say(bob, 'bob starts a thread', {}, room);
+    const quiet = await say(bob, 'a thread nobody else joins', {}, room);
+    await say(bob, 'bob replies to himself', inThread(quiet), room);
+    await say(bob, 'bob replies to alice', inThread(aliceRoot), room);
+    await say(bob, 'bob replies to bob', inThread(bobRoot), room);
+    const latest = await say(alice, 'alice replies to bob', inThread(bobRoot), room);
+    const threads = (query: string, account = alice) => api(server, 'GET', `${V1}/rooms/${enc(room)}/threads${query}`, { token: account.accessToken });
+
+    const all = await threads('');
+    expect(all.status).toBe(200);
+    expect(all.body.chunk.map((e: any) => e.event_id)).toEqual([bobRoot, aliceRoot, quiet]);
+    const summary = all.body.chunk[0].unsigned['m.relations']['m.thread'];
+    expect(summary.count).toBe(2);
+    expect(summary.latest_event.event_id).toBe(latest);
+    expect(summary.current_user_participated).toBe(true);
+    expect(all.body.chunk[2].unsigned['m.relations']['m.thread'].current_user_participated).toBe(false);
+
+    const participated = await threads('?include=participated');
+    expect(participated.body.chunk.map((e: any) => e.event_id)).toEqual([bobRoot, aliceRoot]);
+    expect((await threads('?include=participated', bob)).body.chunk.map((e: any) => e.event_id)).toEqual([bobRoot, aliceRoot, quiet]);
+
+    const first = await threads('?limit=2');
+    expect(first.body.chunk.map((e: any) => e.event_id)).toEqual([bobRoot, aliceRoot]);
+    const second = await threads(`?limit=2&from=${enc(first.body.next_batch)}`);
+    expect(second.body.chunk.map((e: any) => e.event_id)).toEqual([quiet]);
+    expect(second.body.next_batch).toBeUndefined();
+
+    // The root in /relations' view, and the thread's events by rel type.
+    expect((await relations(alice, bobRoot, '', '/m.thread', room)).body.chunk.map((e: any) => e.event_id)[0]).toBe(latest);
+    for (const query of ['?include=mine', '?limit=0', '?from=x']) {
+      const response = await threads(query);
+      expect(response.status, query).toBe(400);
+      expect(response.body.errcode, query).toMatch(/^M_/);
+    }
+    const outsider = await register(server, 'outsider');
+    expect((await threads('', outsider)).status).toBe(403);
+  });
+});
+
+describe('threaded receipts and read markers', () => {
+  const receipt = (account: Account, type: string, eventId: string, body: Record<string, unknown>, room = roomId) =>
+    api(server, 'POST', `${V3}/rooms/${enc(room)}/receipt/${type}/${enc(eventId)}`, { token: account.accessToken, body, unchecked: typeof body['thread_id'] !== 'string' && body['thread_id'] !== undefined });
+  const syncOf = (account: Account, query: string) => api(server, 'GET', `${V3}/sync?timeout=0${query}`, { token: account.accessToken });
+  const threadFilter = enc(JSON.stringify({ room: { timeline: { unread_thread_notifications: true } } }));
+
+  it('validates thread_id and counts unread notifications per thread', async () => {
+    const room = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { preset: 'public_chat' } })).body.room_id;
+    expect((await api(server, 'POST', `${V3}/join/${enc(room)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const root = await say(alice, 'root', {}, room);
+    const reply1 = await say(alice, 'in the thread 1', inThread(root), room);
+    await say(alice, 'in the thread 2', inThread(root), room);
+    const main = await say(alice, 'in the main timeline', {}, room);
+
+    for (const [type, eventId, body] of [
+      ['m.read', main, { thread_id: '' }],
+      ['m.read', main, { thread_id: 42 }],
+      ['m.read', main, { thread_id: 'elsewhere' }],
+      ['m.fully_read', main, { thread_id: 'main' }],
+      ['m.read', reply1, { thread_id: 'main' }],
+      ['m.read', main, { thread_id: root }],
+    ] as const) {
+      const response = await receipt(bob, type, eventId, body, room);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(response.body.errcode).toBe('M_INVALID_PARAM');
+    }
+
+    // Bob has read nothing: two in the thread, the root and one in the main timeline.
+    let synced = await syncOf(bob, `&filter=${threadFilter}`);
+    let joined = synced.body.rooms.join[room];
+    expect(joined.unread_notifications.notification_count).toBe(2);
+    expect(joined.unread_thread_notifications).toEqual({ [root]: { notification_count: 2, highlight_count: 0 } });
+    // Without the filter flag, one count for the room.
+    expect((await syncOf(bob, '')).body.rooms.join[room].unread_notifications.notification_count).toBe(4);
+
+    expect((await receipt(bob, 'm.read', reply1, { thread_id: root }, room)).status).toBe(200);
+    expect((await receipt(bob, 'm.read', main, { thread_id: 'main' }, room)).status).toBe(200);
+    synced = await syncOf(bob, `&filter=${threadFilter}`);
+    joined = synced.body.rooms.join[room];
+    expect(joined.unread_notifications.notification_count).toBe(0);
+    expect(joined.unread_thread_notifications).toEqual({ [root]: { notification_count: 1, highlight_count: 0 } });
+    const receipts = joined.ephemeral.events.find((e: any) => e.type === 'm.receipt').content;
+    expect(receipts[reply1]['m.read'][bob.userId].thread_id).toBe(root);
+    expect(receipts[main]['m.read'][bob.userId].thread_id).toBe('main');
+  });
+
+  it('POST /read_markers sets m.fully_read and both receipts; the private one reaches no one else', async () => {
+    const event = await say(alice, 'read me');
+    const aliceSince = (await syncOf(alice, '')).body.next_batch;
+    const marked = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/read_markers`, {
+      token: bob.accessToken,
+      body: { 'm.fully_read': event, 'm.read.private': event },
+    });
+    expect(marked.status).toBe(200);
+    const bobs = (await syncOf(bob, '')).body.rooms.join[roomId];
+    expect(bobs.account_data.events.find((e: any) => e.type === 'm.fully_read')?.content).toEqual({ event_id: event });
+    const own = bobs.ephemeral.events.find((e: any) => e.type === 'm.receipt')?.content;
+    expect(own[event]['m.read.private'][bob.userId]).toBeDefined();
+
+    const alices = (await syncOf(alice, `&since=${aliceSince}`)).body.rooms?.join?.[roomId];
+    const seen = JSON.stringify(alices?.ephemeral?.events ?? []);
+    expect(seen).not.toContain('m.read.private');
+    expect(seen).not.toContain(bob.userId);
+    const initial = JSON.stringify((await syncOf(alice, '')).body.rooms.join[roomId].ephemeral.events);
+    expect(initial).not.toContain('m.read.private');
+
+    // A public receipt by the same call is seen.
+    const since = (await syncOf(alice, '')).body.next_batch;
+    expect((await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/read_markers`, { token: bob.accessToken, body: { 'm.read': event } })).status).toBe(200);
+    const after = (await syncOf(alice, `&since=${since}`)).body.rooms.join[roomId];
+    expect(after.ephemeral.events.find((e: any) => e.type === 'm.receipt').content[event]['m.read'][bob.userId]).toBeDefined();
+
+    const bad = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/read_markers`, { token: bob.accessToken, body: { 'm.read': 42 }, unchecked: true });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errcode).toMatch(/^M_/);
+    expect((await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/read_markers`, { token: bob.accessToken, body: { 'm.read': '$nope:example.org' } })).status).toBe(404);
+  });
+});

@@ -490,14 +490,27 @@ export function roomRoutes(app: Hono<Env>): void {
     const roomId = requireRoomId(c);
     const type = c.req.param('receiptType')!;
     const eventId = c.req.param('eventId')!;
-    const body = await parseBody(c, z.object({ thread_id: z.string().optional() }).loose(), { allowEmpty: true });
+    const body = await parseBody(c, z.object({ thread_id: z.unknown().optional() }).loose(), { allowEmpty: true });
     const services = c.get('services');
     if (!['m.read', 'm.read.private', 'm.fully_read'].includes(type)) throw invalidParam(`unknown receipt type ${type}`);
+    const threadId = body.thread_id;
+    // client-server §Threaded read receipts: `main` or a thread root's ID, never for m.fully_read.
+    if (threadId !== undefined) {
+      if (typeof threadId !== 'string' || threadId === '') throw invalidParam('thread_id field must be a non-empty string');
+      if (type === 'm.fully_read') throw invalidParam('thread_id is not allowed for m.fully_read');
+      if (threadId !== 'main' && !threadId.startsWith('$')) throw invalidParam('thread_id must be main or a thread root event ID');
+    }
     await requireJoined(c, roomId, session.userId);
     const target = await services.rooms.getEvent(eventId);
     if (!target || target.event.room_id !== roomId) throw notFound('Event not found');
+    if (threadId !== undefined) {
+      // The event must be in that thread (its root belongs to it, and to the main timeline).
+      const thread = (await services.rooms.relations.threadsOf([target.nid])).get(target.nid);
+      const related = threadId === 'main' ? thread === undefined : thread === threadId || eventId === threadId;
+      if (!related) throw invalidParam(`event ${eventId} is not in thread ${threadId}`);
+    }
     if (type === 'm.fully_read') await services.users.putAccountData(session.userId, roomId, 'm.fully_read', { event_id: eventId });
-    else await services.sync.receipts.put(roomId, session.userId, type, eventId, body.thread_id ?? '');
+    else await services.sync.receipts.put(roomId, session.userId, type, eventId, (threadId as string | undefined) ?? '');
     return c.json({});
   });
 

@@ -15,8 +15,11 @@ export const MAX_FEDERATION_BODY_BYTES = 4 * 1024 * 1024;
 
 const unauthorized = (message: string) => new MatrixError(401, 'M_UNAUTHORIZED', message);
 
-/** Paths served without X-Matrix: the key server and the version. */
-const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|federation\/v1\/version)\/?$/;
+/**
+ * Paths served without X-Matrix: the key server, the version, and OpenID's userinfo (asked by
+ * widgets and integration managers, which are not servers; the token is the credential).
+ */
+const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|federation\/v1\/version|federation\/v1\/openid\/userinfo)\/?$/;
 
 /**
  * The server-server API as one Request → Response function. Every request but the
@@ -65,6 +68,12 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
   app.get('/_matrix/key/v2/server', async (c) => c.json(await services.keyRing.serverKeys()));
   app.get('/_matrix/key/v2/server/:keyId', async (c) => c.json(await services.keyRing.serverKeys()));
   app.get('/_matrix/federation/v1/version', (c) => c.json({ server: { name: 'Hearth', version: '0.1.0' } }));
+  app.get('/_matrix/federation/v1/openid/userinfo', async (c) => {
+    const token = c.req.query('access_token');
+    const userId = token ? await services.users.openIdUser(token) : undefined;
+    if (!userId) throw new MatrixError(401, 'M_UNKNOWN_TOKEN', token ? 'The OpenID token is unknown or has expired' : 'access_token is required');
+    return c.json({ sub: userId });
+  });
 
   transactionRoutes(app);
   membershipRoutes(app);

@@ -83,5 +83,12 @@ export const usersSchema: ComponentSchema = {
         tx.run('CREATE TABLE erased_users (user_id TEXT PRIMARY KEY, erased_stream INTEGER NOT NULL) WITHOUT ROWID');
       },
     },
+    {
+      version: 4,
+      description: 'OpenID tokens, which other services exchange for the user ID',
+      up: (tx) => {
+        tx.run('CREATE TABLE openid_tokens (token_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL, expires_ts INTEGER NOT NULL) WITHOUT ROWID');
+      },
+    },
   ],
 };

@@ -57,6 +57,9 @@ export interface UsersOptions {
 }
 
 const DEVICE_ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
+/** How long an OpenID token is good for (Synapse: an hour). */
+const OPENID_TOKEN_LIFETIME_MS = 60 * 60 * 1000;
+
 const hashToken = (token: string) => encodeBase64Url(sha256(utf8(token)));
 
 /** Accounts, devices, access tokens, profiles, account data and filters. */
@@ -274,6 +277,27 @@ export class Users {
       }
     });
     if (options.erase) this.erasedCache.delete(userId);
+  }
+
+  /**
+   * A short-lived OpenID token (client-server §OpenID): proof of the user's identity that a
+   * widget or integration manager exchanges through federation's `/openid/userinfo`. Stored
+   * hashed, like access tokens; it grants nothing on the client API.
+   */
+  async createOpenIdToken(userId: string): Promise<{ token: string; expiresInMs: number }> {
+    const token = randomToken(this.options.random);
+    const now = this.options.now();
+    await this.options.db.transaction((tx) => {
+      tx.run('DELETE FROM openid_tokens WHERE expires_ts <= ?', [now]);
+      tx.run('INSERT INTO openid_tokens (token_hash, user_id, expires_ts) VALUES (?, ?, ?)', [hashToken(token), userId, now + OPENID_TOKEN_LIFETIME_MS]);
+    });
+    return { token, expiresInMs: OPENID_TOKEN_LIFETIME_MS };
+  }
+
+  /** The user an unexpired OpenID token was issued to. */
+  async openIdUser(token: string): Promise<string | undefined> {
+    const row = await this.options.db.get<{ user_id: string; expires_ts: number }>('SELECT user_id, expires_ts FROM openid_tokens WHERE token_hash = ?', [hashToken(token)]);
+    return row && row.expires_ts > this.options.now() ? row.user_id : undefined;
   }
 
   /** The stream position an account was erased at, if it was. */

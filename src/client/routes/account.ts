@@ -227,6 +227,14 @@ export function accountRoutes(app: Hono<Env>): void {
     return deleteDevices(c, body.devices, body.auth);
   });
 
+  on(app, 'POST', '/user/:userId/openid/request_token', async (c) => {
+    const session = await requireSession(c);
+    if (c.req.param('userId') !== session.userId) throw forbidden('You may only request OpenID tokens for yourself');
+    await parseBody(c, z.object({}).loose(), { allowEmpty: true });
+    const { token, expiresInMs } = await c.get('services').users.createOpenIdToken(session.userId);
+    return c.json({ access_token: token, token_type: 'Bearer', matrix_server_name: c.get('services').users.serverName, expires_in: Math.floor(expiresInMs / 1000) });
+  });
+
   // ------------------------------------------------------------ profile
 
   on(app, 'POST', '/user_directory/search', async (c) => {

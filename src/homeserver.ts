@@ -25,6 +25,9 @@ import type { MailboxLimits } from './mailbox/store.ts';
 import { updateMemberProfiles } from './rooms/profile-updates.ts';
 import { roomsSchema } from './rooms/schema.ts';
 import { Rooms } from './rooms/rooms.ts';
+import { searchSchema } from './search/schema.ts';
+import { SearchIndex } from './search/search-index.ts';
+import { Search } from './search/search.ts';
 import type { ComponentSchema, Database } from './storage/database.ts';
 import { streamSchema, type StreamChange } from './storage/stream.ts';
 import { syncSchema } from './sync/schema.ts';
@@ -33,7 +36,7 @@ import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, mailboxSchema, mediaSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, mailboxSchema, mediaSchema, searchSchema];
 
 /** A host with no federation transport (yet): every destination is unreachable. */
 const NO_TRANSPORT: FederationTransport = {
@@ -118,6 +121,10 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     resolveVerifyKey: (server, keyId) => federation.keyRing.verifyKey(server, keyId),
   });
   sync = new Sync(db, rooms, users, now);
+  // The search index is written inside each event's own write, through the room engine's hook.
+  const searchIndex = new SearchIndex(db);
+  rooms.setIndexer(searchIndex);
+  const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
   const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now });
   users.addDeviceListener(keys);
   sync.addExtension(keys);
@@ -193,6 +200,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     media,
     federation,
     memberships,
+    search,
     uia: new UserInteractiveAuth(random, now),
     rateLimiter: options.rateLimits === false ? undefined : new RateLimiter(options.rateLimits ?? DEFAULT_RATE_LIMITS, now),
     random,

@@ -60,6 +60,8 @@ export interface BrowserHostOptions {
 export interface P2PView {
   readonly node: { readonly serverName: string; readonly peerId: string; multiaddrs(): string[]; peers(): PeerStatus[] };
   readonly reachable: ReadonlySet<string>;
+  /** Dials a bootstrap peer the person added (the peers panel); resolves with its server name. */
+  dial(address: string): Promise<string>;
   subscribe(listener: () => void): () => void;
 }
 

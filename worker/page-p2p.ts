@@ -21,6 +21,7 @@ import * as Comlink from 'comlink';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
 import { inboundOverCore, pageSendOver } from './federation-bridge.ts';
 import { openPeerDatastore } from './peer-datastore.ts';
+import { loadAddedBootstrap } from './bootstrap-peers.ts';
 import type { CoreApi } from './homeserver.worker.ts';
 
 export const CONFIG_PATH = '/hearth-config.json';
@@ -73,6 +74,10 @@ export interface PageP2P {
   readonly config: HearthConfig;
   /** Server names whose addresses the node has learnt (discovery or a connection): they can be dialled by name. */
   readonly reachable: ReadonlySet<string>;
+  /** What this node dialled at start: the config's bootstrap list and the peers the person added (bootstrap-peers.ts). */
+  readonly bootstrap: readonly string[];
+  /** Dials a peer the person added in the panel; resolves with its server name. */
+  dial(address: string): Promise<string>;
   /** Called whenever a peer connects, disconnects or is discovered (for the page's peers panel). */
   subscribe(listener: () => void): () => void;
   stop(): Promise<void>;
@@ -82,6 +87,8 @@ export interface PageP2P {
 export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { config?: HearthConfig; log?: (message: string, error?: unknown) => void } = {}): Promise<PageP2P> {
   const log = options.log ?? ((message, error) => console.warn(`hearth p2p: ${message}`, error ?? ''));
   const [config, seed, datastore] = await Promise.all([options.config ?? loadHearthConfig(log), core.p2pSeed(), openPeerDatastore(log)]);
+  // The origin's list, then the peers added in the panel (kept in localStorage).
+  const bootstrap = [...new Set([...config.bootstrap, ...loadAddedBootstrap()])];
   // Undefined keeps libp2p's browser gater: no private addresses, no insecure WebSockets.
   const connectionGater: ConnectionGater | undefined = config.allowPrivateAddresses ? { denyDialMultiaddr: () => false } : undefined;
   const reachable = new Set<string>();
@@ -103,9 +110,9 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     // Node peers reach us over the connections we open. Each '/p2p-circuit' is one reservation on some relay
     // (refilled when that relay goes): one per bootstrap peer, so with one relay down we are still reachable
     // through another. '/webrtc' takes WebRTC dials signalled over those reservations.
-    listen: [...Array.from({ length: Math.max(1, config.bootstrap.length) }, () => '/p2p-circuit'), '/webrtc'],
+    listen: [...Array.from({ length: Math.max(1, bootstrap.length) }, () => '/p2p-circuit'), '/webrtc'],
     preferWebRTC: true,
-    bootstrap: config.bootstrap,
+    bootstrap,
     // The peers this origin knew, so the next leader redials them too (peer-datastore.ts).
     datastore,
     connectionGater,
@@ -123,6 +130,8 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     node,
     config,
     reachable,
+    bootstrap,
+    dial: (address) => node.dial(address),
     subscribe(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

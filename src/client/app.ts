@@ -21,6 +21,7 @@ import { keysRoutes } from './routes/keys.ts';
 import { mediaRoutes } from './routes/media.ts';
 import { knownPathOtherMethod } from './routes/route.ts';
 import { roomRoutes } from './routes/rooms.ts';
+import { searchRoutes } from './routes/search.ts';
 import { syncRoutes } from './routes/sync.ts';
 import { relationsRoutes } from './routes/relations.ts';
 import type { ClientServices } from './services.ts';
@@ -102,6 +103,7 @@ export function createClientApp(services: ClientServices, log: (message: string,
   roomRoutes(app);
   syncRoutes(app);
   relationsRoutes(app);
+  searchRoutes(app);
   keysRoutes(app);
   hearthRoutes(app);
   app.notFound((c) =>

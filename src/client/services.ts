@@ -4,6 +4,7 @@ import type { Memberships } from '../federation/memberships.ts';
 import type { Keys } from '../keys/keys.ts';
 import type { Media } from '../media/media.ts';
 import type { Rooms } from '../rooms/rooms.ts';
+import type { Search } from '../search/search.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
 import type { RateLimiter } from './rate-limit.ts';
@@ -26,6 +27,8 @@ export interface ClientServices {
   /** The content repository. */
   media: Media;
   federation: Federation;
+  /** Server-side search of room events. */
+  search: Search;
   /** Joins, leaves, invites and knocks, in rooms here and on other servers. */
   memberships: Memberships;
   uia: UserInteractiveAuth;

@@ -64,6 +64,16 @@ export interface TransactionKey {
  */
 export type OutboxHook = (tx: WriteTransaction, write: { roomId: string; version: RoomVersion; events: RoomEvent[]; servers: string[] }) => (() => void) | void;
 
+/**
+ * Told, inside the write transaction, of every event stored or whose fate changed (an outlier
+ * promoted to the timeline, an event rejected after all) and of every redaction applied, so an
+ * index another component owns (search) stays atomic with the events. It must not throw.
+ */
+export interface EventIndexHook {
+  stored(tx: WriteTransaction, stored: StoredEvent): void;
+  redacted(tx: WriteTransaction, eventId: string): void;
+}
+
 /** Lets another server countersign an event before it is stored (an invite of a remote user). */
 export type Countersign = (event: RoomEvent, version: RoomVersion) => Promise<RoomEvent>;
 
@@ -139,6 +149,7 @@ export class Rooms {
   private readonly byNid = new LruCache<number, StoredEvent>(20_000);
   private readonly roomQueues = new Map<string, Promise<unknown>>();
   private outbox: OutboxHook | undefined;
+  private indexer: EventIndexHook | undefined;
 
   constructor(private readonly options: RoomsOptions) {
     this.stateStore = new StateStore(options.db);
@@ -153,6 +164,11 @@ export class Rooms {
   /** Federation's hook for every local write (see {@link OutboxHook}). */
   setOutbox(hook: OutboxHook): void {
     this.outbox = hook;
+  }
+
+  /** Search's hook for every event stored (see {@link EventIndexHook}). */
+  setIndexer(hook: EventIndexHook): void {
+    this.indexer = hook;
   }
 
   /** Users of other servers (of `server`, if given) joined to a room a local user is joined to. */
@@ -761,7 +777,9 @@ export class Rooms {
 
   private applyRedaction(tx: WriteTransaction, event: RoomEvent, targets: Map<string, string>): void {
     const target = targets.get(event.event_id);
-    if (target) tx.run('UPDATE events SET redacted_by = ? WHERE event_id = ? AND redacted_by IS NULL', [event.event_id, target]);
+    if (!target) return;
+    tx.run('UPDATE events SET redacted_by = ? WHERE event_id = ? AND redacted_by IS NULL', [event.event_id, target]);
+    this.indexer?.redacted(tx, target);
   }
 
   private insertEvent(
@@ -777,7 +795,7 @@ export class Rooms {
         JSON.stringify(event), meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.outlier ? 1 : 0, meta.rejected ?? null, meta.softFailed ? 1 : 0,
       ],
     )!.event_nid;
-    return {
+    const stored: StoredEvent = {
       nid,
       event,
       streamOrdering: meta.streamOrdering,
@@ -788,6 +806,8 @@ export class Rooms {
       softFailed: meta.softFailed ?? false,
       redactedBy: null,
     };
+    this.indexer?.stored(tx, stored);
+    return stored;
   }
 
   /** A redacted event drops out of the relations index (its `m.relates_to` is redacted away). */
@@ -853,7 +873,9 @@ export class Rooms {
     tx.run('UPDATE events SET stream_ordering = ?, state_snapshot = ?, replaces_state = ?, outlier = 0, soft_failed = ? WHERE event_nid = ?', [
       meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.softFailed ? 1 : 0, outlier.nid,
     ]);
-    return { ...outlier, ...meta, outlier: false };
+    const promoted = { ...outlier, ...meta, outlier: false };
+    this.indexer?.stored(tx, promoted);
+    return promoted;
   }
 
   /** Brings the current_state and local_memberships tables from `from` to `to`. */
@@ -1079,6 +1101,7 @@ export class Rooms {
     const stored = await this.options.db.transaction((tx) => {
       if (!existing) return this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason });
       tx.run('UPDATE events SET rejected = ? WHERE event_nid = ?', [reason, existing.nid]);
+      this.indexer?.stored(tx, { ...existing, rejected: reason });
       return { ...existing, rejected: reason };
     });
     return this.cache(stored);

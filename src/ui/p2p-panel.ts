@@ -1,3 +1,4 @@
+import { checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from '../../worker/bootstrap-peers.ts';
 import type { BrowserHost } from '../../worker/page-host.ts';
 import { h } from './dom.ts';
 
@@ -79,6 +80,10 @@ export class P2PPanel {
   private readonly peerList = h('ul', { class: 'peer-list', 'aria-label': 'Connected peers' });
   private readonly identity = h('div', { class: 'identity' });
   private readonly actions = h('div', { class: 'p2p-actions' });
+  private readonly bootstrapInput = h('input', { id: 'bootstrap-address', placeholder: '/dns4/\u2026/wss/p2p/12D3KooW\u2026', 'aria-label': 'Peer address', autocomplete: 'off', spellcheck: false });
+  private readonly bootstrapError = h('p', { class: 'error bootstrap-error', role: 'alert' });
+  private readonly bootstrapStatus = h('p', { class: 'hint bootstrap-status', role: 'status' });
+  private readonly addedList = h('ul', { class: 'added-peers', 'aria-label': 'Peers you added' });
   private peerCount = 0;
 
   constructor(private readonly host: BrowserHost) {
@@ -89,6 +94,11 @@ export class P2PPanel {
       h('summary', {}, h('span', { class: 'p2p-title' }, 'Peers'), this.summaryState),
       this.nodeLine,
       this.peerList,
+      h('h3', {}, 'Add a peer'),
+      h('form', { class: 'inline add-peer', onsubmit: (e: Event) => void this.addPeer(e) }, this.bootstrapInput, h('button', { type: 'submit' }, 'Add')),
+      this.bootstrapError,
+      this.bootstrapStatus,
+      this.addedList,
       this.identity,
       this.actions,
     );
@@ -97,7 +107,80 @@ export class P2PPanel {
     new MutationObserver(() => this.render()).observe(document.body, { attributes: true, attributeFilter: ['data-p2p'] });
     addEventListener('online', () => this.render());
     addEventListener('offline', () => this.render());
+    // Another tab added or removed a peer.
+    addEventListener('storage', () => this.renderAdded());
     this.render();
+    this.renderAdded();
+  }
+
+  /**
+   * Keeps a bootstrap peer the person pasted (bootstrap-peers.ts) and dials it now if this tab runs the node;
+   * every later leader tab dials it at start. A malformed address is refused and not kept.
+   */
+  private async addPeer(event: Event): Promise<void> {
+    event.preventDefault();
+    this.bootstrapError.textContent = '';
+    this.bootstrapStatus.textContent = '';
+    let address: string;
+    try {
+      address = checkBootstrapAddress(this.bootstrapInput.value);
+    } catch (error) {
+      this.bootstrapError.textContent = (error as Error).message;
+      return;
+    }
+    const added = loadAddedBootstrap();
+    if (!added.includes(address)) saveAddedBootstrap([...added, address]);
+    this.bootstrapInput.value = '';
+    this.renderAdded();
+    const view = this.host.p2p;
+    if (!view) {
+      this.bootstrapStatus.textContent = 'Kept. The tab that hosts your homeserver dials it when its node next starts.';
+      return;
+    }
+    this.bootstrapStatus.textContent = 'Connecting\u2026';
+    try {
+      const serverName = await view.dial(address);
+      this.bootstrapStatus.textContent = `Connected to ${shortServerName(serverName)}. It is dialled again whenever your homeserver starts.`;
+    } catch (error) {
+      this.bootstrapStatus.textContent = '';
+      const message = error instanceof Error ? error.message : String(error);
+      if (error instanceof Error && /^Invalid/.test(error.name)) {
+        // libp2p could not read it after all: do not keep it.
+        saveAddedBootstrap(loadAddedBootstrap().filter((a) => a !== address));
+        this.renderAdded();
+        this.bootstrapError.textContent = `That is not a valid peer address: ${message}.`;
+      } else {
+        this.bootstrapError.textContent = `Kept, but the peer did not answer at that address (${message}). It is tried again whenever your homeserver starts.`;
+      }
+    }
+  }
+
+  private renderAdded(): void {
+    const added = loadAddedBootstrap();
+    this.addedList.replaceChildren(
+      ...added.map((address) =>
+        h(
+          'li',
+          { class: 'added-peer', 'data-address': address },
+          h('code', { title: address }, address.length > 48 ? `${address.slice(0, 28)}\u2026${address.slice(-12)}` : address),
+          h(
+            'button',
+            {
+              type: 'button',
+              class: 'small link',
+              'aria-label': `Remove ${address}`,
+              onclick: () => {
+                saveAddedBootstrap(loadAddedBootstrap().filter((a) => a !== address));
+                this.renderAdded();
+                this.bootstrapError.textContent = '';
+                this.bootstrapStatus.textContent = 'Removed: later tabs do not dial it. A connection open now stays until it drops.';
+              },
+            },
+            'Remove',
+          ),
+        ),
+      ),
+    );
   }
 
   /** Called with a listener that runs when peers come or go (to refresh pending marks). */

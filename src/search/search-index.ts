@@ -1,0 +1,99 @@
+import type { Database, WriteTransaction } from '../storage/database.ts';
+import type { EventIndexHook, StoredEvent } from '../rooms/rooms.ts';
+
+/** The fields of an event's content the index holds, in column order. */
+function searchable(content: Record<string, unknown>): [string | null, string | null, string | null] | undefined {
+  const text = (key: string) => (typeof content[key] === 'string' && content[key] !== '' ? (content[key] as string) : null);
+  const fields: [string | null, string | null, string | null] = [text('body'), text('name'), text('topic')];
+  return fields.some((f) => f !== null) ? fields : undefined;
+}
+
+/** What clients may be shown: accepted timeline events, not redacted. */
+function indexable(stored: StoredEvent): boolean {
+  return !stored.rejected && !stored.outlier && !stored.softFailed && stored.streamOrdering !== null && stored.redactedBy === null;
+}
+
+/** One event matching a query, before visibility: what ordering and filtering need. */
+export interface Candidate {
+  nid: number;
+  roomId: string;
+  sender: string;
+  type: string;
+  stream: number;
+  /** matchinfo(…, 'pcnalx'), for bm25(). */
+  matchinfo: Uint8Array;
+}
+
+/**
+ * The full-text index of room events. Filled through the room engine's index hook inside
+ * the write that stores each event (local and remote alike), so it is exactly as durable
+ * as the events; rejected, soft-failed and outlier events stay out, a redaction takes its
+ * target out, an outlier promoted to the timeline comes in.
+ */
+export class SearchIndex implements EventIndexHook {
+  constructor(private readonly db: Database) {}
+
+  stored(tx: WriteTransaction, stored: StoredEvent): void {
+    const fields = indexable(stored) ? searchable(stored.event.content) : undefined;
+    // A new event has a new nid; one that was indexed before changed its fate (rejected after all) or is promoted.
+    if (tx.get('SELECT 1 FROM search_events WHERE event_nid = ?', [stored.nid])) this.remove(tx, stored.nid);
+    if (!fields) return;
+    const event = stored.event;
+    tx.run('INSERT INTO search_fts (docid, body, name, topic) VALUES (?, ?, ?, ?)', [stored.nid, ...fields]);
+    tx.run('INSERT INTO search_events (event_nid, event_id, room_id, sender, type, stream_ordering) VALUES (?, ?, ?, ?, ?, ?)', [
+      stored.nid, event.event_id, event.room_id, event.sender, event.type, stored.streamOrdering,
+    ]);
+  }
+
+  redacted(tx: WriteTransaction, eventId: string): void {
+    const row = tx.get<{ event_nid: number }>('SELECT event_nid FROM search_events WHERE event_id = ?', [eventId]);
+    if (row) this.remove(tx, row.event_nid);
+  }
+
+  private remove(tx: WriteTransaction, nid: number): void {
+    tx.run('DELETE FROM search_fts WHERE docid = ?', [nid]);
+    tx.run('DELETE FROM search_events WHERE event_nid = ?', [nid]);
+  }
+
+  /** Every indexed event in these rooms matching an FTS4 MATCH expression, unordered. */
+  async candidates(match: string, roomIds: readonly string[]): Promise<Candidate[]> {
+    if (roomIds.length === 0) return [];
+    const rows = await this.db.all<{ nid: number; room_id: string; sender: string; type: string; stream: number; mi: Uint8Array }>(
+      `SELECT m.event_nid AS nid, m.room_id, m.sender, m.type, m.stream_ordering AS stream, matchinfo(search_fts, 'pcnalx') AS mi
+       FROM search_fts JOIN search_events m ON m.event_nid = search_fts.docid
+       WHERE search_fts MATCH ? AND m.room_id IN (${roomIds.map(() => '?').join(',')})`,
+      [match, ...roomIds],
+    );
+    return rows.map((r) => ({ nid: r.nid, roomId: r.room_id, sender: r.sender, type: r.type, stream: r.stream, matchinfo: r.mi }));
+  }
+
+  /**
+   * The words of these events that matched, as they are written in them (the tokenizer
+   * folds case and diacritics, so "Crème" matches `creme`): for `highlights`.
+   */
+  async matchedWords(match: string, nids: readonly number[]): Promise<string[]> {
+    if (nids.length === 0) return [];
+    const rows = await this.db.all<{ offsets: string; body: string | null; name: string | null; topic: string | null }>(
+      `SELECT offsets(search_fts) AS offsets, body, name, topic FROM search_fts WHERE search_fts MATCH ? AND docid IN (${nids.map(() => '?').join(',')})`,
+      [match, ...nids],
+    );
+    const encoder = new TextEncoder();
+    const decoder = new TextDecoder();
+    const found = new Set<string>();
+    for (const row of rows) {
+      // offsets(): groups of four integers (column, query term, byte offset, byte length) into the UTF-8 text.
+      const numbers = row.offsets.split(' ').map(Number);
+      const columns = [row.body, row.name, row.topic].map((text) => (text === null ? undefined : encoder.encode(text)));
+      for (let i = 0; i + 3 < numbers.length; i += 4) {
+        const bytes = columns[numbers[i]!];
+        if (bytes) found.add(decoder.decode(bytes.subarray(numbers[i + 2]!, numbers[i + 2]! + numbers[i + 3]!)));
+      }
+    }
+    return [...found];
+  }
+
+  /** How many events the index holds. */
+  async rows(): Promise<number> {
+    return (await this.db.get<{ n: number }>('SELECT count(*) AS n FROM search_events'))!.n;
+  }
+}

@@ -1,0 +1,107 @@
+import initSqlJs from 'sql.js';
+import { describe, expect, it } from 'vitest';
+import type { RoomEvent } from '../events/event.ts';
+import type { StoredEvent } from '../rooms/rooms.ts';
+import { roomsSchema } from '../rooms/schema.ts';
+import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
+import { parseSearchTerm } from './query.ts';
+import { bm25 } from './rank.ts';
+import { searchSchema } from './schema.ts';
+import { SearchIndex } from './search-index.ts';
+
+function stored(nid: number, content: Record<string, unknown>, extra: Partial<StoredEvent> = {}): StoredEvent {
+  const event = { event_id: `$e${nid}`, room_id: '!r:hs', sender: '@a:hs', type: 'm.room.message', content, depth: nid, origin_server_ts: 0 } as unknown as RoomEvent;
+  return { nid, event, streamOrdering: nid, stateSnapshot: 1, replacesState: null, outlier: false, rejected: null, softFailed: false, redactedBy: null, ...extra };
+}
+
+async function openIndex() {
+  const db = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [roomsSchema, searchSchema] });
+  const index = new SearchIndex(db);
+  const nids = async (term: string) => (await index.candidates(parseSearchTerm(term).match!, ['!r:hs'])).map((c) => c.nid).sort((a, b) => a - b);
+  return { db, index, nids };
+}
+
+describe('search terms as FTS4 queries', () => {
+  it('quotes nothing the client wrote as syntax: words become lower-case prefixes, phrases stay phrases', () => {
+    expect(parseSearchTerm('Martians AND men').match).toBe('martians* and* men*');
+    expect(parseSearchTerm('"martians and men" -bob').match).toBe('"martians and men" NOT bob*');
+    expect(parseSearchTerm('a OR b c').match).toBe('(a* OR b*) c*');
+    expect(parseSearchTerm('NEAR* :) "" -only').match).toBe('near* NOT only*');
+    expect(parseSearchTerm(':) "" -only').match).toBeUndefined();
+    expect(parseSearchTerm('e-mail').match).toBe('"e mail"');
+    expect(parseSearchTerm('Crème', ['content.body']).match).toBe('body:crème*');
+    expect(parseSearchTerm('"two words"', ['content.name', 'content.topic']).match).toBe('("two words" (name:two OR topic:two) (name:words OR topic:words))');
+    expect(parseSearchTerm('Crème Brûlée').words).toEqual(['crème', 'brûlée']);
+  });
+});
+
+describe('the search index', () => {
+  it('indexes accepted events with a body, name or topic, and leaves the rest out', async () => {
+    const { db, index, nids } = await openIndex();
+    await db.transaction((tx) => {
+      index.stored(tx, stored(1, { body: 'hello world' }));
+      index.stored(tx, stored(2, { name: 'hello room' }));
+      index.stored(tx, stored(3, { topic: 'say hello' }));
+      index.stored(tx, stored(4, { body: 'hello rejected' }, { rejected: 'auth' }));
+      index.stored(tx, stored(5, { body: 'hello soft' }, { softFailed: true, streamOrdering: null }));
+      index.stored(tx, stored(6, { body: 'hello outlier' }, { outlier: true, streamOrdering: null, stateSnapshot: null }));
+      index.stored(tx, stored(7, { membership: 'join' }));
+      index.stored(tx, stored(8, { body: 42 }));
+    });
+    expect(await nids('hello')).toEqual([1, 2, 3]);
+    expect(await index.rows()).toBe(3);
+  });
+
+  it('takes out a redacted event and one rejected after all, and takes in a promoted outlier', async () => {
+    const { db, index, nids } = await openIndex();
+    await db.transaction((tx) => {
+      index.stored(tx, stored(1, { body: 'zeppelin one' }));
+      index.stored(tx, stored(2, { body: 'zeppelin two' }));
+      index.stored(tx, stored(3, { body: 'zeppelin three' }, { outlier: true, streamOrdering: null }));
+    });
+    expect(await nids('zeppelin')).toEqual([1, 2]);
+    await db.transaction((tx) => {
+      index.redacted(tx, '$e1');
+      index.stored(tx, stored(2, { body: 'zeppelin two' }, { rejected: 'auth' }));
+      index.stored(tx, stored(3, { body: 'zeppelin three' }));
+    });
+    expect(await nids('zeppelin')).toEqual([3]);
+  });
+
+  it('ranks with BM25 over matchinfo: rarer words and denser matches score higher', async () => {
+    const { db, index } = await openIndex();
+    await db.transaction((tx) => {
+      index.stored(tx, stored(1, { body: 'common rare' }));
+      index.stored(tx, stored(2, { body: 'common words in a much longer message about nothing rare at all' }));
+      for (let n = 3; n < 20; n++) index.stored(tx, stored(n, { body: `common filler ${n}` }));
+    });
+    const score = async (term: string) => new Map((await index.candidates(parseSearchTerm(term).match!, ['!r:hs'])).map((c) => [c.nid, bm25(c.matchinfo)]));
+    const rare = await score('rare');
+    expect(rare.get(1)!).toBeGreaterThan(rare.get(2)!);
+    const common = await score('common');
+    expect(rare.get(1)!).toBeGreaterThan(common.get(1)!);
+    expect(await index.matchedWords(parseSearchTerm('RAR').match!, [1, 2])).toEqual(['rare']);
+  });
+});
+
+describe('the search migration', () => {
+  it('indexes the accepted events a server held before search existed', async () => {
+    const sqlJs = await initSqlJs();
+    const before = await openSqlJsDatabase({ sqlJs, schemas: [roomsSchema] });
+    await before.transaction((tx) => {
+      const insert = (nid: number, content: Record<string, unknown>, extra = '') =>
+        tx.run(`INSERT INTO events (event_nid, event_id, room_id, type, sender, depth, origin_server_ts, json, stream_ordering${extra ? ', ' + extra : ''}) VALUES (?, ?, '!r:hs', 'm.room.message', '@a:hs', 1, 0, ?, ?${extra ? ", 'x'" : ''})`, [
+          nid, `$e${nid}`, JSON.stringify({ content }), nid,
+        ]);
+      insert(1, { body: 'an old zeppelin' });
+      insert(2, { body: 'a rejected zeppelin' }, 'rejected');
+      insert(3, { body: 'a redacted zeppelin' }, 'redacted_by');
+      insert(4, { body: 7, name: 'zeppelin room' });
+      insert(5, { membership: 'join' });
+    });
+    const after = await openSqlJsDatabase({ sqlJs, schemas: [roomsSchema, searchSchema], image: (before.freeStatements(), before.db.export()) });
+    const index = new SearchIndex(after);
+    expect((await index.candidates(parseSearchTerm('zeppelin').match!, ['!r:hs'])).map((c) => c.nid).sort()).toEqual([1, 4]);
+    expect(await index.rows()).toBe(2);
+  });
+});

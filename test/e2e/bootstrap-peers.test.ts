@@ -1,0 +1,88 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { openHearth, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+
+// Issue 12, the settings of the peers panel: bootstrap peers the person adds beyond the
+// origin's /hearth-config.json list (here: none), kept in localStorage, dialled at once
+// and by every later leader tab; a bad address is refused in words; they can be removed.
+
+let dir: string;
+let peer: NodeHost;
+let site: HearthSite;
+let context: BrowserContext;
+let page: Page;
+
+const bootstrapOf = (page: Page) => page.evaluate(() => (globalThis as any).hearthP2P.bootstrap as string[]);
+
+async function nodeRunning(page: Page): Promise<void> {
+  await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-bootstrap-'));
+  peer = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  // No bootstrap list: the only way to the peer is the panel. Loopback ws needs private addresses allowed.
+  site = await startSite(inject('hearthDist'), { config: { bootstrap: [], iceServers: [], allowPrivateAddresses: true } });
+  context = await site.browser.newContext();
+  page = await openHearth(context, site.server.url + '/');
+  await registerThroughUi(page, 'bea');
+  await nodeRunning(page);
+});
+
+afterAll(async () => {
+  await context?.close();
+  await site?.close();
+  await peer?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('bootstrap peers added in the panel', () => {
+  it('a bad address gets a readable error and is not kept', async () => {
+    const input = page.getByLabel('Peer address');
+    const error = page.locator('.bootstrap-error');
+    await input.fill('peer.example.org');
+    await page.getByRole('button', { name: 'Add', exact: true }).click();
+    await error.filter({ hasText: 'That is not a peer address' }).waitFor();
+    await input.fill('/ip4/127.0.0.1/tcp/4001/ws');
+    await page.getByRole('button', { name: 'Add', exact: true }).click();
+    await error.filter({ hasText: 'must end with /p2p/' }).waitFor();
+    await input.fill(`/ip4/127.0.0.1/tcp/4001/p2p/${peer.p2p.peerId}`);
+    await page.getByRole('button', { name: 'Add', exact: true }).click();
+    await error.filter({ hasText: 'WebSockets' }).waitFor();
+    expect(await page.locator('.added-peer').count()).toBe(0);
+    expect(await page.evaluate(() => localStorage.getItem('hearth-bootstrap-peers'))).toBeNull();
+  });
+
+  it('the Node peer’s ws address is dialled at once, listed under Peers, and kept', async () => {
+    const address = peer.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
+    expect(await page.locator(`.peer[data-server-name="${peer.homeserver.serverName}"]`).count()).toBe(0);
+    await page.getByLabel('Peer address').fill(address);
+    await page.getByRole('button', { name: 'Add', exact: true }).click();
+    await page.locator(`.peer[data-server-name="${peer.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
+    await page.locator('.bootstrap-status', { hasText: 'Connected to' }).waitFor();
+    await page.locator(`.added-peer[data-address="${address}"]`).waitFor();
+    expect(await page.locator('.bootstrap-error').textContent()).toBe('');
+  });
+
+  it('after a reload the new leader dials it again, from its bootstrap list', async () => {
+    const address = peer.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
+    await page.reload();
+    await nodeRunning(page);
+    expect(await bootstrapOf(page)).toEqual([address]);
+    await page.locator(`.peer[data-server-name="${peer.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
+    await page.locator(`.added-peer[data-address="${address}"]`).waitFor();
+  });
+
+  it('removed, it is no longer dialled by later leaders', async () => {
+    const address = peer.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
+    await page.getByRole('button', { name: `Remove ${address}` }).click();
+    await page.locator('.added-peer').waitFor({ state: 'detached' });
+    await page.reload();
+    await nodeRunning(page);
+    expect(await bootstrapOf(page)).toEqual([]);
+  });
+});

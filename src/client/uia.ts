@@ -1,5 +1,13 @@
+import { encodeBase64 } from '../crypto/base64.ts';
+import { canonicalJson, utf8 } from '../crypto/canonical-json.ts';
 import { randomToken, type RandomBytes } from '../crypto/random.ts';
+import { sha256 } from '../crypto/sha256.ts';
 import { MatrixError } from './errors.ts';
+
+/** A short digest of what an operation would do, to bind a UIA session to it (kept in memory, never the values). */
+export function operationDigest(request: unknown): string {
+  return encodeBase64(sha256(utf8(canonicalJson(request)))).slice(0, 22);
+}
 
 export interface AuthFlow {
   stages: string[];
@@ -56,7 +64,9 @@ export class UserInteractiveAuth {
     const authDict = typeof auth === 'object' && auth !== null ? (auth as Record<string, unknown>) : undefined;
     const sessionId = typeof authDict?.['session'] === 'string' ? (authDict['session'] as string) : undefined;
     let session = sessionId ? this.sessions.get(sessionId) : undefined;
-    if (session && session.purpose !== purpose) session = undefined;
+    // A session completes the operation that started it: another one (other devices to delete,
+    // another new password) within it is refused, as Synapse does, not silently restarted.
+    if (session && session.purpose !== purpose) throw new MatrixError(403, 'M_FORBIDDEN', 'The requested operation changed during the user-interactive auth session');
     const id = session ? sessionId! : randomToken(this.random, 18);
     if (!session) {
       session = { completed: new Set(), created: this.now(), purpose };

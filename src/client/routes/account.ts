@@ -10,6 +10,7 @@ import { PUSH_RULE_KINDS, type PushRule, type PushRuleKind, type PushRuleset } f
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
 import { jsonObject, parseBody, readJsonObject } from '../http.ts';
+import { operationDigest } from '../uia.ts';
 import { on, V1 } from './route.ts';
 
 const SPEC_VERSIONS = ['r0.6.1', 'v1.1', 'v1.2', 'v1.3', 'v1.4', 'v1.5', 'v1.6', 'v1.7', 'v1.8', 'v1.9', 'v1.10', 'v1.11', 'v1.12'];
@@ -159,7 +160,7 @@ export function accountRoutes(app: Hono<Env>): void {
     const session = await requireSession(c);
     const services = c.get('services');
     const body = await parseBody(c, z.object({ new_password: z.string().min(1).max(512), logout_devices: z.boolean().optional(), auth: z.unknown().optional() }).loose());
-    await services.uia.authenticate(`password:${session.userId}`, body.auth, passwordAuthFlows, passwordStage(c, session.userId));
+    await services.uia.authenticate(`password:${session.userId}:${operationDigest({ new_password: body.new_password, logout_devices: body.logout_devices ?? true })}`, body.auth, passwordAuthFlows, passwordStage(c, session.userId));
     await services.users.setPassword(session.userId, body.new_password);
     if (body.logout_devices !== false) await services.users.revokeTokensExcept(session.userId, session);
     return c.json({});

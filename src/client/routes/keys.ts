@@ -6,6 +6,7 @@ import { parseToken } from '../../sync/token.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { invalidParam, missingParam, notFound } from '../errors.ts';
 import { jsonObject, parseBody } from '../http.ts';
+import { operationDigest } from '../uia.ts';
 import { passwordAuthFlows, passwordStage } from './account.ts';
 import { on } from './route.ts';
 
@@ -146,7 +147,7 @@ export function keysRoutes(app: Hono<Env>): void {
     };
     // As the spec allows since v1.11: the first keys, or the same keys again, need no auth; replacing keys does.
     if (await services.keys.crossSigningUploadNeedsAuth(session.userId, upload)) {
-      await services.uia.authenticate(`device_signing:${session.userId}`, auth, passwordAuthFlows, passwordStage(c, session.userId));
+      await services.uia.authenticate(`device_signing:${session.userId}:${operationDigest(upload)}`, auth, passwordAuthFlows, passwordStage(c, session.userId));
     }
     await services.keys.uploadCrossSigningKeys(session.userId, upload);
     return c.json({});

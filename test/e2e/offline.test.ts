@@ -73,20 +73,30 @@ describe('offline-first', () => {
     await second.close();
   });
 
-  it('when the server answers again, a reload shows the new build', async () => {
+  it('when the server answers again, a reload shows the new build and the new service worker takes over', async () => {
     const index = join(dist, 'index.html');
     await writeFile(index, (await readFile(index, 'utf8')).replace('<head>', '<head>\n    <meta name="hearth-build" content="second" />'));
+    // A new build changes the manifest written into sw.js: here, only its version.
+    const swPath = join(dist, 'sw.js');
+    const sw = await readFile(swPath, 'utf8');
+    const oldVersion = /\\"version\\":\\"([0-9a-f]+)\\"/.exec(sw)![1]!;
+    const newVersion = 'feed' + oldVersion.slice(4);
+    await writeFile(swPath, sw.replace(oldVersion, newVersion));
+    expect(await page.evaluate(() => caches.keys())).toEqual([`hearth-page-${oldVersion}`]);
     server = await serveStatic(dist, Number(new URL(url).port), '127.0.0.1', { config });
     await context.setOffline(false);
     await page.reload();
     await expectMessages(page, 'sent while offline');
     expect(await page.locator('meta[name="hearth-build"]').getAttribute('content')).toBe('second');
+    // The reload's update check found the new sw.js: it precached the build and dropped the old cache.
+    await page.waitForFunction((name) => caches.keys().then((keys) => keys.length === 1 && keys[0] === name), `hearth-page-${newVersion}`, { timeout: 30_000 });
+    await sendThroughUi(page, 'sent after the update');
     // The fresh page is what is kept now: offline again, it is still the new one.
     await server.close();
     server = undefined;
     await context.setOffline(true);
     await page.reload();
-    await expectMessages(page, 'sent while offline');
+    await expectMessages(page, 'sent while offline', 'sent after the update');
     expect(await page.locator('meta[name="hearth-build"]').getAttribute('content')).toBe('second');
   });
 });

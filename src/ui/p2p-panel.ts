@@ -1,4 +1,4 @@
-import { checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from '../../worker/bootstrap-peers.ts';
+import { BOOTSTRAP_PEERS_KEY, checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from '../../worker/bootstrap-peers.ts';
 import type { BrowserHost } from '../../worker/page-host.ts';
 import { h } from './dom.ts';
 
@@ -107,8 +107,17 @@ export class P2PPanel {
     new MutationObserver(() => this.render()).observe(document.body, { attributes: true, attributeFilter: ['data-p2p'] });
     addEventListener('online', () => this.render());
     addEventListener('offline', () => this.render());
-    // Another tab added or removed a peer.
-    addEventListener('storage', () => this.renderAdded());
+    // Another tab added or removed a peer: show it, and if this tab runs the node, dial what is new.
+    let known = new Set(loadAddedBootstrap());
+    window.addEventListener('storage', (event) => {
+      if (event.key !== BOOTSTRAP_PEERS_KEY && event.key !== null) return;
+      const now = loadAddedBootstrap();
+      for (const address of now) {
+        if (!known.has(address)) this.host.p2p?.dial(address).catch((error) => console.warn(`hearth: could not dial ${address}`, error));
+      }
+      known = new Set(now);
+      this.renderAdded();
+    });
     this.render();
     this.renderAdded();
   }
@@ -134,7 +143,8 @@ export class P2PPanel {
     this.renderAdded();
     const view = this.host.p2p;
     if (!view) {
-      this.bootstrapStatus.textContent = 'Kept. The tab that hosts your homeserver dials it when its node next starts.';
+      // The leader tab hears of it through the storage event and dials it.
+      this.bootstrapStatus.textContent = 'Kept. The tab that hosts your homeserver dials it now and whenever it starts.';
       return;
     }
     this.bootstrapStatus.textContent = 'Connecting\u2026';

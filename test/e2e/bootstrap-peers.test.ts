@@ -11,7 +11,10 @@ import { openHearth, registerThroughUi, startSite, type HearthSite } from './hea
 // and by every later leader tab; a bad address is refused in words; they can be removed.
 
 let dir: string;
+let dir2: string;
 let peer: NodeHost;
+/** Added from a follower tab: the leader hears of it and dials it. */
+let peer2: NodeHost;
 let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
@@ -24,7 +27,9 @@ async function nodeRunning(page: Page): Promise<void> {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-bootstrap-'));
+  dir2 = await mkdtemp(join(tmpdir(), 'hearth-e2e-bootstrap-2-'));
   peer = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  peer2 = await startNodeHost({ dataDir: dir2, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
   // No bootstrap list: the only way to the peer is the panel. Loopback ws needs private addresses allowed.
   site = await startSite(inject('hearthDist'), { config: { bootstrap: [], iceServers: [], allowPrivateAddresses: true } });
   context = await site.browser.newContext();
@@ -37,7 +42,8 @@ afterAll(async () => {
   await context?.close();
   await site?.close();
   await peer?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await peer2?.close();
+  for (const d of [dir, dir2]) if (d) await rm(d, { recursive: true, force: true });
 });
 
 describe('bootstrap peers added in the panel', () => {
@@ -68,18 +74,35 @@ describe('bootstrap peers added in the panel', () => {
     expect(await page.locator('.bootstrap-error').textContent()).toBe('');
   });
 
-  it('after a reload the new leader dials it again, from its bootstrap list', async () => {
+  it('added in a follower tab: kept, and the leader tab dials it at once', async () => {
+    const address = peer2.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
+    const follower = await openHearth(context, site.server.url + '/');
+    await follower.waitForFunction(() => (globalThis as any).hearthHost.state.role === 'follower');
+    await follower.getByLabel('Peer address').fill(address);
+    await follower.getByRole('button', { name: 'Add', exact: true }).click();
+    await follower.locator('.bootstrap-status', { hasText: 'Kept.' }).waitFor();
+    await page.locator(`.peer[data-server-name="${peer2.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
+    await page.locator(`.added-peer[data-address="${address}"]`).waitFor();
+    await follower.close();
+  });
+
+  it('after a reload the new leader dials them again, from its bootstrap list', async () => {
     const address = peer.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
+    const address2 = peer2.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
     await page.reload();
     await nodeRunning(page);
-    expect(await bootstrapOf(page)).toEqual([address]);
+    expect(await bootstrapOf(page)).toEqual([address, address2]);
+    await page.locator(`.peer[data-server-name="${peer2.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
     await page.locator(`.peer[data-server-name="${peer.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
     await page.locator(`.added-peer[data-address="${address}"]`).waitFor();
   });
 
   it('removed, it is no longer dialled by later leaders', async () => {
     const address = peer.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
+    const address2 = peer2.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
     await page.getByRole('button', { name: `Remove ${address}` }).click();
+    await page.locator(`.added-peer[data-address="${address}"]`).waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: `Remove ${address2}` }).click();
     await page.locator('.added-peer').waitFor({ state: 'detached' });
     await page.reload();
     await nodeRunning(page);

@@ -4,6 +4,7 @@
 // annotations, threaded receipts and read markers (a private receipt nobody else sees).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+import { sdk, startClient, waitFor } from './sdk.ts';
 
 let server: TestServer;
 let alice: Account;
@@ -271,5 +272,80 @@ describe('threaded receipts and read markers', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.errcode).toMatch(/^M_/);
     expect((await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/read_markers`, { token: bob.accessToken, body: { 'm.read': '$nope:example.org' } })).status).toBe(404);
+  });
+});
+
+describe('matrix-js-sdk: react, edit and reply in a thread', () => {
+  it("shows the other client the edit applied, the thread's summary and the reactions", async () => {
+    // Two users of their own: a client with thread support loads every thread of every room it is in.
+    const [alice, bob] = [await register(server, 'sdk-alice'), await register(server, 'sdk-bob')];
+    const room = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { preset: 'public_chat' } })).body.room_id;
+    expect((await api(server, 'POST', `${V3}/join/${enc(room)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const a = await startClient(server.url, alice);
+    const b = await startClient(server.url, bob);
+    try {
+      const { event_id: original } = await a.sendMessage(room, { msgtype: 'm.text', body: 'helo' });
+      await waitFor(b, () => b.getRoom(room)?.findEventById(original), 10_000, 'the message on bob');
+      await b.sendEvent(room, 'm.reaction' as any, { 'm.relates_to': { rel_type: 'm.annotation', event_id: original, key: '👍' } } as any);
+      await a.sendEvent(room, 'm.reaction' as any, { 'm.relates_to': { rel_type: 'm.annotation', event_id: original, key: '👍' } } as any);
+      await expect(b.sendEvent(room, 'm.reaction' as any, { 'm.relates_to': { rel_type: 'm.annotation', event_id: original, key: '👍' } } as any)).rejects.toMatchObject({ errcode: 'M_DUPLICATE_ANNOTATION' });
+      await a.sendMessage(room, {
+        msgtype: 'm.text',
+        body: '* hello',
+        'm.new_content': { msgtype: 'm.text', body: 'hello' },
+        'm.relates_to': { rel_type: 'm.replace', event_id: original },
+      } as any);
+      const { event_id: reply } = await b.sendMessage(room, original, { msgtype: 'm.text', body: 'a reply in the thread', ...inThread(original) } as any);
+      await waitFor(a, () => a.getRoom(room)?.findEventById(reply), 10_000, 'the thread reply on alice');
+
+      // A client that starts now gets it all from the server: the edit bundled with the original
+      // (and applied by the SDK), the thread's summary, and the reactions from /relations.
+      const fresh = await startClient(server.url, bob);
+      try {
+        const seen = await waitFor(fresh, () => fresh.getRoom(room)?.findEventById(original), 10_000, 'the original on a fresh client');
+        expect(seen.getContent().body).toBe('hello');
+        expect(seen.replacingEventId()).toBeTruthy();
+        const thread = seen.getServerAggregatedRelation<{ count: number; latest_event: { event_id: string }; current_user_participated: boolean }>('m.thread');
+        expect(thread?.count).toBe(1);
+        expect(thread?.latest_event.event_id).toBe(reply);
+        expect(thread?.current_user_participated).toBe(true);
+        const reactions = await fresh.relations(room, original, 'm.annotation', 'm.reaction');
+        expect(reactions.events.map((e) => e.getSender()).sort()).toEqual([alice.userId, bob.userId].sort());
+        expect(new Set(reactions.events.map((e) => e.getRelation()?.key))).toEqual(new Set(['👍']));
+        const edits = await fresh.relations(room, original, 'm.replace', 'm.room.message');
+        expect(edits.events.map((e) => e.getContent()['m.new_content']?.body)).toEqual(['hello']);
+      } finally {
+        fresh.stopClient();
+      }
+
+      // A client with thread support lists the thread from /threads and reads it through /relations.
+      const threaded = sdk.createClient({ baseUrl: server.url, userId: alice.userId, accessToken: alice.accessToken, deviceId: alice.deviceId });
+      try {
+        await threaded.startClient({ initialSyncLimit: 20, threadSupport: true });
+        await waitFor(threaded, () => threaded.isInitialSyncComplete() && threaded.getRoom(room), 10_000, 'a threaded client synced');
+        const r = threaded.getRoom(room)!;
+        await r.fetchRoomThreads();
+        const found = await waitFor(threaded, () => r.getThread(original), 10_000, 'the thread on a threaded client');
+        // Its timeline holds the root (edited) and the reply, read from /relations.
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error('timed out waiting for the thread to load')), 10_000);
+          const check = () => {
+            if (!found.initialEventsFetched || !found.events.some((e) => e.getId() === reply)) return;
+            clearTimeout(timer);
+            found.off(sdk.ThreadEvent.Update, check);
+            resolve();
+          };
+          found.on(sdk.ThreadEvent.Update, check);
+          check();
+        });
+        expect(found.events.map((e) => e.getId())).toEqual([original, reply]);
+        expect(found.rootEvent?.getContent().body).toBe('hello');
+      } finally {
+        threaded.stopClient();
+      }
+    } finally {
+      a.stopClient();
+      b.stopClient();
+    }
   });
 });

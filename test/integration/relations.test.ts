@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 import { sdk, startClient, waitFor } from './sdk.ts';
+import { federatedServers, sharedRoom, syncUntil } from '../support/federated-homeservers.ts';
 
 let server: TestServer;
 let alice: Account;
@@ -346,6 +347,36 @@ describe('matrix-js-sdk: react, edit and reply in a thread', () => {
     } finally {
       a.stopClient();
       b.stopClient();
+    }
+  });
+});
+
+describe('relations across servers', () => {
+  it("indexes what another server's users send: /relations, /threads and the bundle on the receiving server", async () => {
+    const { servers, close } = await federatedServers(2);
+    try {
+      const [a, b] = servers as [typeof servers[0], typeof servers[0]];
+      const [anna, ben] = [await a.register('anna'), await b.register('ben')];
+      const room = await sharedRoom(a, anna, [[b, ben]]);
+      const sent = await a.api('PUT', `${V3}/rooms/${enc(room)}/send/m.room.message/f1`, { token: anna.accessToken, body: { msgtype: 'm.text', body: 'from a' } });
+      const root = sent.body.event_id as string;
+      await syncUntil(b, ben, (body) => (body.rooms?.join?.[room]?.timeline?.events ?? []).some((e: any) => e.event_id === root));
+      const reply = (await b.api('PUT', `${V3}/rooms/${enc(room)}/send/m.room.message/f2`, { token: ben.accessToken, body: { msgtype: 'm.text', body: 'from b, in the thread', ...inThread(root) } })).body.event_id;
+      const reaction = (await b.api('PUT', `${V3}/rooms/${enc(room)}/send/m.reaction/f3`, { token: ben.accessToken, body: { 'm.relates_to': { rel_type: 'm.annotation', event_id: root, key: '👋' } } })).body.event_id;
+      await syncUntil(a, anna, (body) => (body.rooms?.join?.[room]?.timeline?.events ?? []).some((e: any) => e.event_id === reaction));
+
+      const children = await a.api('GET', `${V1}/rooms/${enc(room)}/relations/${enc(root)}`, { token: anna.accessToken });
+      expect(children.body.chunk.map((e: any) => e.event_id)).toEqual([reaction, reply]);
+      const threads = await a.api('GET', `${V1}/rooms/${enc(room)}/threads?include=participated`, { token: anna.accessToken });
+      expect(threads.body.chunk.map((e: any) => e.event_id)).toEqual([root]);
+      const thread = threads.body.chunk[0].unsigned['m.relations']['m.thread'];
+      expect(thread).toMatchObject({ count: 1, current_user_participated: true });
+      expect(thread.latest_event.event_id).toBe(reply);
+      // Ben's server refuses his second identical reaction.
+      const duplicate = await b.api('PUT', `${V3}/rooms/${enc(room)}/send/m.reaction/f4`, { token: ben.accessToken, body: { 'm.relates_to': { rel_type: 'm.annotation', event_id: root, key: '👋' } } });
+      expect(duplicate.body.errcode).toBe('M_DUPLICATE_ANNOTATION');
+    } finally {
+      await close();
     }
   });
 });

@@ -129,6 +129,33 @@ describe('/relations', () => {
   });
 });
 
+describe('bundled aggregations', () => {
+  it("bundles the newest edit by the original sender wherever the event is served, not another user's", async () => {
+    const original = await say(alice, 'frist');
+    const edit = (account: Account, body: string) => say(account, `* ${body}`, { 'm.new_content': { msgtype: 'm.text', body }, 'm.relates_to': { rel_type: 'm.replace', event_id: original } });
+    await edit(alice, 'first?');
+    const latest = await edit(alice, 'first');
+    await edit(bob, 'hijacked');
+    const check = (event: any) => {
+      expect(event.event_id).toBe(original);
+      expect(event.content.body).toBe('frist');
+      expect(event.unsigned['m.relations']['m.replace'].event_id).toBe(latest);
+      expect(event.unsigned['m.relations']['m.replace'].content['m.new_content'].body).toBe('first');
+    };
+    const messages = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/messages?dir=b&limit=10`, { token: bob.accessToken });
+    check(messages.body.chunk.find((e: any) => e.event_id === original));
+    check((await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/context/${enc(original)}?limit=2`, { token: bob.accessToken })).body.event);
+    check((await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/event/${enc(original)}`, { token: bob.accessToken })).body);
+    const synced = await api(server, 'GET', `${V3}/sync?timeout=0&filter=${enc(JSON.stringify({ room: { timeline: { limit: 10 } } }))}`, { token: bob.accessToken });
+    check(synced.body.rooms.join[roomId].timeline.events.find((e: any) => e.event_id === original));
+    // The edits themselves carry no bundle; a redacted original none either.
+    expect(messages.body.chunk.find((e: any) => e.event_id === latest).unsigned['m.relations']).toBeUndefined();
+    expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/redact/${enc(original)}/x${++txn}`, { token: alice.accessToken, body: {} })).status).toBe(200);
+    const redacted = (await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/event/${enc(original)}`, { token: bob.accessToken })).body;
+    expect(redacted.unsigned['m.relations']?.['m.replace']).toBeUndefined();
+  });
+});
+
 describe('annotations', () => {
   it('refuses a second reaction with the same sender, parent and key (M_DUPLICATE_ANNOTATION), and allows it again once redacted', async () => {
     const parent = await say(alice, 'react to me');

@@ -108,8 +108,12 @@ export class EventFormatter {
     if (thread) {
       const latest = await this.rooms.relations.latestInThread(event);
       if (latest) {
+        // The latest event shows as edited, as Synapse bundles it, so a thread summary is current.
+        const latestEvent = await this.format(latest, viewer, { bundle: false });
+        const latestEdit = await this.rooms.relations.latestEdit(latest.event);
+        if (latestEdit && !latest.redactedBy) latestEvent.unsigned = { ...latestEvent.unsigned, 'm.relations': { 'm.replace': await this.format(latestEdit, viewer, { bundle: false }) } };
         out['m.thread'] = {
-          latest_event: await this.format(latest, viewer, { bundle: false }),
+          latest_event: latestEvent,
           count: thread.count,
           current_user_participated: thread.mine > 0 || (viewer !== undefined && viewer.userId === event.sender),
         };

@@ -200,7 +200,14 @@ describe('/threads', () => {
     expect(summary.count).toBe(2);
     expect(summary.latest_event.event_id).toBe(latest);
     expect(summary.current_user_participated).toBe(true);
+    expect(summary.latest_event.unsigned['m.relations']).toBeUndefined();
     expect(all.body.chunk[2].unsigned['m.relations']['m.thread'].current_user_participated).toBe(false);
+
+    // An edit of the latest event shows in the summary.
+    const edit = await say(alice, '* alice replies to bob, edited', { 'm.new_content': { msgtype: 'm.text', body: 'alice replies to bob, edited' }, 'm.relates_to': { rel_type: 'm.replace', event_id: latest } }, room);
+    const edited = (await threads('?limit=1')).body.chunk[0].unsigned['m.relations']['m.thread'].latest_event;
+    expect(edited.event_id).toBe(latest);
+    expect(edited.unsigned['m.relations']['m.replace'].event_id).toBe(edit);
 
     const participated = await threads('?include=participated');
     expect(participated.body.chunk.map((e: any) => e.event_id)).toEqual([bobRoot, aliceRoot]);
@@ -312,7 +319,7 @@ describe('matrix-js-sdk: react, edit and reply in a thread', () => {
     const a = await startClient(server.url, alice);
     const b = await startClient(server.url, bob);
     try {
-      const { event_id: original } = await a.sendMessage(room, { msgtype: 'm.text', body: 'helo' });
+      const { event_id: original } = await a.sendMessage(room, { msgtype: sdk.MsgType.Text, body: 'helo' });
       await waitFor(b, () => b.getRoom(room)?.findEventById(original), 10_000, 'the message on bob');
       await b.sendEvent(room, 'm.reaction' as any, { 'm.relates_to': { rel_type: 'm.annotation', event_id: original, key: '👍' } } as any);
       await a.sendEvent(room, 'm.reaction' as any, { 'm.relates_to': { rel_type: 'm.annotation', event_id: original, key: '👍' } } as any);
@@ -353,7 +360,7 @@ describe('matrix-js-sdk: react, edit and reply in a thread', () => {
         await waitFor(threaded, () => threaded.isInitialSyncComplete() && threaded.getRoom(room), 10_000, 'a threaded client synced');
         const r = threaded.getRoom(room)!;
         await r.fetchRoomThreads();
-        const found = await waitFor(threaded, () => r.getThread(original), 10_000, 'the thread on a threaded client');
+        const found = await waitFor(threaded, () => r.getThread(original) ?? undefined, 10_000, 'the thread on a threaded client');
         // Its timeline holds the root (edited) and the reply, read from /relations.
         await new Promise<void>((resolve, reject) => {
           const timer = setTimeout(() => reject(new Error('timed out waiting for the thread to load')), 10_000);
@@ -399,6 +406,19 @@ describe('relations across servers', () => {
       const thread = threads.body.chunk[0].unsigned['m.relations']['m.thread'];
       expect(thread).toMatchObject({ count: 1, current_user_participated: true });
       expect(thread.latest_event.event_id).toBe(reply);
+
+      // Anna's private receipt stays on her server; her public one (sent after it) reaches Ben's.
+      const since = (await b.api('GET', `${V3}/sync?timeout=0`, { token: ben.accessToken })).body.next_batch;
+      expect((await a.api('POST', `${V3}/rooms/${enc(room)}/read_markers`, { token: anna.accessToken, body: { 'm.read.private': reaction } })).status).toBe(200);
+      expect((await a.api('POST', `${V3}/rooms/${enc(room)}/receipt/m.read/${enc(reply)}`, { token: anna.accessToken, body: { thread_id: root } })).status).toBe(200);
+      const seen = await syncUntil(b, ben, (body) => (body.rooms?.join?.[room]?.ephemeral?.events ?? []).some((e: any) => e.type === 'm.receipt' && e.content[reply]), since);
+      expect(seen.rooms.join[room].ephemeral.events.find((e: any) => e.type === 'm.receipt').content[reply]['m.read'][anna.userId].thread_id).toBe(root);
+      expect(JSON.stringify(seen.rooms.join[room].ephemeral.events)).not.toContain('m.read.private');
+      const edus = a.sent.filter((x) => x.path.includes('/send/')).flatMap((x) => x.request?.edus ?? []);
+      expect(edus.some((edu: any) => edu.edu_type === 'm.receipt')).toBe(true);
+      expect(JSON.stringify(edus)).not.toContain('m.read.private');
+      expect(JSON.stringify(edus)).not.toContain(reaction);
+
       // Ben's server refuses his second identical reaction.
       const duplicate = await b.api('PUT', `${V3}/rooms/${enc(room)}/send/m.reaction/f4`, { token: ben.accessToken, body: { 'm.relates_to': { rel_type: 'm.annotation', event_id: root, key: '👋' } } });
       expect(duplicate.body.errcode).toBe('M_DUPLICATE_ANNOTATION');

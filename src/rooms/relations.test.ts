@@ -52,8 +52,8 @@ beforeEach(async () => {
   for (const e of history) await b.rooms.receiveEvent(wire(e));
   const [join] = await b.rooms.sendEvents(roomId, [{ type: 'm.room.member', sender: bob, state_key: bob, content: { membership: 'join' } }]);
   await a.rooms.receiveEvent(wire(join!));
-  [parent] = await a.rooms.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'parent' } }]);
-  await b.rooms.receiveEvent(wire(parent!));
+  parent = (await a.rooms.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'parent' } }]))[0]!;
+  await b.rooms.receiveEvent(wire(parent));
 });
 
 const reaction = (key: string) => ({ 'm.relates_to': { rel_type: 'm.annotation', event_id: parent.event.event_id, key } });

@@ -266,6 +266,10 @@ describe('threaded receipts and read markers', () => {
     // Without the filter flag, one count for the room.
     expect((await syncOf(bob, '')).body.rooms.join[room].unread_notifications.notification_count).toBe(4);
 
+    // A reaction to an event in the thread is read in the thread.
+    const reaction = await send(alice, 'm.reaction', { 'm.relates_to': { rel_type: 'm.annotation', event_id: reply1, key: '👀' } }, room);
+    expect((await receipt(bob, 'm.read', reaction, { thread_id: 'main' }, room)).status).toBe(400);
+    expect((await receipt(bob, 'm.read', reaction, { thread_id: root }, room)).status).toBe(200);
     expect((await receipt(bob, 'm.read', reply1, { thread_id: root }, room)).status).toBe(200);
     expect((await receipt(bob, 'm.read', main, { thread_id: 'main' }, room)).status).toBe(200);
     synced = await syncOf(bob, `&filter=${threadFilter}`);

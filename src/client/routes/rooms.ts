@@ -4,6 +4,7 @@ import type { JsonObject } from '../../crypto/canonical-json.ts';
 import { isValidRoomAlias, isValidRoomId, isValidUserId, serverNameOf } from '../../events/identifiers.ts';
 import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions.ts';
 import { createRoom } from '../../rooms/create-room.ts';
+import { relationOf } from '../../rooms/relations.ts';
 import { upgradeRoom } from '../../rooms/upgrade.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
 import { roomEventFilterSchema } from '../../sync/filter.ts';
@@ -504,8 +505,14 @@ export function roomRoutes(app: Hono<Env>): void {
     const target = await services.rooms.getEvent(eventId);
     if (!target || target.event.room_id !== roomId) throw notFound('Event not found');
     if (threadId !== undefined) {
-      // The event must be in that thread (its root belongs to it, and to the main timeline).
-      const thread = (await services.rooms.relations.threadsOf([target.nid])).get(target.nid);
+      // The event must be in that thread (its root belongs to it, and to the main timeline). An edit or
+      // a reaction of an event in a thread is in that thread too, as clients show it there.
+      let thread = (await services.rooms.relations.threadsOf([target.nid])).get(target.nid);
+      const relation = relationOf(target.event);
+      if (thread === undefined && relation && relation.relType !== 'm.thread') {
+        const parent = await services.rooms.getEvent(relation.parentId);
+        if (parent) thread = (await services.rooms.relations.threadsOf([parent.nid])).get(parent.nid);
+      }
       const related = threadId === 'main' ? thread === undefined : thread === threadId || eventId === threadId;
       if (!related) throw invalidParam(`event ${eventId} is not in thread ${threadId}`);
     }

@@ -156,6 +156,27 @@ describe('bundled aggregations', () => {
   });
 });
 
+describe('relations a client may not form', () => {
+  it('refuses a parent in another room, a thread started from a child, and an annotation without a key', async () => {
+    const other = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: {} })).body.room_id;
+    const elsewhere = await say(alice, 'in another room', {}, other);
+    const root = await say(alice, 'a root');
+    const reply = await say(alice, 'a reply', inThread(root));
+    for (const [type, content] of [
+      ['m.reaction', { 'm.relates_to': { rel_type: 'm.annotation', event_id: elsewhere, key: 'x' } }],
+      ['m.room.message', { msgtype: 'm.text', body: 'thread off a reply', ...inThread(reply) }],
+      ['m.reaction', { 'm.relates_to': { rel_type: 'm.annotation', event_id: root } }],
+      ['m.reaction', { 'm.relates_to': { rel_type: 'm.annotation', event_id: root, key: 'x'.repeat(501) } }],
+    ] as const) {
+      const response = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/${type}/bad${++txn}`, { token: alice.accessToken, body: content });
+      expect(response.status, JSON.stringify(content).slice(0, 80)).toBe(400);
+      expect(response.body.errcode).toMatch(/^M_/);
+    }
+    // A parent we do not hold (yet) is fine: it may come from another server later.
+    await react(alice, '$not-here-yet:example.org', 'x');
+  });
+});
+
 describe('annotations', () => {
   it('refuses a second reaction with the same sender, parent and key (M_DUPLICATE_ANNOTATION), and allows it again once redacted', async () => {
     const parent = await say(alice, 'react to me');

@@ -237,6 +237,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const type = c.req.param('eventType')!;
     const content = await parseBody(c, jsonObject);
     if (type === 'm.room.redaction') throw badJson('use the /redact endpoint to send redactions');
+    await checkRelation(c, roomId, type, content as JsonObject);
     const [event] = await send(c, roomId, [{ type, sender: session.userId, content: content as JsonObject }], c.req.param('txnId')!);
     return c.json({ event_id: event!.event.event_id });
   });
@@ -547,6 +548,22 @@ export function roomRoutes(app: Hono<Env>): void {
     c.get('services').sync.typing.set(roomId, session.userId, body.typing, body.timeout);
     return c.json({});
   });
+}
+
+/**
+ * Relations a client may not form (Synapse's checks): a parent we hold in another room, a thread
+ * started from an event that is itself a child, or an annotation without a string key (or one
+ * over 500 characters).
+ */
+async function checkRelation(c: Ctx, roomId: string, type: string, content: JsonObject): Promise<void> {
+  const relation = relationOf({ type, content } as never);
+  if (!relation) return;
+  if (relation.relType === 'm.annotation' && relation.key === null) throw badJson('an annotation needs a string key');
+  if (relation.relType === 'm.annotation' && relation.key!.length > 500) throw badJson('the annotation key is too long');
+  const parent = await c.get('services').rooms.getEvent(relation.parentId);
+  if (!parent) return;
+  if (parent.event.room_id !== roomId) throw badJson('relations must be in the same room');
+  if (relation.relType === 'm.thread' && relationOf(parent.event)) throw badJson('cannot start a thread from an event with a relation');
 }
 
 async function checkCanonicalAlias(c: Ctx, roomId: string, content: JsonObject): Promise<void> {

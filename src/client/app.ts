@@ -22,6 +22,7 @@ import { mediaRoutes } from './routes/media.ts';
 import { knownPathOtherMethod } from './routes/route.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { searchRoutes } from './routes/search.ts';
+import { spacesRoutes } from './routes/spaces.ts';
 import { syncRoutes } from './routes/sync.ts';
 import { relationsRoutes } from './routes/relations.ts';
 import type { ClientServices } from './services.ts';
@@ -104,6 +105,7 @@ export function createClientApp(services: ClientServices, log: (message: string,
   syncRoutes(app);
   relationsRoutes(app);
   searchRoutes(app);
+  spacesRoutes(app);
   keysRoutes(app);
   hearthRoutes(app);
   app.notFound((c) =>

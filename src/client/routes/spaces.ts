@@ -1,0 +1,45 @@
+import type { Hono } from 'hono';
+import { isValidRoomId } from '../../events/identifiers.ts';
+import { DEFAULT_HIERARCHY_LIMIT, HierarchyError, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_LIMIT, SpaceHierarchy } from '../../spaces/hierarchy.ts';
+import { requireSession, type Ctx, type Env } from '../context.ts';
+import { invalidParam, MatrixError } from '../errors.ts';
+import { on, V1 } from './route.ts';
+
+/** An optional integer query parameter of at least `min`; M_INVALID_PARAM otherwise. */
+function intParam(c: Ctx, name: string, min: number, fallback: number, max: number): number {
+  const raw = c.req.query(name);
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^-?\d+$/.test(raw) || Number(raw) < min) throw invalidParam(`${name} must be an integer of at least ${min}`);
+  return Math.min(Number(raw), max);
+}
+
+export function spacesRoutes(app: Hono<Env>): void {
+  on(
+    app,
+    'GET',
+    '/rooms/:roomId/hierarchy',
+    async (c) => {
+      const session = await requireSession(c);
+      const roomId = c.req.param('roomId')!;
+      if (!isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);
+      const suggested = c.req.query('suggested_only');
+      if (suggested !== undefined && suggested !== 'true' && suggested !== 'false') throw invalidParam('suggested_only must be true or false');
+      const services = c.get('services');
+      try {
+        const page = await new SpaceHierarchy(services.rooms).page({
+          userId: session.userId,
+          roomId,
+          suggestedOnly: suggested === 'true',
+          limit: intParam(c, 'limit', 1, DEFAULT_HIERARCHY_LIMIT, MAX_HIERARCHY_LIMIT),
+          maxDepth: intParam(c, 'max_depth', 0, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_DEPTH),
+          from: c.req.query('from') || undefined,
+        });
+        return c.json(page);
+      } catch (e) {
+        if (e instanceof HierarchyError) throw new MatrixError(e.status, e.errcode, e.message);
+        throw e;
+      }
+    },
+    V1,
+  );
+}

@@ -17,7 +17,7 @@ function stored(nid: number, content: Record<string, unknown>, extra: Partial<St
 async function openIndex() {
   const db = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [roomsSchema, searchSchema] });
   const index = new SearchIndex(db);
-  const nids = async (term: string) => (await index.candidates(parseSearchTerm(term).match!, ['!r:hs'])).map((c) => c.nid).sort((a, b) => a - b);
+  const nids = async (term: string) => (await index.candidates(parseSearchTerm(term).match!, { roomIds: ['!r:hs'] })).map((c) => c.nid).sort((a, b) => a - b);
   return { db, index, nids };
 }
 
@@ -75,7 +75,7 @@ describe('the search index', () => {
       index.stored(tx, stored(2, { body: 'common words in a much longer message about nothing rare at all' }));
       for (let n = 3; n < 20; n++) index.stored(tx, stored(n, { body: `common filler ${n}` }));
     });
-    const score = async (term: string) => new Map((await index.candidates(parseSearchTerm(term).match!, ['!r:hs'])).map((c) => [c.nid, bm25(c.matchinfo)]));
+    const score = async (term: string) => new Map((await index.candidates(parseSearchTerm(term).match!, { roomIds: ['!r:hs'] })).map((c) => [c.nid, bm25(c.matchinfo)]));
     const rare = await score('rare');
     expect(rare.get(1)!).toBeGreaterThan(rare.get(2)!);
     const common = await score('common');
@@ -101,7 +101,7 @@ describe('the search migration', () => {
     });
     const after = await openSqlJsDatabase({ sqlJs, schemas: [roomsSchema, searchSchema], image: (before.freeStatements(), before.db.export()) });
     const index = new SearchIndex(after);
-    expect((await index.candidates(parseSearchTerm('zeppelin').match!, ['!r:hs'])).map((c) => c.nid).sort()).toEqual([1, 4]);
+    expect((await index.candidates(parseSearchTerm('zeppelin').match!, { roomIds: ['!r:hs'] })).map((c) => c.nid).sort()).toEqual([1, 4]);
     expect(await index.rows()).toBe(2);
   });
 });

@@ -7,7 +7,7 @@ import { formatTopologicalToken, TokenError } from '../sync/token.ts';
 import type { Visibility } from '../sync/visibility.ts';
 import { parseSearchTerm, type SearchKey } from './query.ts';
 import { bm25 } from './rank.ts';
-import type { Candidate, SearchIndex } from './search-index.ts';
+import type { SearchIndex, SearchScope } from './search-index.ts';
 
 /** `search_categories.room_events` of a request (client-server POST /search). */
 export interface RoomEventsCriteria {
@@ -44,12 +44,12 @@ export const MAX_SEARCH_LIMIT = 100;
 const DEFAULT_CONTEXT = 5;
 const MAX_CONTEXT = 50;
 /**
- * `count` is "approximate" (the spec's word). Up to this many candidates are checked
- * against history visibility for it; past that, the share visible among those checked
- * stands for the rest, so a query that matches half the server costs the same as one
- * that matches a thousand events.
+ * `count` is "approximate" (the spec's word). Up to this many candidates (the first in the
+ * order asked) are checked against history visibility for it; past that, the share visible
+ * among those checked stands for the rest, so a query that matches half the server costs the
+ * same visibility checks as one that matches two hundred events.
  */
-const COUNT_CHECKED = 1000;
+const COUNT_CHECKED = 200;
 /** Memberships from which a user may see some of a room's history (Visibility.canSee decides which). */
 const SEARCHED_MEMBERSHIPS = ['join', 'invite', 'leave', 'ban'];
 
@@ -98,15 +98,13 @@ export class Search {
     if (filter?.rooms) roomIds = roomIds.filter((r) => filter.rooms!.includes(r));
     if (filter?.not_rooms) roomIds = roomIds.filter((r) => !filter.not_rooms!.includes(r));
 
-    const ranked = (await this.index.candidates(query.match, roomIds))
-      .filter((c) => eventMatches(filter, { type: c.type, sender: c.sender, room_id: c.roomId }))
-      .map((c) => ({ candidate: c, rank: bm25(c.matchinfo) }));
-    ranked.sort(order === 'recent' ? (a, b) => b.candidate.stream - a.candidate.stream : (a, b) => b.rank - a.rank || b.candidate.stream - a.candidate.stream);
+    const scope: SearchScope = { roomIds, senders: filter?.senders, notSenders: filter?.not_senders };
+    const metaMatches = (c: { type: string; sender: string; roomId: string }) => eventMatches(filter, { type: c.type, sender: c.sender, room_id: c.roomId });
 
     const memberships = new Map<string, string | undefined>();
     const seen = new Map<number, StoredEvent | null>();
     /** The event if the user may see it and it passes the filter (contains_url needs the content), else null. */
-    const visible = async (c: Candidate): Promise<StoredEvent | null> => {
+    const visible = async (c: { nid: number; roomId: string }): Promise<StoredEvent | null> => {
       const known = seen.get(c.nid);
       if (known !== undefined) return known;
       if (!memberships.has(c.roomId)) memberships.set(c.roomId, await this.rooms.membership(c.roomId, viewer.userId));
@@ -117,29 +115,56 @@ export class Search {
     };
 
     // The page: past the cursor, in order, as many visible events as asked, and one more to know whether more exist.
-    const isAfter = (r: { candidate: Candidate; rank: number }) =>
-      !after || (order === 'recent' ? r.candidate.stream < after.stream : r.rank < after.rank || (r.rank === after.rank && r.candidate.stream < after.stream));
     const page: { stored: StoredEvent; rank: number }[] = [];
     let more = false;
-    for (const r of ranked) {
-      if (!isAfter(r)) continue;
-      const stored = await visible(r.candidate);
-      if (!stored) continue;
-      if (page.length === limit) {
-        more = true;
-        break;
+    /** The first candidates in order (from the start, not the cursor), for `count`. */
+    let sample: { nid: number; roomId: string }[];
+    let total: number;
+    if (order === 'rank') {
+      // Every candidate must be scored to know the best: matchinfo for all of them, BM25 here.
+      const ranked = (await this.index.candidates(query.match, scope)).filter(metaMatches).map((c) => ({ ...c, rank: bm25(c.matchinfo) }));
+      ranked.sort((a, b) => b.rank - a.rank || b.stream - a.stream);
+      for (const r of ranked) {
+        if (after && !(r.rank < after.rank || (r.rank === after.rank && r.stream < after.stream))) continue;
+        const stored = await visible(r);
+        if (!stored) continue;
+        if (page.length === limit) {
+          more = true;
+          break;
+        }
+        page.push({ stored, rank: r.rank });
       }
-      page.push({ stored, rank: r.rank });
+      sample = ranked.slice(0, COUNT_CHECKED);
+      total = ranked.length;
+    } else {
+      // Newest first, a batch at a time: SQLite keeps the top of the order; only the page is scored.
+      let below = after?.stream ?? Number.MAX_SAFE_INTEGER;
+      const batch = Math.max(2 * (limit + 1), 20);
+      walk: for (;;) {
+        const rows = await this.index.newest(query.match, scope, below, batch);
+        for (const r of rows) {
+          below = r.stream;
+          if (!metaMatches(r)) continue;
+          const stored = await visible(r);
+          if (!stored) continue;
+          if (page.length === limit) {
+            more = true;
+            break walk;
+          }
+          page.push({ stored, rank: 0 });
+        }
+        if (rows.length < batch) break;
+      }
+      const scores = await this.index.matchinfo(query.match, page.map((p) => p.stored.nid));
+      for (const p of page) p.rank = bm25(scores.get(p.stored.nid) ?? new Uint8Array(12));
+      total = await this.index.count(query.match, scope);
+      sample = total <= COUNT_CHECKED && !after && !more ? page.map((p) => ({ nid: p.stored.nid, roomId: p.stored.event.room_id })) : (await this.index.newest(query.match, scope, Number.MAX_SAFE_INTEGER, COUNT_CHECKED)).filter(metaMatches);
     }
 
     // count: exact up to COUNT_CHECKED candidates, then scaled from the share of those visible.
-    let checked = 0;
     let shown = 0;
-    for (const r of ranked.slice(0, COUNT_CHECKED)) {
-      checked++;
-      if (await visible(r.candidate)) shown++;
-    }
-    const count = ranked.length <= COUNT_CHECKED ? shown : Math.round((shown / Math.max(1, checked)) * ranked.length);
+    for (const c of sample) if (await visible(c)) shown++;
+    const count = total <= COUNT_CHECKED ? shown : Math.round((shown / Math.max(1, sample.length)) * total);
 
     const results: SearchResultItem[] = [];
     for (const { stored, rank } of page) {

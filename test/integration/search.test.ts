@@ -3,6 +3,7 @@
 // next_batch pagination, highlights, event context and the errors. Raw responses are checked
 // against the spec's OpenAPI definitions by the harness.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { federatedServers, sharedRoom, syncUntil } from '../support/federated-homeservers.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 import { sdk, startClient } from './sdk.ts';
 
@@ -194,5 +195,31 @@ describe('POST /search over raw HTTP', () => {
     const anonymous = await api(server, 'POST', `${V3}/search`, { body: { search_categories: { room_events: { search_term: 'x' } } }, unchecked: true });
     expect(anonymous.status).toBe(401);
     expect(anonymous.body.errcode).toBe('M_MISSING_TOKEN');
+  });
+});
+
+describe('POST /search over events from another server', () => {
+  it('finds what a user of another server said, and loses it when they redact it', async () => {
+    const network = await federatedServers(2);
+    try {
+      const [a, b] = network.servers as [(typeof network.servers)[0], (typeof network.servers)[0]];
+      const [carol, dave] = [await a.register('carol'), await b.register('dave')];
+      const roomId = await sharedRoom(a, carol, [[b, dave]]);
+      const sent = await b.api('PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/far1`, { token: dave.accessToken, body: { msgtype: 'm.text', body: 'greetings from afar about zeppelins' } });
+      expect(sent.status).toBe(200);
+      const eventId = sent.body.event_id as string;
+      const arrived = (body: any) => (body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.event_id === eventId);
+      const synced = await syncUntil(a, carol, arrived);
+      const searchA = () => a.api('POST', `${V3}/search`, { token: carol.accessToken, body: { search_categories: { room_events: { search_term: 'zeppelins' } } } });
+      const found = await searchA();
+      expect(found.status).toBe(200);
+      expect(found.body.search_categories.room_events.results.map((r: any) => r.result.event_id)).toEqual([eventId]);
+
+      expect((await b.api('PUT', `${V3}/rooms/${enc(roomId)}/redact/${enc(eventId)}/far2`, { token: dave.accessToken, body: {} })).status).toBe(200);
+      await syncUntil(a, carol, (body) => (body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.type === 'm.room.redaction'), synced.next_batch);
+      expect((await searchA()).body.search_categories.room_events.results).toEqual([]);
+    } finally {
+      await network.close();
+    }
   });
 });

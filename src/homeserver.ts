@@ -28,6 +28,7 @@ import { Rooms } from './rooms/rooms.ts';
 import { searchSchema } from './search/schema.ts';
 import { SearchIndex } from './search/search-index.ts';
 import { Search } from './search/search.ts';
+import { spacesFederationRoutes } from './spaces/federation.ts';
 import type { ComponentSchema, Database } from './storage/database.ts';
 import { streamSchema, type StreamChange } from './storage/stream.ts';
 import { syncSchema } from './sync/schema.ts';
@@ -166,7 +167,10 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     media,
     now,
     log,
-    routes: (app) => mailboxRoutes(app, () => mailbox, options.mailbox !== undefined),
+    routes: (app) => {
+      mailboxRoutes(app, () => mailbox, options.mailbox !== undefined);
+      spacesFederationRoutes(app);
+    },
   });
   const mailbox = new Mailbox({
     db,

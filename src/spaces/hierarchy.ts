@@ -51,20 +51,35 @@ function validChild(stored: StoredEvent): boolean {
 }
 
 /** `order` as the spec has it: printable ASCII, at most 50 characters; anything else counts as absent. */
-function orderOf(stored: StoredEvent): string | undefined {
-  const order = stored.event.content['order'];
+function orderOf(content: Record<string, unknown>): string | undefined {
+  const order = content['order'];
   return typeof order === 'string' && order.length <= 50 && /^[\x20-\x7E]*$/.test(order) ? order : undefined;
 }
 
 /** Children in the spec's order: those with `order` first, by it; then by origin_server_ts; then by room ID. */
 function compareChildren(a: StoredEvent, b: StoredEvent): number {
-  const [oa, ob] = [orderOf(a), orderOf(b)];
+  return compareStripped(
+    { content: a.event.content, origin_server_ts: a.event.origin_server_ts, state_key: a.event.state_key! },
+    { content: b.event.content, origin_server_ts: b.event.origin_server_ts, state_key: b.event.state_key! },
+  );
+}
+
+function compareStripped(a: Pick<StrippedChildState, 'content' | 'origin_server_ts' | 'state_key'>, b: Pick<StrippedChildState, 'content' | 'origin_server_ts' | 'state_key'>): number {
+  const [oa, ob] = [orderOf(a.content), orderOf(b.content)];
   if (oa !== undefined && ob === undefined) return -1;
   if (oa === undefined && ob !== undefined) return 1;
   if (oa !== undefined && ob !== undefined && oa !== ob) return oa < ob ? -1 : 1;
-  if (a.event.origin_server_ts !== b.event.origin_server_ts) return a.event.origin_server_ts - b.event.origin_server_ts;
-  const [ra, rb] = [a.event.state_key!, b.event.state_key!];
-  return ra < rb ? -1 : ra > rb ? 1 : 0;
+  if (a.origin_server_ts !== b.origin_server_ts) return a.origin_server_ts - b.origin_server_ts;
+  return a.state_key < b.state_key ? -1 : a.state_key > b.state_key ? 1 : 0;
+}
+
+/** A child as another server described it, if it has the shape of one (the walk trusts nothing else of it). */
+function wellFormedChild(c: unknown): c is StrippedChildState {
+  if (typeof c !== 'object' || c === null) return false;
+  const child = c as Record<string, unknown>;
+  const content = child['content'];
+  return child['type'] === 'm.space.child' && typeof child['state_key'] === 'string' && isValidRoomId(child['state_key']) && typeof child['origin_server_ts'] === 'number'
+    && typeof content === 'object' && content !== null && Array.isArray((content as Record<string, unknown>)['via']) && ((content as Record<string, unknown>)['via'] as unknown[]).length > 0;
 }
 
 /** `from`: where the last page ended in the walk, with the walk's parameters, which may not change between pages. */
@@ -81,8 +96,74 @@ function parseFrom(text: string, maxDepth: number, suggestedOnly: boolean): numb
   return Number(match[1]);
 }
 
+/** What another server answers on /_matrix/federation/v1/hierarchy/{roomId} (server-server §Spaces). */
+export interface FederationHierarchy {
+  room: HierarchyRoom;
+  children: HierarchyRoom[];
+  inaccessible_children: string[];
+}
+
+/** Asks a server for a room's hierarchy (the federation client, from the composition root's services). */
+export type RemoteHierarchy = (server: string, roomId: string, suggestedOnly: boolean) => Promise<FederationHierarchy>;
+
+/** Servers asked at most per walk, so a space full of unreachable rooms answers in bounded time. */
+const MAX_REMOTE_ASKS = 10;
+
 export class SpaceHierarchy {
-  constructor(private readonly rooms: Rooms) {}
+  constructor(
+    private readonly rooms: Rooms,
+    /** Without it, rooms this server does not hold are left out. */
+    private readonly remote?: RemoteHierarchy,
+  ) {}
+
+  /**
+   * Whether another server may see a room's summary (server-server GET /hierarchy): anyone may
+   * join or knock, its history is world-readable, one of that server's users is joined or
+   * invited, or the join rule is restricted (the asking server checks the allowed rooms).
+   */
+  async accessibleToServer(roomId: string, server: string, state: Map<string, StoredEvent>): Promise<boolean> {
+    const content = (type: string) => state.get(stateKey(type, ''))?.event.content ?? {};
+    if (content('m.room.history_visibility')['history_visibility'] === 'world_readable') return true;
+    const rule = content('m.room.join_rules')['join_rule'];
+    if (rule === 'public' || rule === 'knock' || rule === 'knock_restricted' || rule === 'restricted') return true;
+    for (const membership of ['join', 'invite']) {
+      if ((await this.rooms.members(roomId, membership)).some((u) => u.endsWith(`:${server}`))) return true;
+    }
+    return false;
+  }
+
+  /** This server's answer to another's GET /_matrix/federation/v1/hierarchy/{roomId}; undefined for 404. */
+  async forServer(roomId: string, server: string, suggestedOnly: boolean): Promise<FederationHierarchy | undefined> {
+    if (!(await this.rooms.exists(roomId))) return undefined;
+    const state = await this.stateByKey(roomId);
+    if (!(await this.accessibleToServer(roomId, server, state))) return undefined;
+    const answer: FederationHierarchy = { room: await this.summary(roomId, state), children: [], inaccessible_children: [] };
+    for (const child of this.children(state)) {
+      if (suggestedOnly && child.event.content['suggested'] !== true) continue;
+      const childId = child.event.state_key!;
+      if (!(await this.rooms.exists(childId))) continue;
+      const childState = await this.stateByKey(childId);
+      if (await this.accessibleToServer(childId, server, childState)) answer.children.push(await this.summary(childId, childState));
+      else answer.inaccessible_children.push(childId);
+    }
+    return answer;
+  }
+
+  /** A summary another server gave: may the user see it (the same list as for local rooms, from what the summary says)? */
+  private async remoteAccessible(summary: HierarchyRoom, userId: string): Promise<boolean> {
+    const membership = await this.rooms.localMembership(userId, summary.room_id);
+    if (membership?.membership === 'ban') return false;
+    if (membership?.membership === 'join' || membership?.membership === 'invite') return true;
+    if (summary['world_readable'] === true) return true;
+    const rule = summary['join_rule'] ?? 'public';
+    if (rule === 'public' || rule === 'knock' || rule === 'knock_restricted') return true;
+    if (rule === 'restricted' && Array.isArray(summary['allowed_room_ids'])) {
+      for (const allowed of summary['allowed_room_ids'] as unknown[]) {
+        if (typeof allowed === 'string' && (await this.rooms.membership(allowed, userId).catch(() => undefined)) === 'join') return true;
+      }
+    }
+    return false;
+  }
 
   /**
    * Whether a user may see a room's summary (the spec's list for `rooms`): they are joined or
@@ -117,21 +198,42 @@ export class SpaceHierarchy {
     const wanted = offset + request.limit + 1;
     const out: HierarchyRoom[] = [];
     const visited = new Set<string>();
-    const stack: { roomId: string; depth: number }[] = [{ roomId, depth: 0 }];
+    const stack: { roomId: string; depth: number; via: string[] }[] = [{ roomId, depth: 0, via: [] }];
+    let asks = 0;
     while (stack.length > 0 && out.length < wanted && visited.size < MAX_ROOMS_WALKED) {
       const next = stack.pop()!;
       if (visited.has(next.roomId)) continue;
       visited.add(next.roomId);
-      // Rooms this server does not hold are left out (the federation walk is not done).
-      if (!(await this.rooms.exists(next.roomId))) continue;
-      const state = next.roomId === roomId ? rootState : await this.stateByKey(next.roomId);
-      if (!(await this.accessible(next.roomId, userId, state))) continue;
-      const summary = await this.summary(next.roomId, state);
+      let summary: HierarchyRoom;
+      if (await this.rooms.exists(next.roomId)) {
+        const state = next.roomId === roomId ? rootState : await this.stateByKey(next.roomId);
+        if (!(await this.accessible(next.roomId, userId, state))) continue;
+        summary = await this.summary(next.roomId, state);
+      } else {
+        // A room this server does not hold: asked of the servers its m.space.child event names, in order.
+        let found: HierarchyRoom | undefined;
+        for (const server of next.via) {
+          if (!this.remote || asks >= MAX_REMOTE_ASKS) break;
+          asks++;
+          try {
+            const answer = await this.remote(server, next.roomId, suggestedOnly);
+            if (answer.room?.room_id === next.roomId && Array.isArray(answer.room.children_state)) found = answer.room;
+          } catch {
+            // unreachable, or it does not hold the room either: the next server
+          }
+          if (found) break;
+        }
+        if (!found || !(await this.remoteAccessible(found, userId))) continue;
+        summary = found;
+      }
       out.push(summary);
       if (next.depth >= maxDepth) continue;
-      const children = this.children(state).filter((c) => !suggestedOnly || c.event.content['suggested'] === true);
+      const children = (summary.children_state as unknown[]).filter(wellFormedChild).filter((c) => !suggestedOnly || c.content['suggested'] === true).sort(compareStripped);
       // Pushed last-first, so the first child is walked next (depth first, in the spec's order).
-      for (const child of children.reverse()) stack.push({ roomId: child.event.state_key!, depth: next.depth + 1 });
+      for (const child of children.reverse()) {
+        const via = (child.content['via'] as unknown[]).filter((v): v is string => typeof v === 'string');
+        stack.push({ roomId: child.state_key, depth: next.depth + 1, via });
+      }
     }
     const page: HierarchyPage = { rooms: out.slice(offset, offset + request.limit) };
     if (out.length > offset + request.limit) page.next_batch = formatFrom(offset + request.limit, maxDepth, suggestedOnly);

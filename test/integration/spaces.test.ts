@@ -3,6 +3,8 @@
 // order, max_depth, suggested_only, pagination with `from`, rooms the user may not see left out,
 // and the errors. Raw responses are checked against the spec's OpenAPI definitions by the harness.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { federatedServers } from '../support/federated-homeservers.ts';
+import { validateFederationResponse } from '../support/spec-schema.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 import { sdk, startClient } from './sdk.ts';
 
@@ -128,5 +130,41 @@ describe('GET /hierarchy errors', () => {
     }
     const anonymous = await api(server, 'GET', `${V1}/rooms/${enc(ids['root']!)}/hierarchy`, {});
     expect(anonymous.status).toBe(401);
+  });
+});
+
+describe('spaces across servers', () => {
+  it('summarises children held by another server through its /federation/v1/hierarchy, leaving out what it keeps private', async () => {
+    const network = await federatedServers(2);
+    try {
+      const [a, b] = network.servers as [(typeof network.servers)[0], (typeof network.servers)[0]];
+      const [erin, frank] = [await a.register('erin'), await b.register('frank')];
+      const createOn = async (server: typeof a, token: string, body: Record<string, unknown>) => (await server.api('POST', `${V3}/createRoom`, { token, body })).body.room_id as string;
+      const farSpace = await createOn(b, frank.accessToken, { name: 'far space', preset: 'public_chat', creation_content: { type: 'm.space' } });
+      const farRoom = await createOn(b, frank.accessToken, { name: 'far room', topic: 'on B', preset: 'public_chat' });
+      const farSecret = await createOn(b, frank.accessToken, { name: 'far secret', preset: 'private_chat' });
+      const child = async (server: typeof a, token: string, parent: string, childId: string, via: string) =>
+        expect((await server.api('PUT', `${V3}/rooms/${enc(parent)}/state/m.space.child/${enc(childId)}`, { token, body: { via: [via] } })).status).toBe(200);
+      await child(b, frank.accessToken, farSpace, farRoom, b.serverName);
+      await child(b, frank.accessToken, farSpace, farSecret, b.serverName);
+
+      // B answers A's server directly: the space, its child A may see, and the one it may not.
+      const direct = await a.homeserver.federation.component.client.request<any>(b.serverName, 'GET', `/_matrix/federation/v1/hierarchy/${enc(farSpace)}`);
+      validateFederationResponse('GET', `/_matrix/federation/v1/hierarchy/${enc(farSpace)}`, 200, direct);
+      expect(direct.room).toMatchObject({ room_id: farSpace, name: 'far space', room_type: 'm.space', num_joined_members: 1 });
+      expect(direct.children.map((r: any) => r.room_id)).toEqual([farRoom]);
+      expect(direct.inaccessible_children).toEqual([farSecret]);
+      await expect(a.homeserver.federation.component.client.request(b.serverName, 'GET', `/_matrix/federation/v1/hierarchy/${enc(farSecret)}`)).rejects.toMatchObject({ status: 404 });
+
+      // A space on A whose children live on B: walked through B.
+      const home = await createOn(a, erin.accessToken, { name: 'home', preset: 'public_chat', creation_content: { type: 'm.space' } });
+      await child(a, erin.accessToken, home, farSpace, b.serverName);
+      const walked = await a.api('GET', `${V1}/rooms/${enc(home)}/hierarchy`, { token: erin.accessToken });
+      expect(walked.status).toBe(200);
+      expect(walked.body.rooms.map((r: any) => r.name)).toEqual(['home', 'far space', 'far room']);
+      expect(walked.body.rooms[2]).toMatchObject({ room_id: farRoom, topic: 'on B', join_rule: 'public', children_state: [] });
+    } finally {
+      await network.close();
+    }
   });
 });

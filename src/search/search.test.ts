@@ -1,8 +1,12 @@
+import 'fake-indexeddb/auto';
+import { IDBFactory } from 'fake-indexeddb';
 import initSqlJs from 'sql.js';
 import { describe, expect, it } from 'vitest';
 import type { RoomEvent } from '../events/event.ts';
 import type { StoredEvent } from '../rooms/rooms.ts';
 import { roomsSchema } from '../rooms/schema.ts';
+import { openDurableDatabase } from '../storage/durable-database.ts';
+import { openIndexedDbPersistence } from '../storage/indexeddb-persistence.ts';
 import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { parseSearchTerm } from './query.ts';
 import { bm25 } from './rank.ts';
@@ -103,5 +107,27 @@ describe('the search migration', () => {
     const index = new SearchIndex(after);
     expect((await index.candidates(parseSearchTerm('zeppelin').match!, { roomIds: ['!r:hs'] })).map((c) => c.nid).sort()).toEqual([1, 4]);
     expect(await index.rows()).toBe(2);
+  });
+});
+
+describe('the index on durable storage', () => {
+  it('comes back whole after a restart, from the snapshot and from the redo log the FTS4 writes went into', async () => {
+    const sqlJs = await initSqlJs();
+    const factory = new IDBFactory();
+    const open = async () => openDurableDatabase({ sqlJs, persistence: await openIndexedDbPersistence({ name: 'search', indexedDB: factory, locks: null }), schemas: [roomsSchema, searchSchema] });
+    const first = await open();
+    const index = new SearchIndex(first);
+    await first.transaction((tx) => index.stored(tx, stored(1, { body: 'before the snapshot' })));
+    await first.snapshot();
+    await first.transaction((tx) => index.stored(tx, stored(2, { body: 'after the snapshot' })));
+    await first.transaction((tx) => index.redacted(tx, '$e1'));
+    await first.close();
+
+    const second = await open();
+    expect(second.stats().replayedAtOpen).toBe(2);
+    const nids = async (term: string) => (await new SearchIndex(second).candidates(parseSearchTerm(term).match!, { roomIds: ['!r:hs'] })).map((c) => c.nid);
+    expect(await nids('snapshot')).toEqual([2]);
+    expect(await nids('before')).toEqual([]);
+    await second.close();
   });
 });

@@ -82,6 +82,17 @@ describe('durable storage in Chromium', () => {
     await second.close();
   });
 
+  it('has FTS4 with the unicode61 tokenizer in the browser build of sql.js, as search needs', async () => {
+    const page = await context.newPage();
+    await page.goto(url);
+    await ready(page);
+    const result = await page.evaluate(() => (globalThis as unknown as { hearthStorage: { search(): Promise<{ found: number[]; words: string[]; tokenizers: string[] }> } }).hearthStorage.search());
+    expect(result.found).toEqual([1]);
+    expect(result.words).toEqual(['Crème', 'martians']);
+    expect(result.tokenizers).toEqual(['simple', 'porter', 'unicode61']);
+    await page.close();
+  });
+
   it('works inside a Worker, whose lock the page respects and the other way round', async () => {
     const page = await context.newPage();
     await page.goto(url);

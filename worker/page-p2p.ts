@@ -23,6 +23,7 @@ import { inboundOverCore, pageSendOver } from './federation-bridge.ts';
 import { openPeerDatastore } from './peer-datastore.ts';
 import { loadAddedBootstrap } from './bootstrap-peers.ts';
 import type { CoreApi } from './homeserver.worker.ts';
+import { MAX_REQUEST_BODY_BYTES } from './protocol.ts';
 
 export const CONFIG_PATH = '/hearth-config.json';
 
@@ -105,6 +106,9 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
   };
   const node = await createP2PNode({
     seed,
+    // Remote media as large as an upload here (the service worker's request bound) plus its multipart
+    // framing crosses to us whole; the default 4 MiB would refuse it.
+    limits: { maxResponseBytes: MAX_REQUEST_BODY_BYTES + 64 * 1024 },
     // Always our own ICE list: webRTC() left to itself would use public STUN servers.
     transports: [webSockets(), circuitRelayTransport(), webRTC({ rtcConfiguration: { iceServers: config.iceServers } })],
     // Node peers reach us over the connections we open. Each '/p2p-circuit' is one reservation on some relay

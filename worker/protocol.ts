@@ -9,6 +9,9 @@
  * service worker tell, when a core dies, which requests never reached it (safe
  * to send again, whatever the method) from those it may have acted on.
  */
+import { BodyTooLargeError, readBounded } from '../src/http/bounded-body.ts';
+
+export { BodyTooLargeError };
 
 /**
  * Request bodies above this are refused with 413 before they leave the service
@@ -48,41 +51,9 @@ export type CoreMessage = { type: 'received'; id: number } | { type: 'response';
 export type PageToServiceWorker = { type: 'hearth-core-port'; coreId: string; port: MessagePort } | { type: 'hearth-claim' };
 export type ServiceWorkerToPage = { type: 'hearth-need-port' };
 
-/** Thrown when a body is over its bound. */
-export class BodyTooLargeError extends Error {
-  override name = 'BodyTooLargeError';
-  constructor(readonly limit: number) {
-    super(`body exceeds ${limit} bytes`);
-  }
-}
-
-/** Reads a body stream into one ArrayBuffer, giving up as soon as it passes `limit` bytes. */
-export async function readBounded(body: ReadableStream<Uint8Array> | null, declaredLength: string | null, limit: number): Promise<ArrayBuffer | null> {
-  if (body === null) return null;
-  if (declaredLength !== null && Number(declaredLength) > limit) {
-    await body.cancel().catch(() => undefined);
-    throw new BodyTooLargeError(limit);
-  }
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > limit) {
-      await reader.cancel().catch(() => undefined);
-      throw new BodyTooLargeError(limit);
-    }
-    chunks.push(value);
-  }
-  const joined = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    joined.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return joined.buffer;
+/** Reads a body into one ArrayBuffer within a bound (BodyTooLargeError past it). */
+async function readBoundedBuffer(body: ReadableStream<Uint8Array> | null, declaredLength: string | null, limit: number): Promise<ArrayBuffer | null> {
+  return (await readBounded(body, limit, declaredLength))?.buffer ?? null;
 }
 
 export function headerList(headers: Headers): HeaderList {
@@ -90,7 +61,7 @@ export function headerList(headers: Headers): HeaderList {
 }
 
 export async function requestToWire(id: number, request: Request): Promise<WireRequest> {
-  const body = request.method === 'GET' || request.method === 'HEAD' ? null : await readBounded(request.body, request.headers.get('content-length'), MAX_REQUEST_BODY_BYTES);
+  const body = request.method === 'GET' || request.method === 'HEAD' ? null : await readBoundedBuffer(request.body, request.headers.get('content-length'), MAX_REQUEST_BODY_BYTES);
   return { id, method: request.method, url: request.url, headers: headerList(request.headers), body };
 }
 
@@ -99,7 +70,7 @@ export function wireToRequest(wire: WireRequest, signal?: AbortSignal): Request 
 }
 
 export async function responseToWire(id: number, response: Response): Promise<WireResponse> {
-  const body = await readBounded(response.body, response.headers.get('content-length'), MAX_RESPONSE_BODY_BYTES);
+  const body = await readBoundedBuffer(response.body, response.headers.get('content-length'), MAX_RESPONSE_BODY_BYTES);
   return { id, status: response.status, statusText: response.statusText, headers: headerList(response.headers), body };
 }
 

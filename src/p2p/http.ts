@@ -10,6 +10,7 @@ import { fetch as fetchOverStream } from '@libp2p/http-fetch';
 import { readHeaders, responseToStream, type HeaderInfo } from '@libp2p/http-utils';
 import type { AbortOptions, Connection, PeerId, Stream, StreamHandler } from '@libp2p/interface';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
+import { BodyTooLargeError, readBounded } from '../http/bounded-body.ts';
 import { peerIdFromServerName, serverNameFromPeerId } from './identity.ts';
 
 export const HTTP_PROTOCOL = '/http/1.1';
@@ -219,7 +220,7 @@ class RequestTarget extends URL {
  * the library-wide default once the message is complete (`reinitialize`), so the
  * per-request `maxHeaderSize` does not hold: a response whose last chunk exceeds
  * 80 KiB (a join's state, a backfill) fails although it arrived whole. The only lever
- * is the library-wide default; we raise it to our own response bound (readBounded
+ * is the library-wide default; we raise it to our own response bound (readResponse
  * below enforces that), and headers stay far below it in practice.
  */
 function allowResponsesOf(bytes: number): void {
@@ -293,7 +294,7 @@ async function exchange(stream: Stream, request: Request, body: Uint8Array<Array
       ]);
       const declared = Number(response.headers.get('content-length') ?? 0);
       if (declared > maxResponseBytes) throw new ResponseTooLarge(`response of ${declared} bytes exceeds ${maxResponseBytes}`);
-      const payload = await Promise.race([readBounded(response.body, maxResponseBytes), failed]);
+      const payload = await Promise.race([readResponse(response.body, maxResponseBytes), failed]);
       return new Response(payload, { status: response.status, statusText: response.statusText, headers: response.headers });
     });
   } finally {
@@ -301,26 +302,11 @@ async function exchange(stream: Stream, request: Request, body: Uint8Array<Array
   }
 }
 
-async function readBounded(body: ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array<ArrayBuffer> | null> {
-  if (body === null) return null;
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      void reader.cancel().catch(() => {});
-      throw new ResponseTooLarge(`response body exceeds ${max} bytes`);
-    }
-    chunks.push(value);
+async function readResponse(body: ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array<ArrayBuffer> | null> {
+  try {
+    return await readBounded(body, max);
+  } catch (error) {
+    if (error instanceof BodyTooLargeError) throw new ResponseTooLarge(`response body exceeds ${max} bytes`);
+    throw error;
   }
-  const payload = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    payload.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return payload;
 }

@@ -1,4 +1,5 @@
 import type { Hono } from 'hono';
+import { BodyTooLargeError, readBounded } from '../../http/bounded-body.ts';
 import { mediaResponse, parseThumbnailQuery, parseTimeout } from '../../media/http.ts';
 import { MediaError } from '../../media/media.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
@@ -17,32 +18,12 @@ const CLIENT_V1_MEDIA = ['/_matrix/client/v1/media'];
 
 /** Reads an upload's bytes, refusing (413) as soon as they pass the limit: the declared length first, then as they stream in. */
 async function readUpload(c: Ctx, limit: number): Promise<Uint8Array> {
-  const tooLarge = () => new MediaError(413, 'M_TOO_LARGE', `uploads are limited to ${limit} bytes`);
-  const declared = c.req.header('content-length');
-  if (declared !== undefined && Number(declared) > limit) throw tooLarge();
-  const body = c.req.raw.body;
-  if (!body) return new Uint8Array(0);
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > limit) {
-      await reader.cancel().catch(() => undefined);
-      throw tooLarge();
-    }
-    chunks.push(value);
+  try {
+    return (await readBounded(c.req.raw.body, limit, c.req.header('content-length'))) ?? new Uint8Array(0);
+  } catch (error) {
+    if (error instanceof BodyTooLargeError) throw new MediaError(413, 'M_TOO_LARGE', `uploads are limited to ${limit} bytes`);
+    throw error;
   }
-  if (chunks.length === 1) return chunks[0]!;
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return bytes;
 }
 
 async function upload(c: Ctx, target?: { serverName: string; mediaId: string }) {

@@ -434,10 +434,13 @@ export class App {
     this.syncAbort?.abort();
     clearTimeout(this.pendingTimer);
     this.pendingEvents = new Map();
-    await this.api.logout().catch(() => undefined);
+    // The sign-in form shows at once; the token is revoked after, so a busy or slow homeserver
+    // does not hold the page on a signed-out session (errors were ignored before as well).
+    const leaving = new MatrixApi(this.api.session);
     saveSession(undefined);
     this.api.session = undefined;
     this.showAccountForm('login');
+    await leaving.logout().catch(() => undefined);
   }
 
   private async syncLoop(): Promise<void> {

@@ -21,6 +21,9 @@ const KNOWN_PEER_TAG = 'hearth-peer';
 
 const DAY = 24 * 60 * 60 * 1000;
 
+/** How often a peer reached only through a relay gets another WebRTC dial (preferWebRTC). */
+const DIRECT_SWEEP_MS = 5_000;
+
 /**
  * Through a relay, but not WebRTC: a WebRTC address reads `…/p2p-circuit/webrtc/…`
  * (the relay only carried its signalling), and its link is direct.
@@ -239,6 +242,18 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     return dialing;
   }
 
+  // A WebRTC dial that failed (now and then one stalls until its timeout) is not retried by any event:
+  // libp2p reports a peer as discovered only the first time, and the relayed connection stays open. So
+  // every few seconds the peers reached only through a relay get another try (ensureDirect dials at most
+  // once at a time per peer, and only from the lower peer ID).
+  const directSweep = options.preferWebRTC
+    ? setInterval(() => {
+        for (const peerId of new Set(libp2p.getConnections().map((c) => c.remotePeer))) {
+          if (serverNameFromPeerId(peerId) !== undefined) void ensureDirect(peerId);
+        }
+      }, DIRECT_SWEEP_MS)
+    : undefined;
+
   await libp2p.handle(HTTP_PROTOCOL, serveHttp(options.handler, { localServerName: self, limits: options.limits, log }), {
     runOnLimitedConnection: options.runOnLimitedConnection,
   });
@@ -292,6 +307,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     async stop() {
       stopped = true;
       for (const timer of redialTimers) clearTimeout(timer);
+      clearInterval(directSweep);
       await libp2p.stop();
     },
   };

@@ -18,6 +18,7 @@ import type { ConnectionGater } from '@libp2p/interface';
 import { webRTC } from '@libp2p/webrtc';
 import { webSockets } from '@libp2p/websockets';
 import * as Comlink from 'comlink';
+import { mediaAnswerBytes } from '../src/http/bounded-body.ts';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
 import { inboundOverCore, pageSendOver } from './federation-bridge.ts';
 import { openPeerDatastore } from './peer-datastore.ts';
@@ -108,7 +109,7 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     seed,
     // Remote media as large as an upload here (the service worker's request bound) plus its multipart
     // framing crosses to us whole; the default 4 MiB would refuse it.
-    limits: { maxResponseBytes: MAX_REQUEST_BODY_BYTES + 64 * 1024 },
+    limits: { maxResponseBytes: mediaAnswerBytes(MAX_REQUEST_BODY_BYTES) },
     // Always our own ICE list: webRTC() left to itself would use public STUN servers.
     transports: [webSockets(), circuitRelayTransport(), webRTC({ rtcConfiguration: { iceServers: config.iceServers } })],
     // Node peers reach us over the connections we open. Each '/p2p-circuit' is one reservation on some relay

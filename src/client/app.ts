@@ -9,6 +9,7 @@ import { FederationUnreachable } from '../federation/transport.ts';
 import { KeysError } from '../keys/errors.ts';
 import { MediaError } from '../media/media.ts';
 import { RoomError } from '../rooms/errors.ts';
+import { HierarchyError } from '../spaces/hierarchy.ts';
 import { StorageError } from '../storage/errors.ts';
 import { TokenError } from '../sync/token.ts';
 import { UsersError } from '../users/errors.ts';
@@ -55,6 +56,7 @@ export function toMatrixError(error: unknown): MatrixError {
   if (error instanceof UsersError) return new MatrixError(error.status, error.errcode, error.message);
   if (error instanceof KeysError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
   if (error instanceof MediaError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
+  if (error instanceof HierarchyError) return new MatrixError(error.status, error.errcode, error.message);
   if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
   if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);
   if (error instanceof TokenError) return new MatrixError(400, 'M_INVALID_PARAM', error.message);

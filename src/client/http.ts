@@ -1,7 +1,8 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
 import type { Env } from './context.ts';
-import { badJson, notJson, tooLarge } from './errors.ts';
+import { isValidRoomId } from '../events/identifiers.ts';
+import { badJson, invalidParam, notJson, tooLarge } from './errors.ts';
 
 /** Request bodies above this size are refused with M_TOO_LARGE before parsing. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -70,4 +71,11 @@ export function intQuery(c: Context, name: string, fallback: number, max = Numbe
   if (raw === undefined || raw === '') return fallback;
   if (!/^\d+$/.test(raw)) throw badJson(`${name} must be a non-negative integer`);
   return Math.min(Number(raw), max);
+}
+
+/** The `roomId` path parameter, or 400 `M_INVALID_PARAM` when it is not a room ID. */
+export function requireRoomId(c: Context<Env>): string {
+  const roomId = c.req.param('roomId')!;
+  if (!isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);
+  return roomId;
 }

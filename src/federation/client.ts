@@ -60,6 +60,28 @@ export class FederationClient {
     path: string,
     options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal } = {},
   ): Promise<T> {
+    const response = await this.signedExchange(destination, method, path, options);
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = text === '' ? {} : JSON.parse(text);
+    } catch {
+      throw new FederationRequestError(destination, response.status, 'M_NOT_JSON', `${method} ${path}: the response is not JSON`);
+    }
+    if (!response.ok) throw requestError(destination, method, path, response, text);
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw new FederationRequestError(destination, response.status, 'M_BAD_JSON', `${method} ${path}: the response is not a JSON object`);
+    }
+    return body as T;
+  }
+
+  /** Signs one request with X-Matrix and has the transport carry it; the answer, whatever its status. */
+  private async signedExchange(
+    destination: string,
+    method: 'GET' | 'PUT' | 'POST',
+    path: string,
+    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal },
+  ): Promise<Response> {
     if (destination === this.origin) throw new FederationUnreachable(destination, 'a server does not federate with itself');
     const search = new URLSearchParams();
     for (const [name, value] of Object.entries(options.query ?? {})) {
@@ -74,30 +96,7 @@ export class FederationClient {
       headers,
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
     });
-    const response = await this.transport.send(destination, request, { signal: options.signal });
-    const text = await response.text();
-    let body: unknown;
-    try {
-      body = text === '' ? {} : JSON.parse(text);
-    } catch {
-      throw new FederationRequestError(destination, response.status, 'M_NOT_JSON', `${method} ${path}: the response is not JSON`);
-    }
-    if (!response.ok) {
-      const error = (body ?? {}) as { errcode?: unknown; error?: unknown; retry_after_ms?: unknown };
-      const retryAfter = Number(response.headers.get('retry-after'));
-      const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : typeof error.retry_after_ms === 'number' ? error.retry_after_ms : undefined;
-      throw new FederationRequestError(
-        destination,
-        response.status,
-        typeof error.errcode === 'string' ? error.errcode : 'M_UNKNOWN',
-        `${method} ${path} → ${response.status}: ${typeof error.error === 'string' ? error.error : text.slice(0, 200)}`,
-        retryAfterMs,
-      );
-    }
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      throw new FederationRequestError(destination, response.status, 'M_BAD_JSON', `${method} ${path}: the response is not a JSON object`);
-    }
-    return body as T;
+    return this.transport.send(destination, request, { signal: options.signal });
   }
 
   sendTransaction(destination: string, txnId: string, body: TransactionBody): Promise<{ pdus?: Record<string, { error?: string }> }> {
@@ -209,22 +208,9 @@ export class FederationClient {
 
   /** A signed GET whose answer is multipart/mixed media rather than JSON. */
   private async requestMedia(destination: string, path: string, query: Record<string, string | undefined>, maxBytes: number): Promise<MediaPart> {
-    if (destination === this.origin) throw new FederationUnreachable(destination, 'a server does not federate with itself');
-    const search = new URLSearchParams(Object.entries(query).filter((entry): entry is [string, string] => entry[1] !== undefined));
-    const uri = path + (search.size > 0 ? `?${search}` : '');
-    const authorization = await authorizationHeader('GET', uri, this.origin, destination, undefined, this.keyId, this.signingKey);
-    const response = await this.transport.send(destination, new Request(`http://${destination}${uri}`, { method: 'GET', headers: { authorization } }));
+    const response = await this.signedExchange(destination, 'GET', path, { query });
+    if (!response.ok) throw requestError(destination, 'GET', path, response, await response.text());
     const bytes = new Uint8Array(await response.arrayBuffer());
-    if (!response.ok) {
-      let error: { errcode?: unknown; error?: unknown } = {};
-      try {
-        error = JSON.parse(new TextDecoder().decode(bytes)) ?? {};
-      } catch {
-        // not JSON: the status says enough
-      }
-      const errcode = typeof error.errcode === 'string' ? error.errcode : 'M_UNKNOWN';
-      throw new FederationRequestError(destination, response.status, errcode, `GET ${path} → ${response.status}: ${typeof error.error === 'string' ? error.error : ''}`);
-    }
     let part: MediaPart;
     try {
       part = decodeMediaMultipart(response.headers.get('content-type'), bytes, maxBytes);
@@ -234,4 +220,23 @@ export class FederationClient {
     if (part.location !== undefined) throw new FederationRequestError(destination, 502, 'M_UNKNOWN', `GET ${path}: the origin redirected to ${part.location}, which a peer cannot follow`);
     return part;
   }
+}
+
+/** A refusal from another server, with its errcode and how long it asks us to wait (Retry-After or retry_after_ms). */
+function requestError(destination: string, method: string, path: string, response: Response, text: string): FederationRequestError {
+  let error: { errcode?: unknown; error?: unknown; retry_after_ms?: unknown } = {};
+  try {
+    error = (JSON.parse(text) as typeof error | null) ?? {};
+  } catch {
+    // not JSON: the status says enough
+  }
+  const retryAfter = Number(response.headers.get('retry-after'));
+  const retryAfterMs = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : typeof error.retry_after_ms === 'number' ? error.retry_after_ms : undefined;
+  return new FederationRequestError(
+    destination,
+    response.status,
+    typeof error.errcode === 'string' ? error.errcode : 'M_UNKNOWN',
+    `${method} ${path} → ${response.status}: ${typeof error.error === 'string' ? error.error : text.slice(0, 200)}`,
+    retryAfterMs,
+  );
 }

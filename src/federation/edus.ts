@@ -183,9 +183,8 @@ export class Edus {
 
   /** Presence goes to every server sharing a room with the user. */
   private async sendPresence(userId: string, status: PresenceStatus): Promise<void> {
-    const { rooms, queues, now } = this.services;
-    const servers = new Set<string>();
-    for (const roomId of await rooms.roomsOf(userId)) for (const server of await rooms.joinedServers(roomId)) servers.add(server);
+    const { queues, now } = this.services;
+    const servers = await this.serversSharingRooms(userId);
     const update: Record<string, unknown> = {
       user_id: userId,
       presence: status.presence,

@@ -1,4 +1,5 @@
 import { getMultipartBoundary, parseMultipart } from '@remix-run/multipart-parser';
+import { mediaAnswerBytes } from '../http/bounded-body.ts';
 
 /**
  * The multipart/mixed body of server-server media downloads (server-server §Content
@@ -34,7 +35,7 @@ export function encodeMediaMultipart(part: { bytes: Uint8Array; contentType: str
 export function decodeMediaMultipart(contentType: string | null, body: Uint8Array, maxBytes: number): MediaPart {
   const boundary = contentType && /^multipart\/mixed\b/i.test(contentType) ? getMultipartBoundary(contentType) : null;
   if (!boundary) throw new Error(`expected multipart/mixed with a boundary, got ${contentType ?? 'no Content-Type'}`);
-  const parts = [...parseMultipart(body, { boundary, maxParts: 2, maxFileSize: maxBytes, maxTotalSize: maxBytes + 64 * 1024 })];
+  const parts = [...parseMultipart(body, { boundary, maxParts: 2, maxFileSize: maxBytes, maxTotalSize: mediaAnswerBytes(maxBytes) })];
   if (parts.length !== 2) throw new Error(`expected two parts, got ${parts.length}`);
   const [meta, media] = parts as [(typeof parts)[0], (typeof parts)[0]];
   let metadata: unknown;

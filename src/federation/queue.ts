@@ -98,7 +98,9 @@ export class OutgoingQueues {
       if (destination === this.origin) continue;
       (items.pdus ?? []).forEach((pdu, i) => {
         const eventId = items.eventIds?.[i] ?? pdu.event_id ?? null;
-        tx.run("INSERT INTO federation_outbox (destination, kind, json, event_id) VALUES (?, 'pdu', ?, ?)", [destination, JSON.stringify(pdu), eventId]);
+        tx.run("INSERT INTO federation_outbox (destination, kind, json, event_id, sender, room_id) VALUES (?, 'pdu', ?, ?, ?, ?)", [
+          destination, JSON.stringify(pdu), eventId, eventId === null ? null : pdu.sender, eventId === null ? null : pdu.room_id,
+        ]);
       });
       for (const edu of items.edus ?? []) tx.run("INSERT INTO federation_outbox (destination, kind, json) VALUES (?, 'edu', ?)", [destination, JSON.stringify(edu)]);
     }
@@ -321,8 +323,7 @@ export class OutgoingQueues {
    */
   async pendingEvents(sender: string): Promise<Map<string, PendingEvent>> {
     const rows = await this.db.all<{ event_id: string; destination: string; room_id: string }>(
-      `SELECT event_id, destination, json_extract(json, '$.room_id') AS room_id FROM federation_outbox
-       WHERE kind = 'pdu' AND event_id IS NOT NULL AND json_extract(json, '$.sender') = ? ORDER BY seq`,
+      'SELECT event_id, destination, room_id FROM federation_outbox WHERE sender = ? AND event_id IS NOT NULL ORDER BY seq',
       [sender],
     );
     const pending = new Map<string, PendingEvent>();

@@ -54,5 +54,17 @@ export const federationSchema: ComponentSchema = {
         tx.run('ALTER TABLE federation_outbox ADD COLUMN event_id TEXT');
       },
     },
+    {
+      version: 4,
+      description: 'outbox PDU rows name their sender and room, indexed, for the pending marks',
+      up: (tx) => {
+        // The page asks what its user's messages still wait for after each send and sync: an index
+        // answers that, where reading the sender out of every row's JSON scanned the whole outbox.
+        tx.run('ALTER TABLE federation_outbox ADD COLUMN sender TEXT');
+        tx.run('ALTER TABLE federation_outbox ADD COLUMN room_id TEXT');
+        tx.run("UPDATE federation_outbox SET sender = json_extract(json, '$.sender'), room_id = json_extract(json, '$.room_id') WHERE kind = 'pdu' AND event_id IS NOT NULL");
+        tx.run('CREATE INDEX federation_outbox_by_sender ON federation_outbox (sender, seq) WHERE sender IS NOT NULL');
+      },
+    },
   ],
 };

@@ -1,3 +1,9 @@
+/** Room for a media body's framing (multipart boundaries, the JSON part, headers) beside its bytes. */
+const MEDIA_FRAMING_BYTES = 64 * 1024;
+
+/** The largest request or answer that carries media of up to `maxMediaBytes`. */
+export const mediaAnswerBytes = (maxMediaBytes: number) => maxMediaBytes + MEDIA_FRAMING_BYTES;
+
 /** Thrown when a body is over its bound. */
 export class BodyTooLargeError extends Error {
   override name = 'BodyTooLargeError';

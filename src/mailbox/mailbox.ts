@@ -4,7 +4,7 @@ import { FederationRequestError, type FederationClient, type TransactionBody } f
 import type { Edu, MailDrop } from '../federation/queue.ts';
 import type { Database } from '../storage/database.ts';
 import { LetterRejected, openLetter, sealLetter, type Letter } from './letter.ts';
-import { MailboxFull, MailboxStore, type MailboxLimits } from './store.ts';
+import { MailboxStore, type MailboxLimits } from './store.ts';
 
 const enc = encodeURIComponent;
 
@@ -82,10 +82,6 @@ export class Mailbox implements MailDrop {
 
   constructor(private readonly options: MailboxOptions) {
     this.store = options.serve ? new MailboxStore(options.db, options.now, options.serve) : undefined;
-  }
-
-  get serving(): boolean {
-    return this.store !== undefined;
   }
 
   async start(): Promise<void> {
@@ -280,4 +276,3 @@ export class Mailbox implements MailDrop {
   }
 }
 
-export { MailboxFull };

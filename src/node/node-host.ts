@@ -7,9 +7,10 @@ import initSqlJs from 'sql.js';
 import type { RateLimitConfig } from '../client/rate-limit.ts';
 import { SEED_LENGTH } from '../crypto/ed25519.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
+import { mediaAnswerBytes } from '../http/bounded-body.ts';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
-import type { MediaConfig } from '../media/media.ts';
+import { DEFAULT_MEDIA_CONFIG, type MediaConfig } from '../media/media.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
 import { openDurableDatabase } from '../storage/durable-database.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
@@ -76,7 +77,9 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
   let handler: ((request: Request) => Promise<Response>) | undefined;
   let markReady!: () => void;
   const ready = new Promise<void>((resolve) => (markReady = resolve));
-  const http = await startHttpServer(async (request) => (await ready, handler!(request)), options.port ?? 8008, options.host ?? '127.0.0.1');
+  // Uploads as large as the media config allows, plus a request's framing, reach the core.
+  const maxUploadBytes = { ...DEFAULT_MEDIA_CONFIG, ...options.media }.maxUploadBytes;
+  const http = await startHttpServer(async (request) => (await ready, handler!(request)), options.port ?? 8008, options.host ?? '127.0.0.1', mediaAnswerBytes(maxUploadBytes));
   const undo: (() => Promise<unknown>)[] = [() => http.close()];
   try {
     await mkdir(options.dataDir, { recursive: true });
@@ -121,7 +124,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       onPeerConnected: homeserver.federation.peerConnected,
       onPeerDiscovered: homeserver.federation.peerConnected,
       // Remote media comes back whole in one answer: let one as large as an upload may be (plus the multipart framing) through.
-      limits: { maxResponseBytes: Math.max(4 * 1024 * 1024, homeserver.services.media.config.maxUploadBytes + 64 * 1024) },
+      limits: { maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)) },
       log: options.log,
     });
     const node = p2p;

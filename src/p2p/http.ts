@@ -213,7 +213,6 @@ class RequestTarget extends URL {
   }
 }
 
-/** The client side: `send` dials the destination's peer ID and exchanges one request on a new stream. */
 /**
  * http-fetch 4.0.4 reads responses with http-parser-js 0.5.9, which counts what follows
  * the end of a message in a chunk against its header limit, and resets that limit to

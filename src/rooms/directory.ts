@@ -1,5 +1,5 @@
-import { stateKey } from '../events/event.ts';
-import type { Rooms } from './rooms.ts';
+import { stateKey, type StateKey } from '../events/event.ts';
+import type { Rooms, StoredEvent } from './rooms.ts';
 
 /** One room of the public room directory (client-server §Listing rooms, `PublishedRoomsChunk`). */
 export type PublicRoom = Record<string, unknown> & { room_id: string; num_joined_members: number };
@@ -20,6 +20,29 @@ export interface PublicRoomsQuery {
 }
 
 /**
+ * What a room shows of itself to those deciding whether to join (`PublishedRoomsChunk`, which the
+ * space hierarchy's chunk extends), from its current state.
+ */
+export async function publicRoomChunk(rooms: Rooms, roomId: string, state: ReadonlyMap<StateKey, StoredEvent>): Promise<PublicRoom> {
+  const content = (type: string) => state.get(stateKey(type, ''))?.event.content ?? {};
+  const joinRule = content('m.room.join_rules')['join_rule'];
+  const entry: PublicRoom = {
+    room_id: roomId,
+    num_joined_members: (await rooms.members(roomId)).length,
+    world_readable: content('m.room.history_visibility')['history_visibility'] === 'world_readable',
+    guest_can_join: content('m.room.guest_access')['guest_access'] === 'can_join',
+    join_rule: typeof joinRule === 'string' ? joinRule : 'invite',
+  };
+  for (const [field, type, key] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['canonical_alias', 'm.room.canonical_alias', 'alias'], ['avatar_url', 'm.room.avatar', 'url']] as const) {
+    const value = content(type)[key];
+    if (typeof value === 'string' && value !== '') entry[field] = value;
+  }
+  const roomType = content('m.room.create')['type'];
+  if (typeof roomType === 'string') entry['room_type'] = roomType;
+  return entry;
+}
+
+/**
  * The rooms published to this server's directory, largest first, as one page. Served the
  * same to local clients and to other servers (server-server §Public room directory).
  */
@@ -27,21 +50,7 @@ export async function publicRoomsPage(rooms: Rooms, query: PublicRoomsQuery): Pr
   const chunk: PublicRoom[] = [];
   const term = query.term?.toLowerCase();
   for (const roomId of await rooms.publishedRooms()) {
-    const state = await rooms.currentState(roomId);
-    const content = (type: string) => state.get(stateKey(type, ''))?.event.content ?? {};
-    const entry: PublicRoom = {
-      room_id: roomId,
-      num_joined_members: (await rooms.members(roomId)).length,
-      world_readable: content('m.room.history_visibility')['history_visibility'] === 'world_readable',
-      guest_can_join: content('m.room.guest_access')['guest_access'] === 'can_join',
-      join_rule: content('m.room.join_rules')['join_rule'] ?? 'invite',
-    };
-    for (const [field, type, key] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['canonical_alias', 'm.room.canonical_alias', 'alias'], ['avatar_url', 'm.room.avatar', 'url']] as const) {
-      const value = content(type)[key];
-      if (typeof value === 'string' && value !== '') entry[field] = value;
-    }
-    const roomType = content('m.room.create')['type'];
-    if (typeof roomType === 'string') entry['room_type'] = roomType;
+    const entry = await publicRoomChunk(rooms, roomId, await rooms.currentState(roomId));
     if (term && ![entry['name'], entry['topic'], entry['canonical_alias']].some((v) => typeof v === 'string' && v.toLowerCase().includes(term))) continue;
     chunk.push(entry);
   }

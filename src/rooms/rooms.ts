@@ -70,8 +70,10 @@ export type OutboxHook = (tx: WriteTransaction, write: { roomId: string; version
  * index another component owns (search) stays atomic with the events. It must not throw.
  */
 export interface EventIndexHook {
+  /** An event joins the timeline: stored anew, or an outlier promoted (outliers are never indexed). */
   stored(tx: WriteTransaction, stored: StoredEvent): void;
-  redacted(tx: WriteTransaction, eventId: string): void;
+  /** An event leaves what may be shown: redacted, or rejected after all. */
+  dropped(tx: WriteTransaction, eventId: string): void;
 }
 
 /** Lets another server countersign an event before it is stored (an invite of a remote user). */
@@ -779,7 +781,7 @@ export class Rooms {
     const target = targets.get(event.event_id);
     if (!target) return;
     tx.run('UPDATE events SET redacted_by = ? WHERE event_id = ? AND redacted_by IS NULL', [event.event_id, target]);
-    this.indexer?.redacted(tx, target);
+    this.indexer?.dropped(tx, target);
   }
 
   private insertEvent(
@@ -1101,7 +1103,7 @@ export class Rooms {
     const stored = await this.options.db.transaction((tx) => {
       if (!existing) return this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason });
       tx.run('UPDATE events SET rejected = ? WHERE event_nid = ?', [reason, existing.nid]);
-      this.indexer?.stored(tx, { ...existing, rejected: reason });
+      this.indexer?.dropped(tx, existing.event.event_id);
       return { ...existing, rejected: reason };
     });
     return this.cache(stored);

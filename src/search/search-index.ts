@@ -58,8 +58,6 @@ export class SearchIndex implements EventIndexHook {
 
   stored(tx: WriteTransaction, stored: StoredEvent): void {
     const fields = indexable(stored) ? searchable(stored.event.content) : undefined;
-    // A new event has a new nid; one that was indexed before changed its fate (rejected after all) or is promoted.
-    if (tx.get('SELECT 1 FROM search_events WHERE event_nid = ?', [stored.nid])) this.remove(tx, stored.nid);
     if (!fields) return;
     const event = stored.event;
     tx.run('INSERT INTO search_fts (docid, body, name, topic) VALUES (?, ?, ?, ?)', [stored.nid, ...fields]);
@@ -68,7 +66,7 @@ export class SearchIndex implements EventIndexHook {
     ]);
   }
 
-  redacted(tx: WriteTransaction, eventId: string): void {
+  dropped(tx: WriteTransaction, eventId: string): void {
     const row = tx.get<{ event_nid: number }>('SELECT event_nid FROM search_events WHERE event_id = ?', [eventId]);
     if (row) this.remove(tx, row.event_nid);
   }

@@ -1,5 +1,6 @@
 import { splitStateKey, stateKey } from '../events/event.ts';
 import { isValidRoomId } from '../events/identifiers.ts';
+import { publicRoomChunk } from '../rooms/directory.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 
 /**
@@ -259,11 +260,7 @@ export class SpaceHierarchy {
     const content = (type: string) => state.get(stateKey(type, ''))?.event.content ?? {};
     const joinRules = content('m.room.join_rules');
     const room: HierarchyRoom = {
-      room_id: roomId,
-      num_joined_members: (await this.rooms.members(roomId)).length,
-      world_readable: content('m.room.history_visibility')['history_visibility'] === 'world_readable',
-      guest_can_join: content('m.room.guest_access')['guest_access'] === 'can_join',
-      join_rule: typeof joinRules['join_rule'] === 'string' ? joinRules['join_rule'] : 'invite',
+      ...(await publicRoomChunk(this.rooms, roomId, state)),
       children_state: this.children(state).map((c) => ({
         type: c.event.type,
         state_key: c.event.state_key!,
@@ -272,12 +269,6 @@ export class SpaceHierarchy {
         origin_server_ts: c.event.origin_server_ts,
       })),
     };
-    for (const [field, type, key] of [['name', 'm.room.name', 'name'], ['topic', 'm.room.topic', 'topic'], ['canonical_alias', 'm.room.canonical_alias', 'alias'], ['avatar_url', 'm.room.avatar', 'url']] as const) {
-      const value = content(type)[key];
-      if (typeof value === 'string' && value !== '') room[field] = value;
-    }
-    const create = content('m.room.create');
-    if (typeof create['type'] === 'string') room['room_type'] = create['type'];
     const version = await this.rooms.roomVersion(roomId);
     if (version) room['room_version'] = version.id;
     if (content('m.room.encryption')['algorithm'] === 'm.megolm.v1.aes-sha2') room['encryption'] = 'm.megolm.v1.aes-sha2';

@@ -3,6 +3,9 @@ import type { PushAction } from '../users/push-rules.ts';
 import type { Users } from '../users/users.ts';
 import type { PushNotifications } from './push.ts';
 
+/** A pusher with what delivery needs (`Pushers.forDelivery`). */
+type Pusher = Awaited<ReturnType<Users['pushers']['forDelivery']>>[number];
+
 /** How a host reaches push gateways: a POST of JSON, answered with the gateway's JSON (fetch, under Node). */
 export type PushGateway = (url: string, body: unknown) => Promise<{ status: number; body: unknown }>;
 
@@ -56,18 +59,26 @@ export class PushDelivery {
     const from = this.seenUpTo.get(roomId) ?? this.startPosition;
     if (upTo <= from) return;
     this.seenUpTo.set(roomId, upTo);
+    const recipients: { userId: string; pushers: Pusher[] }[] = [];
+    for (const userId of await this.rooms.members(roomId)) {
+      if (!this.users.isLocal(userId)) continue;
+      const pushers = (await this.users.pushers.forDelivery(userId)).filter((p) => p.kind === 'http');
+      if (pushers.length > 0) recipients.push({ userId, pushers });
+    }
+    // Most rooms have no one to push to: their events are not even read.
+    if (recipients.length === 0) return;
     const events: StoredEvent[] = [];
     for await (const stored of this.rooms.timeline.streamRange(roomId, from, upTo, 100)) events.push(stored);
     events.reverse();
-    const members = (await this.rooms.members(roomId)).filter((userId) => this.users.isLocal(userId));
-    for (const userId of members) {
-      const pushers = (await this.users.pushers.forDelivery(userId)).filter((p) => p.kind === 'http');
-      if (pushers.length === 0) continue;
+    for (const { userId, pushers } of recipients) {
+      const rules = await this.push.rulesOf(userId);
+      if (!rules) continue;
+      const evaluate = await this.push.evaluatorFor(roomId, userId, rules);
       for (const stored of events) {
         if (this.stopped) return;
-        const outcome = await this.push.outcomeFor(stored, userId);
+        const outcome = await evaluate(stored);
         if (!outcome?.notify) continue;
-        const unread = (await this.push.unread(roomId, userId, stored.streamOrdering ?? upTo, await this.push.rulesOf(userId))).notification_count;
+        const unread = (await this.push.unread(roomId, userId, stored.streamOrdering ?? upTo, rules)).notification_count;
         for (const pusher of pushers) await this.notify(userId, pusher, stored, outcome.actions, outcome.highlight, unread);
       }
     }
@@ -75,7 +86,7 @@ export class PushDelivery {
 
   private async notify(
     userId: string,
-    pusher: Awaited<ReturnType<Users['pushers']['forDelivery']>>[number],
+    pusher: Pusher,
     stored: StoredEvent,
     actions: PushAction[],
     highlight: boolean,

@@ -175,11 +175,10 @@ export class PushNotifications {
     return result;
   }
 
-  /** What the user's rules say of one event now (for delivery to push gateways); undefined when nothing. */
-  async outcomeFor(stored: StoredEvent, userId: string): Promise<PushOutcome | undefined> {
-    const rules = await this.rulesOf(userId);
-    if (!rules) return undefined;
-    return this.outcome(stored, userId, rules.rules, await this.contextFor(stored.event.room_id, userId));
+  /** What the user's rules say of a room's events (for delivery to push gateways), the room read once for all of them. */
+  async evaluatorFor(roomId: string, userId: string, rules: UserPushRules): Promise<(stored: StoredEvent) => Promise<PushOutcome | undefined>> {
+    const context = await this.contextFor(roomId, userId);
+    return (stored) => this.outcome(stored, userId, rules.rules, context);
   }
 
   private async receiptPosition(roomId: string, userId: string): Promise<number> {

@@ -362,6 +362,11 @@ export class Users {
   /** Sets global (roomId '') or per-room account data. */
   async putAccountData(userId: string, roomId: string, type: string, content: object): Promise<void> {
     const position = await this.options.db.transaction((tx) => this.putAccountDataTx(tx, userId, roomId, type, content));
+    this.accountDataChanged(userId, roomId, type, position);
+  }
+
+  /** After any account data write commits: what is kept in memory of it goes, and long-polls wake. */
+  private accountDataChanged(userId: string, roomId: string, type: string, position: number): void {
     if (roomId === '' && type === IGNORED_USERS_TYPE) this.ignoredCache.delete(userId);
     this.options.notify({ position, userIds: [userId] });
   }
@@ -419,7 +424,7 @@ export class Users {
       result = update(row ? (JSON.parse(row.content) as T) : undefined);
       return this.putAccountDataTx(tx, userId, roomId, type, result);
     });
-    this.options.notify({ position, userIds: [userId] });
+    this.accountDataChanged(userId, roomId, type, position);
     return result;
   }
 

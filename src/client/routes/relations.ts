@@ -1,18 +1,12 @@
 import type { Hono } from 'hono';
-import { isValidRoomId } from '../../events/identifiers.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { forbidden, invalidParam, notFound } from '../errors.ts';
-import { intQuery } from '../http.ts';
+import { intQuery, requireRoomId } from '../http.ts';
 import { on, V1 } from './route.ts';
 
 /** The most children or thread roots one page holds, whatever the client asks. */
 const MAX_LIMIT = 1000;
 
-function requireRoomId(c: Ctx): string {
-  const roomId = c.req.param('roomId')!;
-  if (!isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);
-  return roomId;
-}
 
 /** GET /relations (client-server §Relationships) and GET /threads (§Threading), under v1. */
 export function relationsRoutes(app: Hono<Env>): void {

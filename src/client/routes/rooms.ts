@@ -10,7 +10,7 @@ import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
 import { roomEventFilterSchema } from '../../sync/filter.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
-import { intQuery, jsonObject, parseBody, readJsonObject, validate } from '../http.ts';
+import { intQuery, jsonObject, parseBody, readJsonObject, requireRoomId, validate } from '../http.ts';
 import { on } from './route.ts';
 import { publicRoomsPage, type PublicRoomsQuery } from '../../rooms/directory.ts';
 
@@ -34,11 +34,6 @@ const createRoomSchema = z
 const targetSchema = z.object({ user_id: z.string(), reason: z.string().optional() }).loose();
 const reasonSchema = z.object({ reason: z.string().optional() }).loose();
 
-function requireRoomId(c: Ctx): string {
-  const roomId = c.req.param('roomId')!;
-  if (!isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);
-  return roomId;
-}
 
 function requireUserId(userId: string): string {
   if (!isValidUserId(userId)) throw invalidParam(`invalid user ID ${userId}`);

@@ -1,8 +1,8 @@
 import type { Hono } from 'hono';
-import { isValidRoomId } from '../../events/identifiers.ts';
-import { DEFAULT_HIERARCHY_LIMIT, HierarchyError, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_LIMIT, SpaceHierarchy, type FederationHierarchy } from '../../spaces/hierarchy.ts';
+import { DEFAULT_HIERARCHY_LIMIT, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_LIMIT, SpaceHierarchy, type FederationHierarchy } from '../../spaces/hierarchy.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
-import { invalidParam, MatrixError } from '../errors.ts';
+import { invalidParam } from '../errors.ts';
+import { requireRoomId } from '../http.ts';
 import { on, V1 } from './route.ts';
 
 /** How long one remote server has to describe a room it holds. */
@@ -23,31 +23,25 @@ export function spacesRoutes(app: Hono<Env>): void {
     '/rooms/:roomId/hierarchy',
     async (c) => {
       const session = await requireSession(c);
-      const roomId = c.req.param('roomId')!;
-      if (!isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);
+      const roomId = requireRoomId(c);
       const suggested = c.req.query('suggested_only');
       if (suggested !== undefined && suggested !== 'true' && suggested !== 'false') throw invalidParam('suggested_only must be true or false');
       const services = c.get('services');
-      try {
-        // Rooms held elsewhere are asked of the servers their m.space.child events name.
-        const remote = (server: string, childId: string, suggestedOnly: boolean) =>
-          services.federation.client.request<FederationHierarchy>(server, 'GET', `/_matrix/federation/v1/hierarchy/${encodeURIComponent(childId)}`, {
-            query: { suggested_only: String(suggestedOnly) },
-            signal: AbortSignal.timeout(REMOTE_TIMEOUT_MS),
-          });
-        const page = await new SpaceHierarchy(services.rooms, remote).page({
-          userId: session.userId,
-          roomId,
-          suggestedOnly: suggested === 'true',
-          limit: intParam(c, 'limit', 1, DEFAULT_HIERARCHY_LIMIT, MAX_HIERARCHY_LIMIT),
-          maxDepth: intParam(c, 'max_depth', 0, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_DEPTH),
-          from: c.req.query('from') || undefined,
+      // Rooms held elsewhere are asked of the servers their m.space.child events name.
+      const remote = (server: string, childId: string, suggestedOnly: boolean) =>
+        services.federation.client.request<FederationHierarchy>(server, 'GET', `/_matrix/federation/v1/hierarchy/${encodeURIComponent(childId)}`, {
+          query: { suggested_only: String(suggestedOnly) },
+          signal: AbortSignal.timeout(REMOTE_TIMEOUT_MS),
         });
-        return c.json(page);
-      } catch (e) {
-        if (e instanceof HierarchyError) throw new MatrixError(e.status, e.errcode, e.message);
-        throw e;
-      }
+      const page = await new SpaceHierarchy(services.rooms, remote).page({
+        userId: session.userId,
+        roomId,
+        suggestedOnly: suggested === 'true',
+        limit: intParam(c, 'limit', 1, DEFAULT_HIERARCHY_LIMIT, MAX_HIERARCHY_LIMIT),
+        maxDepth: intParam(c, 'max_depth', 0, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_DEPTH),
+        from: c.req.query('from') || undefined,
+      });
+      return c.json(page);
     },
     V1,
   );

@@ -69,7 +69,7 @@ export class EventFormatter {
       const txnId = await this.rooms.transactionIdOf(event.event_id, viewer.userId, viewer.deviceId);
       if (txnId !== undefined) unsigned['transaction_id'] = txnId;
     }
-    if (event.unsigned?.['invite_room_state']) unsigned['invite_room_state'] = event.unsigned['invite_room_state'];
+    for (const key of ['invite_room_state', 'knock_room_state']) if (event.unsigned?.[key]) unsigned[key] = event.unsigned[key];
     const relations = summary && (await this.bundledAggregations(stored, await summary, viewer));
     if (relations) unsigned['m.relations'] = relations;
     out.unsigned = unsigned;

@@ -510,7 +510,8 @@ export class Sync {
   /** An invite's or knock's room as the user sees it: the stripped state it came with, or the room's own, and the membership. */
   private async strippedState(roomId: string, memberEventId: string): Promise<Record<string, unknown>[]> {
     const member = await this.rooms.getEvent(memberEventId);
-    const carried = member?.event.unsigned?.['invite_room_state'];
+    // What the room's server handed over with an invite (invite_room_state) or a knock (knock_room_state).
+    const carried = member?.event.unsigned?.['invite_room_state'] ?? member?.event.unsigned?.['knock_room_state'];
     const out: Record<string, unknown>[] = Array.isArray(carried)
       ? [...(carried as Record<string, unknown>[])]
       : (await this.rooms.exists(roomId)) ? await this.rooms.strippedState(roomId, member?.event.sender) : [];

@@ -650,7 +650,6 @@ export class Rooms {
         const stateBefore = current ?? this.stateStore.create(tx, roomId, undefined, new Map());
         if (!current) snapshots.push(stateBefore);
         const row = this.insertEvent(tx, event, { streamOrdering, stateSnapshot: stateBefore.nid, replacesState: replaced(stateBefore.state, event) });
-        indexRelation(tx, row);
         if (isStateEvent(event)) {
           const after = this.stateStore.create(tx, roomId, stateBefore, new Map([[stateKey(event.type, event.state_key!), row.nid]]));
           snapshots.push(after);
@@ -659,7 +658,6 @@ export class Rooms {
           tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [after.nid, roomId]);
         }
         this.applyRedaction(tx, event, redactionTargets);
-        this.unindexRedacted(tx, event, redactionTargets);
         stored.push(row);
       }
       if (head.extremities.length === 1) {
@@ -781,6 +779,8 @@ export class Rooms {
     const target = targets.get(event.event_id);
     if (!target) return;
     tx.run('UPDATE events SET redacted_by = ? WHERE event_id = ? AND redacted_by IS NULL', [event.event_id, target]);
+    // Its m.relates_to is redacted away, and its words with it.
+    unindexRelation(tx, target);
     this.indexer?.dropped(tx, target);
   }
 
@@ -808,14 +808,10 @@ export class Rooms {
       softFailed: meta.softFailed ?? false,
       redactedBy: null,
     };
+    // The indexes of the timeline are kept in the write that stores the event, whichever path stores it.
+    indexRelation(tx, stored);
     this.indexer?.stored(tx, stored);
     return stored;
-  }
-
-  /** A redacted event drops out of the relations index (its `m.relates_to` is redacted away). */
-  private unindexRedacted(tx: WriteTransaction, event: RoomEvent, targets: Map<string, string>): void {
-    const target = targets.get(event.event_id);
-    if (target) unindexRelation(tx, target);
   }
 
   /** Where local events go: servers joined after the write, and those of users made to leave. */
@@ -876,6 +872,7 @@ export class Rooms {
       meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.softFailed ? 1 : 0, outlier.nid,
     ]);
     const promoted = { ...outlier, ...meta, outlier: false };
+    indexRelation(tx, promoted);
     this.indexer?.stored(tx, promoted);
     return promoted;
   }
@@ -1103,6 +1100,7 @@ export class Rooms {
     const stored = await this.options.db.transaction((tx) => {
       if (!existing) return this.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason });
       tx.run('UPDATE events SET rejected = ? WHERE event_nid = ?', [reason, existing.nid]);
+      unindexRelation(tx, existing.event.event_id);
       this.indexer?.dropped(tx, existing.event.event_id);
       return { ...existing, rejected: reason };
     });
@@ -1150,7 +1148,6 @@ export class Rooms {
       const streamOrdering = softFailed ? null : backfilled ? nextBackfillOrdering(tx) : nextStreamId(tx);
       const meta = { streamOrdering, stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed };
       const stored = promoting ? this.promoteOutlier(tx, promoting, meta) : this.insertEvent(tx, event, meta);
-      indexRelation(tx, stored);
       if (!newCurrent) return { stored: [stored], head, snapshots, redactionTargets };
       const resolvedCurrent = new Map([...newCurrent].map(([k, nid]) => [k, nid === PENDING_NID ? stored.nid : nid]));
       const current = this.stateStore.create(tx, roomId, head.current, diffState(from, resolvedCurrent));
@@ -1160,7 +1157,6 @@ export class Rooms {
       for (const id of prevIds) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
       tx.run('INSERT OR IGNORE INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, event.event_id]);
       this.applyRedaction(tx, event, redactionTargets);
-      this.unindexRedacted(tx, event, redactionTargets);
       return { stored: [stored], head: { version: head.version, current, extremities }, snapshots, redactionTargets };
     });
     const { stored } = await write.executed;

@@ -137,6 +137,8 @@ export type PeerCommand =
   | { cmd: 'start'; seed: number[]; bootstrap: string[] }
   | { cmd: 'count'; roomId: string; type: string }
   | { cmd: 'timings' }
+  /** Answers once `count` /sync long-polls are waiting on this peer. */
+  | { cmd: 'untilWaiting'; count: number }
   | { cmd: 'stop' };
 
 if (process.argv[2] === 'child' && process.send) {
@@ -158,6 +160,10 @@ if (process.argv[2] === 'child' && process.send) {
           reply(row?.n ?? 0);
           break;
         }
+        case 'untilWaiting':
+          await peer!.homeserver.services.sync.notifier.untilWaiting(message.count);
+          reply(true);
+          break;
         case 'timings': {
           const all = [peer!.inbound, peer!.outbound, peer!.responseBytes, peer!.inboundAt, peer!.outboundAt];
           const [inbound, outbound, responseBytes, inboundAt, outboundAt] = all.map((t) => ({ ...t }));

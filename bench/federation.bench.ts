@@ -58,7 +58,6 @@ const joinPath = (roomId: string, via: string) => `/_matrix/client/v3/join/${enc
 // Small sync responses: the figure is the wake-up, not serialising a long timeline.
 const SYNC_FILTER = enc(JSON.stringify({ room: { timeline: { limit: 5 }, state: { lazy_load_members: true } }, presence: { types: [] } }));
 const syncPath = (since: string, timeout: number) => `/_matrix/client/v3/sync?timeout=${timeout}&since=${since}&filter=${SYNC_FILTER}`;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** B: a peer in a child process, driven over IPC. */
 interface ChildPeer {
@@ -165,7 +164,7 @@ async function wakeups(a: BenchPeer, b: ChildPeer) {
       const marker = `federated ${i}`;
       const polling = pollFor(b.url, bob.token, bobSince, marker);
       const delivered = nextDelivery(a, b.serverName);
-      await sleep(10); // the long-poll is waiting on B
+      await b.command({ cmd: 'untilWaiting', count: 1 }); // bob's long-poll is waiting on B
       await call(a.url, 'PUT', sendPath(shared, `f${i}`), alice.token, { msgtype: 'm.text', body: marker });
       const sentAt = performance.now();
       const sentAtShared = sharedClock();
@@ -183,7 +182,7 @@ async function wakeups(a: BenchPeer, b: ChildPeer) {
     {
       const marker = `local ${i}`;
       const polling = pollFor(a.url, carol.token, carolSince, marker);
-      await sleep(10);
+      await a.homeserver.services.sync.notifier.untilWaiting(1);
       a.notifiedAt.length = 0;
       await call(a.url, 'PUT', sendPath(local, `l${i}`), alice.token, { msgtype: 'm.text', body: marker });
       const sentAt = performance.now();

@@ -113,6 +113,14 @@ export class Visibility {
     return undefined;
   }
 
+  /** Whether the user may read the room at all (what readableState decides), without loading its state when the answer is plain. */
+  async mayRead(roomId: string, userId: string): Promise<boolean> {
+    if (!(await this.rooms.exists(roomId))) return false;
+    if ((await this.rooms.membership(roomId, userId)) === 'join') return true;
+    if ((await this.rooms.currentStateEvent(roomId, 'm.room.history_visibility', ''))?.event.content['history_visibility'] === 'world_readable') return true;
+    return (await this.readableState(roomId, userId)) !== undefined;
+  }
+
   async filter(userId: string, events: StoredEvent[]): Promise<StoredEvent[]> {
     if (events.length === 0) return events;
     const current = await this.rooms.membership(events[0]!.event.room_id, userId);

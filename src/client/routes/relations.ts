@@ -46,7 +46,7 @@ export function relationsRoutes(app: Hono<Env>): void {
     const limit = intQuery(c, 'limit', 20, MAX_LIMIT);
     if (limit < 1) throw invalidParam('limit must be greater than zero');
     const services = c.get('services');
-    if (!(await services.sync.visibility.readableState(roomId, session.userId))) throw forbidden(`${session.userId} is not in room ${roomId}`);
+    if (!(await services.sync.visibility.mayRead(roomId, session.userId))) throw forbidden(`${session.userId} is not in room ${roomId}`);
     const from = c.req.query('from');
     return c.json(await services.sync.relations.threads(roomId, session, { include, limit, ...(from ? { from } : {}) }));
   }, V1);

@@ -439,7 +439,7 @@ export function roomRoutes(app: Hono<Env>): void {
   on(app, 'GET', '/rooms/:roomId/aliases', async (c) => {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
-    await readableState(c, roomId, session.userId);
+    if (!(await c.get('services').sync.visibility.mayRead(roomId, session.userId))) throw forbidden(`${session.userId} is not in room ${roomId}`);
     return c.json({ aliases: await c.get('services').rooms.aliasesOf(roomId) });
   });
 

@@ -175,16 +175,16 @@ export class FederationClient {
     return this.request(destination, 'GET', '/_matrix/federation/v1/query/directory', { query: { room_alias: alias } });
   }
 
-  userDevices(destination: string, userId: string): Promise<Record<string, unknown>> {
-    return this.request(destination, 'GET', `/_matrix/federation/v1/user/devices/${enc(userId)}`);
+  userDevices(destination: string, userId: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
+    return this.request(destination, 'GET', `/_matrix/federation/v1/user/devices/${enc(userId)}`, { signal });
   }
 
   userKeysQuery(destination: string, deviceKeys: Record<string, string[]>): Promise<Record<string, unknown>> {
     return this.request(destination, 'POST', '/_matrix/federation/v1/user/keys/query', { body: { device_keys: deviceKeys } });
   }
 
-  userKeysClaim(destination: string, oneTimeKeys: Record<string, Record<string, string>>): Promise<Record<string, unknown>> {
-    return this.request(destination, 'POST', '/_matrix/federation/v1/user/keys/claim', { body: { one_time_keys: oneTimeKeys } });
+  userKeysClaim(destination: string, oneTimeKeys: Record<string, Record<string, string>>, signal?: AbortSignal): Promise<Record<string, unknown>> {
+    return this.request(destination, 'POST', '/_matrix/federation/v1/user/keys/claim', { body: { one_time_keys: oneTimeKeys }, signal });
   }
 
   /** GET /media/download/{mediaId} (spec v1.11): the bytes from the multipart/mixed answer. */

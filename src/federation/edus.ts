@@ -72,7 +72,7 @@ export class Edus {
     sync.presence.onLocalChange((userId, status) => this.sendPresence(userId, status).catch(report('presence')));
     keys.onLocalDeviceChange((userId, first, last) => this.sendDeviceListUpdates(userId, first, last).catch(report('a device list update')));
     keys.onLocalSigningKeyChange((userId) => this.sendSigningKeyUpdate(userId).catch(report('a signing key update')));
-    keys.remoteLists.setSource({ userDevices: (server, userId) => services.client.userDevices(server, userId) });
+    keys.remoteLists.setSource({ userDevices: (server, userId, signal) => services.client.userDevices(server, userId, signal) });
     keys.toDevice.setOutbox((tx, outgoing) => {
       for (const { destination, content } of outgoing) queues.enqueue(tx, [destination], { edus: [{ edu_type: 'm.direct_to_device', content: { ...content } }] });
       return () => {

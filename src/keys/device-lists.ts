@@ -15,7 +15,8 @@ export interface RemoteDeviceList {
 
 /** Asks a remote server for a user's whole device list (federation's client provides it). */
 export interface DeviceListSource {
-  userDevices(server: string, userId: string): Promise<Record<string, unknown>>;
+  /** `signal` aborts the request when the list's caller stops waiting for it. */
+  userDevices(server: string, userId: string, signal?: AbortSignal): Promise<Record<string, unknown>>;
 }
 
 export interface DeviceListBackoff {
@@ -304,7 +305,9 @@ export class RemoteDeviceLists {
     let answer: Record<string, unknown>;
     try {
       const ms = this.options.requestTimeoutMs ?? 10_000;
-      answer = await withTimeout(this.source.userDevices(server, userId), ms, serverTimedOut(server, ms));
+      // Giving up also ends the request, so one per server is ever in flight.
+      const abort = new AbortController();
+      answer = await withTimeout(this.source.userDevices(server, userId, abort.signal), ms, () => (abort.abort(), serverTimedOut(server, ms)()));
     } catch (error) {
       await this.withUserLock(userId, async () => this.markStale(userId, await this.get(userId)));
       const status = (error as { status?: unknown }).status;

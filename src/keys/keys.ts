@@ -137,7 +137,8 @@ export interface UserDevices {
 
 /** Other servers' keys, asked of those servers (federation's client provides it). */
 export interface RemoteKeyServers {
-  userKeysClaim(server: string, oneTimeKeys: Record<string, Record<string, string>>): Promise<Record<string, unknown>>;
+  /** `signal` aborts the claim when we stop waiting, so no one-time keys are taken for an answer nobody reads. */
+  userKeysClaim(server: string, oneTimeKeys: Record<string, Record<string, string>>, signal?: AbortSignal): Promise<Record<string, unknown>>;
 }
 
 export interface RemoteKeysOptions {
@@ -405,7 +406,7 @@ export class Keys {
     byServer: Map<string, T>,
     failures: Record<string, Record<string, unknown>>,
     { remote, timeoutMs = DEFAULT_REMOTE_KEYS_TIMEOUT_MS }: RemoteKeysOptions,
-    ask: (remote: RemoteKeyServers, server: string, asked: T) => Promise<Record<string, unknown>>,
+    ask: (remote: RemoteKeyServers, server: string, asked: T, signal: AbortSignal) => Promise<Record<string, unknown>>,
     take: (asked: T, answer: Record<string, unknown>) => void,
   ): Promise<void> {
     await Promise.all([...byServer].map(async ([server, asked]) => {
@@ -414,7 +415,8 @@ export class Keys {
         return;
       }
       try {
-        take(asked, await withTimeout(ask(remote, server, asked), timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`)));
+        const abort = new AbortController();
+        take(asked, await withTimeout(ask(remote, server, asked, abort.signal), timeoutMs, () => (abort.abort(), new Error(`no answer within ${timeoutMs} ms`))));
       } catch (error) {
         const errcode = (error as { errcode?: unknown }).errcode;
         failures[server] = { errcode: typeof errcode === 'string' ? errcode : 'M_UNKNOWN', error: error instanceof Error ? error.message : String(error) };
@@ -488,7 +490,7 @@ export class Keys {
       }
       return out;
     });
-    await this.askServers(remote, failures, options, (client, server, asked) => client.userKeysClaim(server, asked), (asked, answer) => {
+    await this.askServers(remote, failures, options, (client, server, asked, signal) => client.userKeysClaim(server, asked, signal), (asked, answer) => {
       // A server answers for the users and devices we asked it about, nothing else.
       for (const [userId, devices] of Object.entries(asked)) {
         for (const deviceId of Object.keys(devices)) {

@@ -1,6 +1,8 @@
 import { canonicalJson } from '../crypto/canonical-json.ts';
 import { serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
+import { backoffDelay, isRefusal, type BackoffPolicy } from '../util/backoff.ts';
+import { KeyedLock } from '../util/keyed-lock.ts';
 import type { CrossSigningKey, DeviceKeys } from './keys.ts';
 
 /** A remote user's device list as we hold it: what their server last told us. */
@@ -19,16 +21,8 @@ export interface DeviceListSource {
   userDevices(server: string, userId: string, signal?: AbortSignal): Promise<Record<string, unknown>>;
 }
 
-export interface DeviceListBackoff {
-  /** First wait after a server failed (it was unreachable, timed out or errored). */
-  initialMs: number;
-  /** First wait after a server refused (4xx other than 429). */
-  refusedMs: number;
-  maxMs: number;
-}
-
 /** Short: a peer that failed once is tried again soon, and at once when it reconnects. */
-export const DEFAULT_DEVICE_LIST_BACKOFF: DeviceListBackoff = { initialMs: 1_000, refusedMs: 30_000, maxMs: 5 * 60_000 };
+export const DEFAULT_DEVICE_LIST_BACKOFF: BackoffPolicy = { initialMs: 1_000, refusedMs: 30_000, maxMs: 5 * 60_000 };
 
 export interface RemoteDeviceListsOptions {
   db: Database;
@@ -43,7 +37,7 @@ export interface RemoteDeviceListsOptions {
   log: (message: string, error?: unknown) => void;
   /** How long one /user/devices request may take. */
   requestTimeoutMs?: number;
-  backoff?: DeviceListBackoff;
+  backoff?: BackoffPolicy;
 }
 
 /** An m.device_list_update EDU's content. */
@@ -92,7 +86,8 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
  */
 export class RemoteDeviceLists {
   private readonly servers = new Map<string, ServerQueue>();
-  private readonly userLocks = new Map<string, Promise<unknown>>();
+  /** Every read-modify-write of one user's list runs under that user's lock. */
+  private readonly userLock = new KeyedLock();
   private source: DeviceListSource | undefined;
   private stopped = false;
 
@@ -102,7 +97,7 @@ export class RemoteDeviceLists {
     this.source = source;
   }
 
-  private get backoff(): DeviceListBackoff {
+  private get backoff(): BackoffPolicy {
     return this.options.backoff ?? DEFAULT_DEVICE_LIST_BACKOFF;
   }
 
@@ -154,7 +149,7 @@ export class RemoteDeviceLists {
   async receiveUpdate(origin: string, update: DeviceListUpdateEdu): Promise<void> {
     const userId = update.user_id;
     if (serverNameOf(userId) !== origin || this.options.isLocal(userId)) return;
-    const resync = await this.withUserLock(userId, async () => {
+    const resync = await this.userLock.run(userId, async () => {
       const list = await this.get(userId);
       if (list && update.stream_id <= list.streamId) return false; // seen already
       const prev = update.prev_id ?? [];
@@ -183,7 +178,7 @@ export class RemoteDeviceLists {
   async receiveSigningKeyUpdate(origin: string, content: Record<string, unknown>): Promise<void> {
     const userId = content['user_id'];
     if (typeof userId !== 'string' || serverNameOf(userId) !== origin || this.options.isLocal(userId)) return;
-    const resync = await this.withUserLock(userId, async () => {
+    const resync = await this.userLock.run(userId, async () => {
       const list = await this.get(userId);
       if (!list) return true; // we never synced them: take the whole list
       const next = { ...list };
@@ -286,10 +281,8 @@ export class RemoteDeviceLists {
   private backOff(server: string, queue: ServerQueue, error: unknown): void {
     queue.failures++;
     const status = (error as { status?: unknown }).status;
-    const refused = typeof status === 'number' && status >= 400 && status < 500 && status !== 429;
-    let wait = Math.min(this.backoff.maxMs, (refused ? this.backoff.refusedMs : this.backoff.initialMs) * 2 ** (queue.failures - 1));
     const retryAfter = (error as { retryAfterMs?: unknown }).retryAfterMs;
-    if (typeof retryAfter === 'number') wait = Math.max(wait, retryAfter);
+    const wait = backoffDelay(this.backoff, queue.failures, isRefusal(typeof status === 'number' ? status : undefined), typeof retryAfter === 'number' ? retryAfter : undefined);
     queue.retryAt = this.options.now() + wait;
     if (queue.timer) clearTimeout(queue.timer);
     queue.timer = setTimeout(() => {
@@ -309,7 +302,7 @@ export class RemoteDeviceLists {
       const abort = new AbortController();
       answer = await withTimeout(this.source.userDevices(server, userId, abort.signal), ms, () => (abort.abort(), serverTimedOut(server, ms)()));
     } catch (error) {
-      await this.withUserLock(userId, async () => this.markStale(userId, await this.get(userId)));
+      await this.userLock.run(userId, async () => this.markStale(userId, await this.get(userId)));
       const status = (error as { status?: unknown }).status;
       const errcode = (error as { errcode?: unknown }).errcode;
       if (status === 404 || errcode === 'M_NOT_FOUND') throw new DeviceListResyncError(server, `${server} knows no ${userId}`, 'M_NOT_FOUND');
@@ -318,23 +311,12 @@ export class RemoteDeviceLists {
       });
     }
     const next = parseUserDevices(userId, answer);
-    await this.withUserLock(userId, async () => {
+    await this.userLock.run(userId, async () => {
       const current = await this.get(userId);
       // Updates applied while the request was in flight are newer than its answer: keep them.
       if (current && current.streamId > next.streamId) return;
       await this.store(userId, next, current);
     });
-  }
-
-  private withUserLock<T>(userId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.userLocks.get(userId) ?? Promise.resolve();
-    const run = previous.then(fn, fn);
-    const tail = run.catch(() => undefined);
-    this.userLocks.set(userId, tail);
-    void tail.then(() => {
-      if (this.userLocks.get(userId) === tail) this.userLocks.delete(userId);
-    });
-    return run;
   }
 }
 

@@ -1,14 +1,8 @@
+import { CodedError } from '../util/coded-error.ts';
+
 /** A request the keys component refuses, with the Matrix error code and HTTP status it maps to. */
-export class KeysError extends Error {
+export class KeysError extends CodedError {
   override name = 'KeysError';
-  constructor(
-    readonly status: number,
-    readonly errcode: string,
-    message: string,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(message);
-  }
 }
 
 export const keysBadJson = (message: string) => new KeysError(400, 'M_BAD_JSON', message);

@@ -6,7 +6,8 @@ import { serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { KeyBackup } from './backup.ts';
-import { RemoteDeviceLists, withTimeout, type DeviceListBackoff } from './device-lists.ts';
+import type { BackoffPolicy } from '../util/backoff.ts';
+import { RemoteDeviceLists, withTimeout } from './device-lists.ts';
 import { KeysError, keysBadJson, keysInvalidParam, keysInvalidSignature } from './errors.ts';
 import { ToDevice } from './to-device.ts';
 
@@ -80,7 +81,7 @@ export interface KeysOptions {
   users: KeysDirectory;
   log?: (message: string, error?: unknown) => void;
   now?: () => number;
-  deviceListBackoff?: DeviceListBackoff;
+  deviceListBackoff?: BackoffPolicy;
 }
 
 /** A local user's device list changed at stream positions first..last (for m.device_list_update). */

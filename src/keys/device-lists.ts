@@ -3,7 +3,7 @@ import { serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { backoffDelay, isRefusal, type BackoffPolicy } from '../util/backoff.ts';
 import { KeyedLock } from '../util/keyed-lock.ts';
-import type { CrossSigningKey, DeviceKeys } from './keys.ts';
+import type { CrossSigningKey, DeviceKeys } from './types.ts';
 
 /** A remote user's device list as we hold it: what their server last told us. */
 export interface RemoteDeviceList {

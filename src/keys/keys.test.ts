@@ -7,8 +7,9 @@ import type { Database } from '../storage/database.ts';
 import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { currentStreamId, streamSchema, type StreamChange } from '../storage/stream.ts';
 import { isBetterKey } from './backup.ts';
-import { Keys, type MemberChange } from './keys.ts';
+import { Keys } from './keys.ts';
 import { keysSchema } from './schema.ts';
+import type { MemberChange } from './types.ts';
 
 /** Rooms as the keys component sees them: members per room, and a log of membership events at stream positions. */
 class FakeRooms {

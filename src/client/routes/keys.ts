@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import { isValidUserId } from '../../events/identifiers.ts';
-import type { CrossSigningKey, DeviceKeys } from '../../keys/keys.ts';
+import type { CrossSigningKey, DeviceKeys } from '../../keys/types.ts';
 import { parseToken } from '../../sync/token.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { invalidParam, missingParam, notFound } from '../errors.ts';

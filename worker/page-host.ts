@@ -13,22 +13,15 @@
  */
 import * as Comlink from 'comlink';
 import type { PeerStatus } from '../src/p2p/node.ts';
+import type { CoreState } from '../src/ui/host.ts';
 import type { CoreApi, CoreConfig } from './homeserver.worker.ts';
 import type { PageToServiceWorker, ServiceWorkerToPage } from './protocol.ts';
 
 const LEADER_LOCK = 'hearth-core-leader';
 const CHANNEL = 'hearth-host';
 
-export type CoreState =
-  /** Not known yet: electing, or a follower waiting to hear from the leader. */
-  | 'unknown'
-  /** This tab is the leader and its core is starting. */
-  | 'starting'
-  /** This tab is the leader and its core is serving. */
-  | 'running-here'
-  /** Another tab is the leader; requests go to its core. */
-  | 'running-elsewhere'
-  | 'failed';
+// Where the core runs, as this tab sees it: the same words the page's host interface uses.
+export type { CoreState };
 
 export interface HostState {
   role: 'leader' | 'follower' | 'electing';

@@ -1,39 +1,6 @@
-import { BOOTSTRAP_PEERS_KEY, checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from '../../worker/bootstrap-peers.ts';
-import type { BrowserHost } from '../../worker/page-host.ts';
 import { h } from './dom.ts';
-
-/** How a server name (64 hex digits) is shown: its start and end, the full name on hover and copy. */
-export function shortServerName(name: string): string {
-  return name.length > 16 ? `${name.slice(0, 8)}\u2026${name.slice(-4)}` : name;
-}
-
-/** `@name:` and the shortened server name: long IDs stay readable in messages. */
-export function shortUserId(userId: string): string {
-  const colon = userId.indexOf(':');
-  return colon < 0 ? userId : `${userId.slice(0, colon + 1)}${shortServerName(userId.slice(colon + 1))}`;
-}
-
-export function serverOf(userId: string): string {
-  return userId.slice(userId.indexOf(':') + 1);
-}
-
-/** A link that opens this page ready to invite `userId` (`#invite=@user:server`). */
-export function inviteLink(userId: string, origin = location.origin): string {
-  return `${origin}/#invite=${userId}`;
-}
-
-/** The Matrix ID an invite link carries, if the fragment is one. */
-export function invitedUserFromHash(hash: string): string | undefined {
-  const match = /^#invite=(.+)$/.exec(hash);
-  if (!match) return undefined;
-  let userId: string;
-  try {
-    userId = decodeURIComponent(match[1]!);
-  } catch {
-    return undefined;
-  }
-  return /^@[^:\s]+:\S+$/.test(userId) ? userId : undefined;
-}
+import type { NodeState, PageHost } from './host.ts';
+import { inviteLink, shortServerName } from './ids.ts';
 
 /**
  * Copies `text`; where the clipboard API is refused (no permission, not a secure context),
@@ -64,8 +31,6 @@ export async function copyText(text: string, shown: HTMLElement, button: HTMLBut
   }, 2000);
 }
 
-type NodeState = 'starting' | 'running' | 'failed' | 'elsewhere' | 'none';
-
 /**
  * The peers panel: this tab's libp2p node (its state, the peers it is connected to and how
  * each is reached) and, once signed in, what a person shares to be invited. It also keeps the
@@ -86,7 +51,7 @@ export class P2PPanel {
   private readonly addedList = h('ul', { class: 'added-peers', 'aria-label': 'Peers you added' });
   private peerCount = 0;
 
-  constructor(private readonly host: BrowserHost) {
+  constructor(private readonly host: PageHost) {
     // Open on wide screens; at phone width it starts folded so the rooms stay in view.
     this.element = h(
       'details',
@@ -102,28 +67,18 @@ export class P2PPanel {
       this.identity,
       this.actions,
     );
+    // The host's status covers the node's state and its peers.
     host.subscribe(() => this.render());
-    // main.ts sets the node's state on the body (tests read it there too).
-    new MutationObserver(() => this.render()).observe(document.body, { attributes: true, attributeFilter: ['data-p2p'] });
     addEventListener('online', () => this.render());
     addEventListener('offline', () => this.render());
-    // Another tab added or removed a peer: show it, and if this tab runs the node, dial what is new.
-    let known = new Set(loadAddedBootstrap());
-    window.addEventListener('storage', (event) => {
-      if (event.key !== BOOTSTRAP_PEERS_KEY && event.key !== null) return;
-      const now = loadAddedBootstrap();
-      for (const address of now) {
-        if (!known.has(address)) this.host.p2p?.dial(address).catch((error) => console.warn(`hearth: could not dial ${address}`, error));
-      }
-      known = new Set(now);
-      this.renderAdded();
-    });
+    // Another tab added or removed a peer (the host dials what is new if this tab runs the node).
+    host.addedPeers.onChange(() => this.renderAdded());
     this.render();
     this.renderAdded();
   }
 
   /**
-   * Keeps a bootstrap peer the person pasted (bootstrap-peers.ts) and dials it now if this tab runs the node;
+   * Keeps a bootstrap peer the person pasted (the host's added peers) and dials it now if this tab runs the node;
    * every later leader tab dials it at start. A malformed address is refused and not kept.
    */
   private async addPeer(event: Event): Promise<void> {
@@ -132,31 +87,29 @@ export class P2PPanel {
     this.bootstrapStatus.textContent = '';
     let address: string;
     try {
-      address = checkBootstrapAddress(this.bootstrapInput.value);
+      address = this.host.addedPeers.add(this.bootstrapInput.value);
     } catch (error) {
       this.bootstrapError.textContent = (error as Error).message;
       return;
     }
-    const added = loadAddedBootstrap();
-    if (!added.includes(address)) saveAddedBootstrap([...added, address]);
     this.bootstrapInput.value = '';
     this.renderAdded();
-    const view = this.host.p2p;
-    if (!view) {
+    const dialling = this.host.dial(address);
+    if (!dialling) {
       // The leader tab hears of it through the storage event and dials it.
       this.bootstrapStatus.textContent = 'Kept. The tab that hosts your homeserver dials it now and whenever it starts.';
       return;
     }
     this.bootstrapStatus.textContent = 'Connecting\u2026';
     try {
-      const serverName = await view.dial(address);
+      const serverName = await dialling;
       this.bootstrapStatus.textContent = `Connected to ${shortServerName(serverName)}. It is dialled again whenever your homeserver starts.`;
     } catch (error) {
       this.bootstrapStatus.textContent = '';
       const message = error instanceof Error ? error.message : String(error);
       if (error instanceof Error && /^Invalid/.test(error.name)) {
         // libp2p could not read it after all: do not keep it.
-        saveAddedBootstrap(loadAddedBootstrap().filter((a) => a !== address));
+        this.host.addedPeers.remove(address);
         this.renderAdded();
         this.bootstrapError.textContent = `That is not a valid peer address: ${message}.`;
       } else {
@@ -166,7 +119,7 @@ export class P2PPanel {
   }
 
   private renderAdded(): void {
-    const added = loadAddedBootstrap();
+    const added = this.host.addedPeers.list();
     this.addedList.replaceChildren(
       ...added.map((address) =>
         h(
@@ -180,7 +133,7 @@ export class P2PPanel {
               class: 'small link',
               'aria-label': `Remove ${address}`,
               onclick: () => {
-                saveAddedBootstrap(loadAddedBootstrap().filter((a) => a !== address));
+                this.host.addedPeers.remove(address);
                 this.renderAdded();
                 this.bootstrapError.textContent = '';
                 this.bootstrapStatus.textContent = 'Removed: later tabs do not dial it. A connection open now stays until it drops.';
@@ -197,7 +150,7 @@ export class P2PPanel {
   onPeersChanged(listener: () => void): void {
     let last = -1;
     this.host.subscribe(() => {
-      const count = this.host.p2p?.node.peers().length ?? 0;
+      const count = this.host.peers().length;
       if (count !== last) listener();
       last = count;
     });
@@ -231,15 +184,9 @@ export class P2PPanel {
     this.actions.replaceChildren(...children);
   }
 
-  private nodeState(): NodeState {
-    const state = document.body.dataset.p2p;
-    if (state === 'starting' || state === 'running' || state === 'failed') return state;
-    return this.host.state.role === 'follower' ? 'elsewhere' : 'none';
-  }
-
   private render(): void {
-    const state = this.nodeState();
-    const peers = this.host.p2p?.node.peers() ?? [];
+    const state = this.host.status.node;
+    const peers = this.host.peers();
     this.peerCount = peers.length;
     this.element.dataset.state = state;
     const stateText: Record<NodeState, string> = {

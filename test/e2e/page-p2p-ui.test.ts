@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { shortUserId } from '../../src/ui/p2p-panel.ts';
+import { shortUserId } from '../../src/ui/ids.ts';
 import { api, register, type Account } from '../integration/harness.ts';
 import { createRoomThroughUi, openHearth, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
 

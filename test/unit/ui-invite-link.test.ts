@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { inviteLink, invitedUserFromHash, serverOf, shortServerName, shortUserId } from '../../src/ui/p2p-panel.ts';
+import { inviteLink, invitedUserFromHash, serverOf, shortServerName, shortUserId } from '../../src/ui/ids.ts';
 
 const server = 'ab'.repeat(32);
 

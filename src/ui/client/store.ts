@@ -1,22 +1,15 @@
-import type { MatrixEvent, SyncResponse } from './matrix.ts';
-
-export interface Member {
-  userId: string;
-  displayName: string | undefined;
-  membership: string;
-}
+import type { ChatRoom, LocalEcho as ShownEcho, MatrixEvent, Member } from '../chat.ts';
+import type { SyncResponse } from './matrix.ts';
 
 /** A message sent from this page that the homeserver has not echoed back yet. */
-export interface LocalEcho {
-  txnId: string;
-  body: string;
+export interface LocalEcho extends ShownEcho {
   eventId?: string;
   failed?: boolean;
-  /** Why it was not sent, in words (shown beside Retry and Delete). */
-  error?: string;
+  /** Why it was not sent (the views say it in words beside Retry and Delete). */
+  error?: unknown;
 }
 
-export interface Room {
+export interface Room extends ChatRoom {
   id: string;
   membership: 'join' | 'invite' | 'leave';
   name: string | undefined;

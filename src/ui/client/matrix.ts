@@ -1,35 +1,10 @@
 /**
  * A minimal Matrix client-server API client for the built-in page: plain fetch
- * to same-origin /_matrix/*, which the service worker routes to the core, as it
- * would for any other client.
+ * to the host's homeserver URL (this origin's /_matrix/*, which the service worker
+ * routes to the core), as it would for any other client.
  */
+import { MatrixApiError, type MatrixEvent, type Session } from '../chat.ts';
 
-export interface Session {
-  userId: string;
-  accessToken: string;
-  deviceId: string;
-}
-
-export class MatrixApiError extends Error {
-  override name = 'MatrixApiError';
-  constructor(
-    readonly status: number,
-    readonly errcode: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-export interface MatrixEvent {
-  event_id?: string;
-  type: string;
-  sender: string;
-  state_key?: string;
-  origin_server_ts?: number;
-  content: Record<string, any>;
-  unsigned?: Record<string, any>;
-}
 
 export interface SyncRoom {
   timeline?: { events: MatrixEvent[]; limited?: boolean; prev_batch?: string };
@@ -49,7 +24,11 @@ export class MatrixApi {
   session: Session | undefined;
   private txnCounter = 0;
 
-  constructor(session?: Session) {
+  /** `baseUrl`: the homeserver's, without a trailing slash (the host's `homeserverUrl`). */
+  constructor(
+    private readonly baseUrl: string,
+    session?: Session,
+  ) {
     this.session = session;
   }
 
@@ -57,7 +36,7 @@ export class MatrixApi {
     const headers: Record<string, string> = {};
     if (this.session) headers['authorization'] = `Bearer ${this.session.accessToken}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    const response = await fetch(this.baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
     const text = await response.text();
     let parsed: any;
     try {

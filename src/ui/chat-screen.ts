@@ -1,0 +1,115 @@
+import type { ChatChange, ChatClient, ChatRoom } from './chat.ts';
+import { Composer } from './composer.ts';
+import { DemoRoom } from './demo-room.ts';
+import { h } from './dom.ts';
+import { MembersPane } from './members.ts';
+import type { P2PPanel } from './p2p-panel.ts';
+import { RoomView } from './room-view.ts';
+import { Sidebar } from './sidebar.ts';
+import type { TimelineActions } from './timeline.ts';
+
+/**
+ * The signed-in screen: the sidebar, the open room and its members. It renders what the
+ * client holds whenever the client says something changed, and keeps which room is open.
+ * The views' elements live as long as the page, so fields keep what was typed across syncs.
+ */
+export class ChatScreen {
+  private client: ChatClient | undefined;
+  private selectedRoomId: string | undefined;
+  private readonly sidebar = new Sidebar({ select: (roomId, after) => this.selectRoom(roomId, after) });
+  private readonly roomView = new RoomView();
+  private readonly members = new MembersPane();
+  private readonly composer = new Composer(() => {
+    const room = this.selectedRoom();
+    return room && this.client ? { client: this.client, room } : undefined;
+  });
+  private readonly demoRoom: DemoRoom;
+
+  constructor(
+    private readonly p2pPanel: P2PPanel,
+    /** After each /sync response has been shown. */
+    private readonly onSynced: () => void,
+  ) {
+    this.demoRoom = new DemoRoom({
+      client: () => this.client,
+      select: (roomId) => this.selectRoom(roomId),
+      inviteInput: this.members.inviteInput,
+      openPanel: () => (this.p2pPanel.element.open = true),
+    });
+    document.addEventListener('visibilitychange', () => this.markRead());
+  }
+
+  /** Shows `client`'s rooms in `container` and starts its sync loop. */
+  show(container: HTMLElement, client: ChatClient): void {
+    this.client = client;
+    this.selectedRoomId = undefined;
+    client.subscribe((change) => this.onChange(client, change));
+    this.sidebar.build(client, this.p2pPanel.element);
+    this.roomView.build(this.composer);
+    this.p2pPanel.showIdentity(client.userId);
+    this.p2pPanel.setActions(...this.demoRoom.elements());
+    container.replaceChildren(h('div', { class: 'chat' }, this.sidebar.element, this.roomView.element, this.members.element));
+    this.renderRooms();
+    this.renderRoom();
+    this.demoRoom.applyInviteLink();
+    client.start();
+  }
+
+  /** The client signed out or is replaced: nothing it says is shown any more. */
+  leave(): void {
+    this.client = undefined;
+  }
+
+  /** An invite link opened while the page was open. */
+  applyInviteLink(): void {
+    this.demoRoom.applyInviteLink();
+  }
+
+  private onChange(client: ChatClient, change: ChatChange): void {
+    if (client !== this.client || change === 'signed-out') return;
+    if (change === 'room') return this.renderRoom();
+    if (!this.selectedRoomId) this.selectedRoomId = client.sortedRooms().find((r) => r.membership === 'join')?.id;
+    this.renderRooms();
+    this.renderRoom();
+    this.markRead();
+    this.onSynced();
+  }
+
+  private selectedRoom(): ChatRoom | undefined {
+    const room = this.selectedRoomId ? this.client?.room(this.selectedRoomId) : undefined;
+    return room?.membership === 'join' ? room : undefined;
+  }
+
+  private selectRoom(roomId: string, after?: () => void): void {
+    this.selectedRoomId = roomId;
+    after?.();
+    this.renderRooms();
+    this.renderRoom();
+    this.composer.input.focus();
+    this.markRead();
+  }
+
+  private renderRooms(): void {
+    if (this.client) this.sidebar.renderRooms(this.client, this.selectedRoomId);
+  }
+
+  private renderRoom(): void {
+    const client = this.client;
+    if (!client) return;
+    const room = this.selectedRoom();
+    const actions: TimelineActions = {
+      loadOlder: () => room && void client.loadOlder(room.id),
+      retry: (echo) => room && client.retry(room.id, echo),
+      discard: (echo) => room && client.discard(room.id, echo),
+    };
+    this.roomView.render(client, room, actions);
+    this.members.render(client, room);
+  }
+
+  /** Marks the newest event of the open room as read, when this tab is visible. */
+  private markRead(): void {
+    const room = this.selectedRoom();
+    if (!room || document.visibilityState !== 'visible') return;
+    this.client?.markRead(room.id);
+  }
+}

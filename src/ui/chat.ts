@@ -1,0 +1,138 @@
+/**
+ * The seam between the chat client and the views. The views (account form, room list,
+ * room view, composer, demo room) use only what is declared here; the client behind it
+ * (today the hand-written one in client/, later matrix-js-sdk) keeps the session, runs the
+ * sync loop, sends, and holds the rooms' state.
+ */
+
+export interface Session {
+  userId: string;
+  accessToken: string;
+  deviceId: string;
+}
+
+/** The homeserver answered with an error. A `TypeError` instead means it could not be reached at all. */
+export class MatrixApiError extends Error {
+  override name = 'MatrixApiError';
+  constructor(
+    readonly status: number,
+    readonly errcode: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The spec limits events to 64 KiB; the envelope (IDs, hashes, signatures) takes about 2 KiB of it. */
+export const MAX_MESSAGE_CONTENT_BYTES = 65_536 - 2_048;
+
+/** A message refused before it was sent: the homeserver would refuse it. */
+export class MessageTooLarge extends Error {
+  override name = 'MessageTooLarge';
+  constructor(
+    readonly size: number,
+    readonly limit: number,
+  ) {
+    super(`message content is ${size} bytes, over ${limit}`);
+  }
+}
+
+/** An event as the client-server API gives it. */
+export interface MatrixEvent {
+  event_id?: string;
+  type: string;
+  sender: string;
+  state_key?: string;
+  origin_server_ts?: number;
+  content: Record<string, any>;
+  unsigned?: Record<string, any>;
+}
+
+export interface Member {
+  userId: string;
+  displayName: string | undefined;
+  membership: string;
+}
+
+/** A message sent from this page that the homeserver has not echoed back yet. */
+export interface LocalEcho {
+  readonly txnId: string;
+  readonly body: string;
+  readonly failed?: boolean;
+  /** Why it was not sent (a `MatrixApiError`, `MessageTooLarge`, …): the views say it in words. */
+  readonly error?: unknown;
+}
+
+/** What the views read of a room. */
+export interface ChatRoom {
+  readonly id: string;
+  readonly membership: 'join' | 'invite' | 'leave';
+  /** Who invited us (invites only). */
+  readonly inviter: string | undefined;
+  readonly timeline: readonly MatrixEvent[];
+  /** Who is typing now. */
+  readonly typing: readonly string[];
+  /** Latest m.read receipt of each user: user ID → event ID. */
+  readonly receipts: ReadonlyMap<string, string>;
+  readonly localEchoes: readonly LocalEcho[];
+}
+
+/**
+ * What changed: `synced` after each /sync response (rooms, timelines, typing, receipts),
+ * `room` when only what a room shows changed here (a send's state, pending marks, older
+ * events), `signed-out` when the homeserver no longer takes the session.
+ */
+export type ChatChange = 'synced' | 'room' | 'signed-out';
+
+/** A signed-in client. */
+export interface ChatClient {
+  readonly userId: string;
+  /** Starts the sync loop (once). */
+  start(): void;
+  /** Stops the sync loop and every timer: another session takes over, or none. */
+  stop(): void;
+  /** Stops, forgets the session at once, and then revokes it on the homeserver. */
+  signOut(): Promise<void>;
+  subscribe(listener: (change: ChatChange) => void): void;
+
+  /** Invites first, then by the newest event. */
+  sortedRooms(): ChatRoom[];
+  room(roomId: string): ChatRoom | undefined;
+  roomName(room: ChatRoom): string;
+  displayName(room: ChatRoom, userId: string): string;
+  /** Joined and invited members, by name. */
+  joinedMembers(room: ChatRoom): Member[];
+  /** Events before the timeline can be loaded (`loadOlder`): the room's start is not reached. */
+  canLoadOlder(room: ChatRoom): boolean;
+  /** The servers an own event has not reached yet (Hearth's pending list); undefined when delivered. */
+  waitingFor(eventId: string): readonly string[] | undefined;
+  /** Asks again which own events wait for other servers (peers came or went); polls while any do. */
+  refreshPending(): void;
+
+  createRoom(name: string): Promise<string>;
+  join(roomIdOrAlias: string): Promise<string>;
+  leave(roomId: string): Promise<void>;
+  invite(roomId: string, userId: string): Promise<void>;
+  loadOlder(roomId: string): Promise<void>;
+  /** Sends a text message, shown as a local echo until the homeserver has it. */
+  send(roomId: string, body: string): void;
+  /** Sends a failed echo again (the same transaction ID, so it is applied once). */
+  retry(roomId: string, echo: LocalEcho): void;
+  /** Drops a failed echo. */
+  discard(roomId: string, echo: LocalEcho): void;
+  setTyping(roomId: string, typing: boolean): void;
+  /** Marks the newest event from others in the room as read, once per event. */
+  markRead(roomId: string): void;
+}
+
+/** Sessions: the one kept for this origin, and new ones. */
+export interface ChatAccounts {
+  /** Resolves once the homeserver answers. */
+  waitForHomeserver(): Promise<void>;
+  /** The client of the kept session, unless the homeserver no longer takes it. */
+  resume(): Promise<ChatClient | undefined>;
+  register(username: string, password: string): Promise<ChatClient>;
+  login(username: string, password: string): Promise<ChatClient>;
+  /** Runs `listener` when another tab signed in or out. */
+  onSessionChanged(listener: () => void): void;
+}

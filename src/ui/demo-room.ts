@@ -1,0 +1,85 @@
+import type { ChatClient } from './chat.ts';
+import { h } from './dom.ts';
+import { describeError, describeInviteError } from './errors.ts';
+import { invitedUserFromHash, shortUserId } from './ids.ts';
+
+const DEMO_ROOM_NAME = 'P2P demo';
+
+/** What the demo room needs of the chat screen. */
+export interface DemoRoomContext {
+  client(): ChatClient | undefined;
+  select(roomId: string): void;
+  /** The open room's invite field, filled by an invite link too. */
+  readonly inviteInput: HTMLInputElement;
+  /** Opens the peers panel, where the demo room form is. */
+  openPanel(): void;
+}
+
+/**
+ * "Start a P2P demo room" (shown in the peers panel) and invite links: `#invite=@user:server`
+ * in the address fills the invite fields with that ID, for the person to confirm.
+ */
+export class DemoRoom {
+  private readonly invitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server (optional)', 'aria-label': 'Invite to the demo room' });
+  private readonly error = h('p', { class: 'error', role: 'alert' });
+  private readonly notice = h('p', { class: 'invite-notice', role: 'status' });
+
+  constructor(private readonly context: DemoRoomContext) {}
+
+  /** For the peers panel's actions. */
+  elements(): HTMLElement[] {
+    return [
+      h('h3', {}, 'Start a P2P demo room'),
+      h('form', { class: 'inline demo-room', onsubmit: (e: Event) => this.start(e) }, this.invitee, h('button', { type: 'submit' }, 'Start')),
+      this.error,
+      this.notice,
+    ];
+  }
+
+  /** `#invite=@user:server` in the address: fill both invite forms with it, for the person to confirm. */
+  applyInviteLink(): void {
+    const userId = invitedUserFromHash(location.hash);
+    const client = this.context.client();
+    if (!userId || !client) return;
+    if (userId === client.userId) {
+      this.notice.textContent = 'This is your own invite link: send it to someone else.';
+      return;
+    }
+    this.context.inviteInput.value = userId;
+    this.invitee.value = userId;
+    this.context.openPanel();
+    this.notice.textContent = `Invite ${shortUserId(userId)}: start a P2P demo room with them, or invite them to the open room.`;
+  }
+
+  /** Creates a private room named "P2P demo" and, if given, invites someone to it. */
+  private start(event: Event): void {
+    event.preventDefault();
+    const button = (event.target as HTMLFormElement).querySelector('button')!;
+    const client = this.context.client();
+    if (button.disabled || !client) return;
+    this.error.textContent = '';
+    const invitee = this.invitee.value.trim();
+    button.disabled = true;
+    void (async () => {
+      let roomId: string;
+      try {
+        roomId = await client.createRoom(DEMO_ROOM_NAME);
+      } catch (error) {
+        this.error.textContent = `Could not create the room: ${describeError(error)}`;
+        return;
+      }
+      this.context.select(roomId);
+      if (!invitee) return;
+      try {
+        // Invited apart from the creation, so an unreachable invitee leaves the room made and says why.
+        await client.invite(roomId, invitee);
+        this.invitee.value = '';
+        if (this.context.inviteInput.value.trim() === invitee) this.context.inviteInput.value = '';
+        this.notice.textContent = `Invited ${shortUserId(invitee)} to \u201c${DEMO_ROOM_NAME}\u201d.`;
+        if (invitedUserFromHash(location.hash) === invitee) history.replaceState(null, '', location.pathname + location.search);
+      } catch (error) {
+        this.error.textContent = `The room was created, but the invite failed. ${describeInviteError(error, invitee)}`;
+      }
+    })().finally(() => (button.disabled = false));
+  }
+}

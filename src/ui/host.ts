@@ -1,0 +1,65 @@
+/**
+ * What the page needs from whatever hosts it: the one way src/ui reaches its host.
+ * The browser host (worker/page-ui-host.ts) implements it and hands it to `startPage`
+ * (main.ts); nothing under src/ui imports worker/.
+ */
+
+/** Where the homeserver's core runs, as this tab sees it. */
+export type CoreState =
+  /** Not known yet: electing, or a follower waiting to hear from the leader. */
+  | 'unknown'
+  /** This tab runs the core and it is starting. */
+  | 'starting'
+  /** This tab runs the core and it is serving. */
+  | 'running-here'
+  /** Another tab runs the core; requests go to it. */
+  | 'running-elsewhere'
+  | 'failed';
+
+/** This tab's libp2p node: `elsewhere` when another tab hosts the homeserver (and the node), `none` before any start. */
+export type NodeState = 'starting' | 'running' | 'failed' | 'elsewhere' | 'none';
+
+export interface HostStatus {
+  core: CoreState;
+  /** Why the core failed, in words. */
+  error?: string;
+  /** The homeserver's name (its ed25519 public key), once known. */
+  serverName?: string;
+  node: NodeState;
+}
+
+/** A peer this tab's node is connected to, and how it is reached. */
+export interface PeerLink {
+  server_name: string;
+  via: 'direct' | 'relayed';
+}
+
+/**
+ * Bootstrap peers the person added in the peers panel, kept by the host for every tab of
+ * the origin; every later node dials them at start.
+ */
+export interface AddedPeers {
+  list(): string[];
+  /** Checks what the person pasted and keeps it; throws an Error whose message says what to fix. Returns the address as kept. */
+  add(text: string): string;
+  remove(address: string): void;
+  /** Runs `listener` when another tab changed the list (the host dials what is new if this tab runs the node). */
+  onChange(listener: () => void): void;
+}
+
+export interface PageHost {
+  /** The base URL of the homeserver's client-server API (this page's origin, through the service worker). */
+  readonly homeserverUrl: string;
+  readonly status: HostStatus;
+  /** Calls `listener` now and whenever the status or this tab's peers change. */
+  subscribe(listener: (status: HostStatus) => void): () => void;
+  /** The peers this tab's node is connected to (none when this tab runs no node). */
+  peers(): readonly PeerLink[];
+  /** Dials an added peer now, resolving with its server name; undefined when this tab runs no node. */
+  dial(address: string): Promise<string> | undefined;
+  readonly addedPeers: AddedPeers;
+  /** What this origin stores in the browser, and its quota; undefined where the browser does not say. */
+  storageEstimate(): Promise<{ usage: number; quota: number | undefined } | undefined>;
+  /** Asks the browser not to evict this origin's data under storage pressure (after an account is made). */
+  persistStorage(): void;
+}

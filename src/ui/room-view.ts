@@ -1,0 +1,39 @@
+import type { ChatClient, ChatRoom } from './chat.ts';
+import type { Composer } from './composer.ts';
+import { h } from './dom.ts';
+import { timelineItems, type TimelineActions } from './timeline.ts';
+
+/** The open room: its name and ID, the timeline (kept scrolled to the end when it was there), who is typing, the composer. */
+export class RoomView {
+  readonly element = h('section', { class: 'room' });
+  private readonly timeline = h('ol', { class: 'timeline', 'aria-label': 'Timeline', 'aria-live': 'polite' });
+  private readonly typingLine = h('div', { class: 'typing', 'aria-live': 'polite' });
+  private readonly roomTitle = h('h2', { class: 'room-title' });
+  private readonly roomIdLine = h('code', { class: 'room-id' });
+
+  /** Builds the pane around the composer (again at each sign-in). */
+  build(composer: Composer): void {
+    this.element.replaceChildren(h('header', { class: 'room-header' }, this.roomTitle, this.roomIdLine), this.timeline, this.typingLine, composer.element);
+  }
+
+  render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions): void {
+    this.element.classList.toggle('empty', !room);
+    if (!room) {
+      this.roomTitle.textContent = 'No room selected';
+      this.roomIdLine.textContent = '';
+      this.timeline.replaceChildren(h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
+      this.typingLine.textContent = '';
+      return;
+    }
+    this.roomTitle.textContent = client.roomName(room);
+    this.roomIdLine.textContent = room.id;
+    this.roomIdLine.title = 'Room ID: share it so others can join';
+
+    const atBottom = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < 40;
+    this.timeline.replaceChildren(...timelineItems(client, room, actions));
+    if (atBottom) this.timeline.scrollTop = this.timeline.scrollHeight;
+
+    const typing = room.typing.filter((userId) => userId !== client.userId).map((userId) => client.displayName(room, userId));
+    this.typingLine.textContent = typing.length === 0 ? '' : `${typing.join(', ')} ${typing.length === 1 ? 'is' : 'are'} typing\u2026`;
+  }
+}

@@ -1,0 +1,85 @@
+import type { ChatClient } from './chat.ts';
+import { h } from './dom.ts';
+import { describeError, describeJoinError } from './errors.ts';
+
+/** What the sidebar asks of the chat screen. */
+export interface SidebarActions {
+  /** Opens a room; `after` runs once it is the selected one (to clear a field). */
+  select(roomId: string, after?: () => void): void;
+}
+
+/** The sidebar: create a room, join one by ID or alias, the peers panel, and the room list (invites first, with Accept and Decline). */
+export class Sidebar {
+  readonly element = h('nav', { class: 'sidebar' });
+  private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
+  private readonly error = h('p', { class: 'error', role: 'alert' });
+
+  constructor(private readonly actions: SidebarActions) {}
+
+  /** Builds the forms for `client` (again at each sign-in), with the peers panel between them and the rooms. */
+  build(client: ChatClient, peersPanel: HTMLElement): void {
+    const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
+    const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
+    this.element.replaceChildren(
+      h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.actions.select(await client.createRoom(newRoomName.value), () => (newRoomName.value = ''))) }, newRoomName, h('button', { type: 'submit' }, 'Create')),
+      h(
+        'form',
+        {
+          class: 'inline',
+          onsubmit: (e: Event) =>
+            this.guard(e, async () => {
+              const target = joinId.value.trim();
+              let roomId: string;
+              try {
+                roomId = await client.join(target);
+              } catch (error) {
+                // Kept in the field, and said plainly: the join did not happen.
+                throw new Error(describeJoinError(error, target));
+              }
+              this.actions.select(roomId, () => (joinId.value = ''));
+            }),
+        },
+        joinId,
+        h('button', { type: 'submit' }, 'Join'),
+      ),
+      this.error,
+      peersPanel,
+      h('h3', {}, 'Rooms'),
+      this.roomList,
+    );
+  }
+
+  /** Runs a sidebar action, showing its error instead of throwing. */
+  private guard(event: Event, action: () => Promise<void>): void {
+    event.preventDefault();
+    this.error.textContent = '';
+    action().catch((error) => (this.error.textContent = describeError(error)));
+  }
+
+  renderRooms(client: ChatClient, selectedRoomId: string | undefined): void {
+    const items = client.sortedRooms().map((room) => {
+      if (room.membership === 'invite') {
+        return h(
+          'li',
+          { class: 'invite' },
+          h('span', { class: 'name' }, client.roomName(room)),
+          h('span', { class: 'hint' }, `invited by ${room.inviter ?? 'someone'}`),
+          h('button', { onclick: () => void client.join(room.id).then(() => this.actions.select(room.id)).catch((e) => (this.error.textContent = describeJoinError(e, room.id))) }, 'Accept'),
+          h('button', { class: 'link', onclick: () => void client.leave(room.id).catch((e) => (this.error.textContent = describeError(e))) }, 'Decline'),
+        );
+      }
+      const last = room.timeline.filter((e) => e.type === 'm.room.message').at(-1);
+      return h(
+        'li',
+        {},
+        h(
+          'button',
+          { class: room.id === selectedRoomId ? 'room-item selected' : 'room-item', 'aria-current': room.id === selectedRoomId ? 'true' : undefined, onclick: () => this.actions.select(room.id) },
+          h('span', { class: 'name' }, client.roomName(room)),
+          h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${String(last.content.body ?? '')}` : ''),
+        ),
+      );
+    });
+    this.roomList.replaceChildren(...(items.length > 0 ? items : [h('li', { class: 'hint' }, 'No rooms yet: create one, or join one by its ID.')]));
+  }
+}

@@ -1,0 +1,85 @@
+import type { ChatClient, ChatRoom, LocalEcho, MatrixEvent } from './chat.ts';
+import { formatTime, h } from './dom.ts';
+import { describeSendError } from './errors.ts';
+
+/** What the timeline's buttons do. */
+export interface TimelineActions {
+  loadOlder(): void;
+  retry(echo: LocalEcho): void;
+  discard(echo: LocalEcho): void;
+}
+
+/**
+ * A room's timeline as list items: "Load earlier messages" while the start is not reached,
+ * each event (with who has read up to it), then this page's messages the homeserver has not
+ * taken yet ("sending…", or failed with Retry and Delete).
+ */
+export function timelineItems(client: ChatClient, room: ChatRoom, actions: TimelineActions): HTMLElement[] {
+  // Which event each user has read up to, for the "seen by" line.
+  const readers = new Map<string, string[]>();
+  for (const [userId, eventId] of room.receipts) {
+    if (userId === client.userId) continue;
+    readers.set(eventId, [...(readers.get(eventId) ?? []), client.displayName(room, userId)]);
+  }
+  const items: HTMLElement[] = [];
+  if (client.canLoadOlder(room)) items.push(h('li', { class: 'more' }, h('button', { class: 'link', onclick: () => actions.loadOlder() }, 'Load earlier messages')));
+  for (const event of room.timeline) {
+    const item = eventItem(client, room, event);
+    if (!item) continue;
+    const seenBy = event.event_id ? readers.get(event.event_id) : undefined;
+    if (seenBy) item.append(h('div', { class: 'receipts' }, `Seen by ${seenBy.join(', ')}`));
+    items.push(item);
+  }
+  for (const echo of room.localEchoes) items.push(echoItem(client, room, echo, actions));
+  return items;
+}
+
+/** A message, or a notice for the state events people care about; undefined for the rest. */
+function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent): HTMLLIElement | undefined {
+  const who = client.displayName(room, event.sender);
+  if (event.type === 'm.room.message') {
+    // Stored here but not yet with every server of the room ("pending" is the class of unsent echoes).
+    const waitingFor = event.event_id ? client.waitingFor(event.event_id) : undefined;
+    return h(
+      'li',
+      { class: `${event.sender === client.userId ? 'event mine' : 'event'}${waitingFor ? ' undelivered' : ''}`, 'data-event-id': event.event_id, 'data-waiting-for': waitingFor?.length },
+      h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts))),
+      h('div', { class: 'body' }, typeof event.content.body === 'string' ? event.content.body : '(unsupported message)'),
+      waitingFor
+        ? h(
+            'div',
+            { class: 'pending-mark', title: `Not yet delivered to: ${waitingFor.join(', ')}. It goes when they are reachable.` },
+            `pending: waiting for ${waitingFor.length} ${waitingFor.length === 1 ? 'peer' : 'peers'}`,
+          )
+        : null,
+    );
+  }
+  let notice: string | undefined;
+  if (event.type === 'm.room.create') notice = `${who} created the room`;
+  else if (event.type === 'm.room.name') notice = `${who} named the room \u201c${String(event.content.name ?? '')}\u201d`;
+  else if (event.type === 'm.room.topic') notice = `${who} set the topic: ${String(event.content.topic ?? '')}`;
+  else if (event.type === 'm.room.member') {
+    const target = event.state_key === event.sender ? who : client.displayName(room, event.state_key ?? '');
+    const verb: Record<string, string> = { join: 'joined', leave: 'left', invite: 'was invited', ban: 'was banned', knock: 'knocked' };
+    notice = `${target} ${verb[String(event.content.membership)] ?? 'changed membership'}`;
+  }
+  return notice ? h('li', { class: 'notice', 'data-event-id': event.event_id }, notice) : undefined;
+}
+
+function echoItem(client: ChatClient, room: ChatRoom, echo: LocalEcho, actions: TimelineActions): HTMLLIElement {
+  return h(
+    'li',
+    { class: echo.failed ? 'event pending failed' : 'event pending', 'data-txn-id': echo.txnId },
+    h('div', { class: 'meta' }, h('span', { class: 'sender' }, client.displayName(room, client.userId)), h('span', { class: 'time' }, echo.failed ? 'not sent' : 'sending\u2026')),
+    h('div', { class: 'body' }, echo.body),
+    echo.failed
+      ? h(
+          'div',
+          { class: 'send-failure' },
+          h('span', { class: 'send-error', role: 'alert' }, describeSendError(echo.error)),
+          h('button', { type: 'button', class: 'small', onclick: () => actions.retry(echo) }, 'Retry'),
+          h('button', { type: 'button', class: 'small link', onclick: () => actions.discard(echo) }, 'Delete'),
+        )
+      : null,
+  );
+}

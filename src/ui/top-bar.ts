@@ -1,0 +1,67 @@
+import { formatBytes, h } from './dom.ts';
+import type { HostStatus, PageHost } from './host.ts';
+
+/** How often the storage figure is refreshed; a sync refreshes it too when it is older than STORAGE_STALE_MS. */
+const STORAGE_REFRESH_MS = 15_000;
+const STORAGE_STALE_MS = 5_000;
+
+/** The top bar: the host's status, the server name, what this origin stores, and who is signed in. */
+export class TopBar {
+  readonly element: HTMLElement;
+  private readonly status = h('span', { class: 'status', role: 'status', 'aria-live': 'polite' });
+  private readonly serverName = h('code', { class: 'server-name', title: 'Your homeserver\u2019s name: its ed25519 public key' });
+  private readonly storage = h('span', { class: 'storage', title: 'What this origin stores in your browser' });
+  private readonly account = h('span', { class: 'account' });
+  private storageTimer: ReturnType<typeof setTimeout> | undefined;
+  private storageCheckedAt = 0;
+
+  constructor(
+    private readonly host: PageHost,
+    /** The peers panel's offline indicator. */
+    offlineBadge: HTMLElement,
+  ) {
+    this.element = h('header', { class: 'topbar' }, h('span', { class: 'brand' }, 'Hearth'), this.serverName, this.status, offlineBadge, h('span', { class: 'spacer' }), this.storage, this.account);
+    host.subscribe((status) => this.showHostStatus(status));
+    void this.refreshStorage();
+  }
+
+  private showHostStatus(status: HostStatus): void {
+    const text: Record<HostStatus['core'], string> = {
+      unknown: 'Connecting to your homeserver\u2026',
+      starting: 'Homeserver starting\u2026',
+      'running-here': 'Homeserver running in this tab',
+      'running-elsewhere': 'Homeserver running in another tab',
+      failed: `Homeserver failed: ${status.error ?? 'unknown error'}`,
+    };
+    this.status.textContent = text[status.core];
+    this.status.dataset.state = status.core;
+    this.serverName.textContent = status.serverName ? `${status.serverName.slice(0, 8)}\u2026${status.serverName.slice(-4)}` : '';
+    this.serverName.title = status.serverName ?? '';
+  }
+
+  /** After a sync: the figure moves as the database grows. */
+  refreshStorageIfStale(): void {
+    if (Date.now() - this.storageCheckedAt > STORAGE_STALE_MS) void this.refreshStorage();
+  }
+
+  private async refreshStorage(): Promise<void> {
+    clearTimeout(this.storageTimer);
+    this.storageCheckedAt = Date.now();
+    const estimate = await this.host.storageEstimate();
+    if (estimate) {
+      this.storage.textContent = `Stores ${formatBytes(estimate.usage)}`;
+      this.storage.title = `This origin stores ${formatBytes(estimate.usage)} of its ${formatBytes(estimate.quota ?? 0)} quota`;
+    }
+    this.storageTimer = setTimeout(() => void this.refreshStorage(), STORAGE_REFRESH_MS);
+  }
+
+  /** Nobody is signed in. */
+  showSignedOut(): void {
+    this.account.replaceChildren();
+  }
+
+  /** The signed-in user, with a Sign out button. */
+  showSignedIn(userId: string, signOut: () => void): void {
+    this.account.replaceChildren(h('span', { class: 'user-id', title: userId }, userId.split(':')[0]), h('button', { class: 'link', onclick: signOut }, 'Sign out'));
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * The browser host's side of the page's host interface (`PageHost`, src/ui/host.ts): what
+ * the built-in client may know of the service worker, the leader election, the core and the
+ * leader's libp2p node, and nothing more. `worker/page.ts` creates it and hands it to the page.
+ */
+import type { AddedPeers, HostStatus, NodeState, PageHost, PeerLink } from '../src/ui/host.ts';
+import { BOOTSTRAP_PEERS_KEY, checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from './bootstrap-peers.ts';
+import type { BrowserHost } from './page-host.ts';
+
+export class BrowserPageHost implements PageHost {
+  readonly homeserverUrl = location.origin;
+  readonly addedPeers: AddedPeers;
+  private readonly listeners = new Set<(status: HostStatus) => void>();
+  private readonly addedListeners = new Set<() => void>();
+
+  constructor(private readonly host: BrowserHost) {
+    host.subscribe(() => this.changed());
+    this.addedPeers = {
+      list: loadAddedBootstrap,
+      add: (text) => {
+        const address = checkBootstrapAddress(text);
+        const added = loadAddedBootstrap();
+        if (!added.includes(address)) saveAddedBootstrap([...added, address]);
+        return address;
+      },
+      remove: (address) => saveAddedBootstrap(loadAddedBootstrap().filter((a) => a !== address)),
+      onChange: (listener) => void this.addedListeners.add(listener),
+    };
+    // Another tab added or removed a peer: if this tab runs the node, dial what is new; the panel shows the list.
+    let known = new Set(loadAddedBootstrap());
+    window.addEventListener('storage', (event) => {
+      if (event.key !== BOOTSTRAP_PEERS_KEY && event.key !== null) return;
+      const now = loadAddedBootstrap();
+      for (const address of now) {
+        if (!known.has(address)) this.host.p2p?.dial(address).catch((error) => console.warn(`hearth: could not dial ${address}`, error));
+      }
+      known = new Set(now);
+      for (const listener of this.addedListeners) listener();
+    });
+  }
+
+  get status(): HostStatus {
+    const { core, error, serverName } = this.host.state;
+    return { core, error, serverName, node: this.nodeState() };
+  }
+
+  /**
+   * The leader's node is starting, running or failed to start. Kept on the body as well
+   * (`data-p2p`), where tests read it.
+   */
+  setNodeState(state: 'starting' | 'running' | 'failed'): void {
+    document.body.dataset.p2p = state;
+    this.changed();
+  }
+
+  private nodeState(): NodeState {
+    const state = document.body.dataset.p2p;
+    if (state === 'starting' || state === 'running' || state === 'failed') return state;
+    return this.host.state.role === 'follower' ? 'elsewhere' : 'none';
+  }
+
+  subscribe(listener: (status: HostStatus) => void): () => void {
+    this.listeners.add(listener);
+    listener(this.status);
+    return () => this.listeners.delete(listener);
+  }
+
+  private changed(): void {
+    const status = this.status;
+    for (const listener of this.listeners) listener(status);
+  }
+
+  peers(): readonly PeerLink[] {
+    return this.host.p2p?.node.peers() ?? [];
+  }
+
+  dial(address: string): Promise<string> | undefined {
+    return this.host.p2p?.dial(address);
+  }
+
+  async storageEstimate(): Promise<{ usage: number; quota: number | undefined } | undefined> {
+    const estimate = await navigator.storage?.estimate?.().catch(() => undefined);
+    return estimate?.usage === undefined ? undefined : { usage: estimate.usage, quota: estimate.quota };
+  }
+
+  persistStorage(): void {
+    void navigator.storage?.persist?.().catch(() => false);
+  }
+}

@@ -1,8 +1,9 @@
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { cruise, type ICruiseOptions, type ICruiseResult, type IViolation } from 'dependency-cruiser';
 import extractDepcruiseOptions from 'dependency-cruiser/config-utl/extract-depcruise-options';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ARCHITECTURE_MD, layersDiagram, withDiagram } from '../../scripts/layers-diagram.ts';
 import { layers } from '../../scripts/layers.mjs';
 
 // The layering check (.dependency-cruiser.mjs, made from scripts/layers.mjs) as `npm run lint:deps` runs it.
@@ -48,5 +49,13 @@ describe('the layering check', () => {
       .map((e) => `src/${e.name}`);
     expect(entries.filter((f) => !listed.has(f))).toEqual([]);
     expect(['worker', 'scripts'].filter((f) => !listed.has(f))).toEqual([]);
+  });
+});
+
+describe('the layers picture in docs/ARCHITECTURE.md', () => {
+  it('is the one drawn from scripts/layers.mjs', () => {
+    const doc = readFileSync(ARCHITECTURE_MD, 'utf8');
+    expect(doc).toContain(layersDiagram());
+    expect(withDiagram(doc)).toBe(doc);
   });
 });

@@ -6,7 +6,6 @@ import { defaultEd25519Backend, type Ed25519Backend } from './crypto/ed25519.ts'
 import { HEARTH_KEY_ID, serverNameFromPublicKey } from './crypto/identity.ts';
 import { Federation } from './federation/federation.ts';
 import { Memberships } from './federation/memberships.ts';
-import type { BackoffPolicy } from './federation/queue.ts';
 import { federationSchema } from './federation/schema.ts';
 import type { PushGateway } from './sync/push-delivery.ts';
 import { FederationUnreachable, type FederationTransport } from './federation/transport.ts';
@@ -35,6 +34,7 @@ import { syncSchema } from './sync/schema.ts';
 import { Sync } from './sync/sync.ts';
 import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
+import type { BackoffPolicy } from './util/backoff.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
 export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, mailboxSchema, mediaSchema, searchSchema];

@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { Session } from '../users/users.ts';
-import { missingToken, unknownToken } from './errors.ts';
+import { missingToken, unknownToken } from '../http/matrix-error.ts';
 import type { ClientServices } from './services.ts';
 
 /** `body` is the request body as text, once read (http.ts readBody). */

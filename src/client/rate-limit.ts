@@ -1,4 +1,4 @@
-import { limitExceeded } from './errors.ts';
+import { limitExceeded } from '../http/matrix-error.ts';
 
 export interface RateLimitConfig {
   /** Sustained requests per second per key. */

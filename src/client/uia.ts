@@ -2,7 +2,7 @@ import { encodeBase64 } from '../crypto/base64.ts';
 import { canonicalJson, utf8 } from '../crypto/canonical-json.ts';
 import { randomToken, type RandomBytes } from '../crypto/random.ts';
 import { sha256 } from '../crypto/sha256.ts';
-import { MatrixError } from './errors.ts';
+import { MatrixError } from '../http/matrix-error.ts';
 
 /** A short digest of what an operation would do, to bind a UIA session to it (kept in memory, never the values). */
 export function operationDigest(request: unknown): string {

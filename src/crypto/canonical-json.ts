@@ -2,13 +2,19 @@
 // JSON.stringify cannot sort keys, and the common "canonicalize" packages sort
 // by UTF-16 code unit (RFC 8785) where Matrix sorts by Unicode code point.
 
+import { CodedError } from '../util/coded-error.ts';
+
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 
 export const MAX_SAFE_INTEGER = 2 ** 53 - 1;
 
-export class CanonicalJsonError extends Error {
+/** A value canonical JSON cannot carry: an API answers 400 `M_BAD_JSON`. */
+export class CanonicalJsonError extends CodedError {
   override name = 'CanonicalJsonError';
+  constructor(message: string) {
+    super(400, 'M_BAD_JSON', message);
+  }
 }
 
 /** Maps a UTF-16 code unit so that plain numeric order equals code point order. */

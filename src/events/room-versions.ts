@@ -1,3 +1,5 @@
+import { CodedError } from '../util/coded-error.ts';
+
 /**
  * Room versions 1–11 and every rule that differs between them
  * (spec: content/rooms/v1.md … v11.md). Code asks a RoomVersion what to do
@@ -88,10 +90,11 @@ export function getRoomVersion(id: string): RoomVersion | undefined {
   return ROOM_VERSIONS.get(id);
 }
 
-export class UnsupportedRoomVersionError extends Error {
+/** A room version we do not implement: an API answers 400 `M_UNSUPPORTED_ROOM_VERSION`. */
+export class UnsupportedRoomVersionError extends CodedError {
   override name = 'UnsupportedRoomVersionError';
   constructor(readonly roomVersion: string) {
-    super(`room version ${JSON.stringify(roomVersion)} is not supported`);
+    super(400, 'M_UNSUPPORTED_ROOM_VERSION', `room version ${JSON.stringify(roomVersion)} is not supported`);
   }
 }
 

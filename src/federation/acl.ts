@@ -4,7 +4,7 @@
  * the rule is a few lines of the spec, and glob matching is the appendix's two wildcards.
  */
 
-import { forbidden } from '../client/errors.ts';
+import { forbidden } from '../http/matrix-error.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { FederationCtx } from './context.ts';
 

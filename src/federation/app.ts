@@ -1,11 +1,12 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { MatrixError, unrecognized } from '../client/errors.ts';
-import { toMatrixError } from '../client/app.ts';
+import { MatrixError, matrixErrorResponse, unrecognized } from '../http/matrix-error.ts';
+import { readRequestBody } from '../http/request-body.ts';
 import type { FederationEnv, FederationServices } from './context.ts';
 import { eventRoutes } from './routes/events.ts';
 import { mediaRoutes } from './routes/media.ts';
 import { membershipRoutes } from './routes/membership.ts';
+import { apiMatrixError } from './api-error.ts';
 import { queryRoutes } from './routes/queries.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 import { parseAuthorization, verifyRequest } from './x-matrix.ts';
@@ -33,8 +34,7 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
   const authenticate: MiddlewareHandler<FederationEnv> = async (c, next) => {
     c.set('services', services);
     const url = new URL(c.req.url);
-    const bytes = new Uint8Array(await c.req.arrayBuffer());
-    if (bytes.length > MAX_FEDERATION_BODY_BYTES) throw new MatrixError(413, 'M_TOO_LARGE', `request body exceeds ${MAX_FEDERATION_BODY_BYTES} bytes`);
+    const bytes = await readRequestBody(c.req.raw, MAX_FEDERATION_BODY_BYTES);
     let body: unknown;
     if (bytes.length > 0) {
       let text: string;
@@ -83,12 +83,9 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
   extraRoutes?.(app);
   mediaRoutes(app);
 
-  app.notFound(() => {
-    const error = unrecognized();
-    return new Response(JSON.stringify(error.toJSON()), { status: 404, headers: { 'content-type': 'application/json' } });
-  });
+  app.notFound(() => matrixErrorResponse(unrecognized()));
   app.onError((error, c) => {
-    const matrix = toMatrixError(error);
+    const matrix = apiMatrixError(error);
     if (matrix.status >= 500) services.log(`federation ${c.req.method} ${new URL(c.req.url).pathname} failed`, error);
     return c.json(matrix.toJSON(), matrix.status as ContentfulStatusCode);
   });

@@ -1,7 +1,7 @@
 import type { SigningKey } from '../crypto/ed25519.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { PublicRoomsPage } from '../rooms/directory.ts';
-import { decodeMediaMultipart, type MediaPart } from './media-multipart.ts';
+import { decodeMediaMultipart, type MediaPart } from '../media/multipart.ts';
 import { FederationUnreachable, type FederationTransport } from './transport.ts';
 import { authorizationHeader } from './x-matrix.ts';
 

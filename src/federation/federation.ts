@@ -13,6 +13,8 @@ import type { PublicRoomsPage, PublicRoomsQuery } from '../rooms/directory.ts';
 import type { Database } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
+import type { BackoffPolicy } from '../util/backoff.ts';
+import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
@@ -20,7 +22,7 @@ import type { FederationEnv } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
-import { OutgoingQueues, type BackoffPolicy, type Edu, type PendingEvent } from './queue.ts';
+import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import type { FederationMediaSource } from './routes/media.ts';
 import type { FederationTransport } from './transport.ts';
 
@@ -51,11 +53,8 @@ export type FederationServicesForEdus = Pick<FederationOptions, 'serverName' | '
 };
 
 /** Failure of a federated membership change, with what the remote server said. */
-export class FederationJoinError extends Error {
+export class FederationJoinError extends CodedError {
   override name = 'FederationJoinError';
-  constructor(readonly status: number, readonly errcode: string, message: string) {
-    super(message);
-  }
 }
 
 /** Room versions we can join, newest first, for make_join's `ver`. */

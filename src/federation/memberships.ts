@@ -1,4 +1,4 @@
-import { forbidden, notFound } from '../client/errors.ts';
+import { forbidden, notFound } from '../http/matrix-error.ts';
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import { isValidServerName, serverNameOf } from '../events/identifiers.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';

@@ -1,5 +1,6 @@
 import type { PDU } from '../events/pdu.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
+import { backoffDelay, isRefusal, type BackoffPolicy } from '../util/backoff.ts';
 import { FederationRequestError, type FederationClient, type TransactionBody } from './client.ts';
 import { FederationUnreachable } from './transport.ts';
 
@@ -10,15 +11,6 @@ export const MAX_EDUS_PER_TXN = 100;
 export interface Edu {
   edu_type: string;
   content: Record<string, unknown>;
-}
-
-export interface BackoffPolicy {
-  /** First wait after a failure. */
-  initialMs: number;
-  /** The cap on the exponential wait. */
-  maxMs: number;
-  /** First wait when the server refused (4xx other than 429): it will likely refuse again. */
-  refusedMs: number;
 }
 
 export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 10 * 60_000, refusedMs: 60_000 };
@@ -303,10 +295,8 @@ export class OutgoingQueues {
 
   private scheduleRetry(destination: string, state: DestinationState, error: unknown): void {
     state.failures++;
-    const refused = error instanceof FederationRequestError && error.status >= 400 && error.status < 500 && error.status !== 429;
-    const base = refused ? this.backoff.refusedMs : this.backoff.initialMs;
-    let wait = Math.min(this.backoff.maxMs, base * 2 ** (state.failures - 1));
-    if (error instanceof FederationRequestError && error.retryAfterMs !== undefined) wait = Math.max(wait, error.retryAfterMs);
+    const answered = error instanceof FederationRequestError ? error : undefined;
+    const wait = backoffDelay(this.backoff, state.failures, isRefusal(answered?.status), answered?.retryAfterMs);
     state.retryAt = this.now() + wait;
     if (!(error instanceof FederationUnreachable)) this.log(`federation: sending to ${destination} failed; retrying in ${wait} ms`, error);
     if (state.timer) clearTimeout(state.timer);

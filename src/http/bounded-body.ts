@@ -12,6 +12,39 @@ export class BodyTooLargeError extends Error {
   }
 }
 
+/** Whether a declared length (a `Content-Length` header) is already over the bound. */
+export const declaredOver = (declaredLength: string | null | undefined, limit: number): boolean => declaredLength != null && Number(declaredLength) > limit;
+
+/** A body's chunks gathered up to a bound, for edges that are handed chunks (a Node request) rather than a stream. */
+export class BoundedChunks {
+  private readonly chunks: Uint8Array[] = [];
+  private size = 0;
+  private over = false;
+  constructor(readonly limit: number) {}
+
+  /** Keeps a chunk; false (and nothing more kept) once the body has passed the bound. */
+  add(chunk: Uint8Array): boolean {
+    if (this.over || this.size + chunk.byteLength > this.limit) {
+      this.over = true;
+      return false;
+    }
+    this.chunks.push(chunk);
+    this.size += chunk.byteLength;
+    return true;
+  }
+
+  /** The chunks kept, as one array. */
+  join(): Uint8Array<ArrayBuffer> {
+    const joined = new Uint8Array(this.size);
+    let offset = 0;
+    for (const chunk of this.chunks) {
+      joined.set(chunk, offset);
+      offset += chunk.byteLength;
+    }
+    return joined;
+  }
+}
+
 /**
  * Reads a body stream whole, giving up as soon as it passes `limit` bytes: first by its
  * declared length when there is one, then as it streams in, so an oversized body is never
@@ -20,28 +53,19 @@ export class BodyTooLargeError extends Error {
  */
 export async function readBounded(body: ReadableStream<Uint8Array> | null, limit: number, declaredLength?: string | null): Promise<Uint8Array<ArrayBuffer> | null> {
   if (body === null) return null;
-  if (declaredLength != null && Number(declaredLength) > limit) {
+  if (declaredOver(declaredLength, limit)) {
     void body.cancel().catch(() => {});
     throw new BodyTooLargeError(limit);
   }
   const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
+  const chunks = new BoundedChunks(limit);
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    total += value.byteLength;
-    if (total > limit) {
+    if (!chunks.add(value)) {
       void reader.cancel().catch(() => {});
       throw new BodyTooLargeError(limit);
     }
-    chunks.push(value);
   }
-  const joined = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    joined.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return joined;
+  return chunks.join();
 }

@@ -1,6 +1,6 @@
 import type { Hono } from 'hono';
-import { MatrixError, forbidden } from '../client/errors.ts';
-import { validate } from '../client/http.ts';
+import { MatrixError, forbidden } from '../http/matrix-error.ts';
+import { validate } from '../http/validate.ts';
 import { publicKeyFromServerName } from '../crypto/identity.ts';
 import type { FederationEnv } from '../federation/context.ts';
 import { LetterRejected, letterSchema, type Letter } from './letter.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeMediaMultipart, encodeMediaMultipart } from '../federation/media-multipart.ts';
+import { decodeMediaMultipart, encodeMediaMultipart } from './multipart.ts';
 import { contentDisposition, fileNameOf, parseThumbnailQuery } from './http.ts';
 import { chooseThumbnailSize } from './media.ts';
 import { thumbnailSize } from './thumbnailer.ts';

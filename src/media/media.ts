@@ -1,20 +1,13 @@
 import { randomString, type RandomBytes } from '../crypto/random.ts';
 import { isValidServerName } from '../events/identifiers.ts';
 import type { Database } from '../storage/database.ts';
+import { CodedError } from '../util/coded-error.ts';
 import type { MediaStore } from './store.ts';
 import { THUMBNAILABLE_TYPES, type ThumbnailMethod, type Thumbnailer } from './thumbnailer.ts';
 
-/** A refusal, with the spec's status and errcode (mapped to a Matrix error by the client app). */
-export class MediaError extends Error {
+/** A refusal, with the spec's status and errcode (an API answers it as that Matrix error). */
+export class MediaError extends CodedError {
   override name = 'MediaError';
-  constructor(
-    readonly status: number,
-    readonly errcode: string,
-    message: string,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(message);
-  }
 }
 
 const notFound = (message: string) => new MediaError(404, 'M_NOT_FOUND', message);

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { mediaAnswerBytes } from '../http/bounded-body.ts';
+import { BoundedChunks, declaredOver, mediaAnswerBytes } from '../http/bounded-body.ts';
 
 export interface RunningHttpServer {
   url: string;
@@ -60,7 +60,7 @@ async function handle(fetch: (request: Request) => Promise<Response>, req: Incom
     const request = new Request(`http://${req.headers.host ?? hostname}${req.url ?? '/'}`, {
       method: req.method,
       headers,
-      body: body.length > 0 && req.method !== 'GET' && req.method !== 'HEAD' ? new Uint8Array(body) : undefined,
+      body: body.length > 0 && req.method !== 'GET' && req.method !== 'HEAD' ? body : undefined,
     });
     const response = await fetch(request);
     const payload = response.body ? Buffer.from(await response.arrayBuffer()) : undefined;
@@ -76,19 +76,16 @@ async function handle(fetch: (request: Request) => Promise<Response>, req: Incom
   }
 }
 
-function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | 'too_large'> {
-  const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > maxBytes) return Promise.resolve('too_large');
+/** The body, read within the bound (`src/http/bounded-body.ts`); one over it is read to its end and dropped, so the 413 can be answered. */
+function readBody(req: IncomingMessage, maxBytes: number): Promise<Uint8Array<ArrayBuffer> | 'too_large'> {
+  if (declaredOver(req.headers['content-length'], maxBytes)) return Promise.resolve('too_large');
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
+    const chunks = new BoundedChunks(maxBytes);
     let tooLarge = false;
     req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) tooLarge = true;
-      else chunks.push(chunk);
+      if (!chunks.add(chunk)) tooLarge = true;
     });
-    req.on('end', () => resolve(tooLarge ? 'too_large' : Buffer.concat(chunks)));
+    req.on('end', () => resolve(tooLarge ? 'too_large' : chunks.join()));
     req.on('error', reject);
   });
 }

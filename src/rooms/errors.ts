@@ -1,11 +1,25 @@
-/** The room engine's own errors; the client API maps them to Matrix error codes. */
-export class RoomError extends Error {
+import { CodedError } from '../util/coded-error.ts';
+
+export type RoomErrorCode = 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events' | 'duplicate_annotation';
+
+/** The HTTP status and Matrix errcode of each code; the rest are 400 `M_BAD_JSON`. */
+const MATRIX_CODES: Partial<Record<RoomErrorCode, [number, string]>> = {
+  not_found: [404, 'M_NOT_FOUND'],
+  forbidden: [403, 'M_FORBIDDEN'],
+  too_large: [413, 'M_TOO_LARGE'],
+  unsupported_version: [400, 'M_UNSUPPORTED_ROOM_VERSION'],
+  duplicate_annotation: [400, 'M_DUPLICATE_ANNOTATION'],
+};
+
+/** The room engine's own errors, by `code`; each carries the Matrix status and errcode an API answers with. */
+export class RoomError extends CodedError {
   override name = 'RoomError';
   constructor(
-    readonly code: 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events' | 'duplicate_annotation',
+    readonly code: RoomErrorCode,
     message: string,
   ) {
-    super(message);
+    const [status, errcode] = MATRIX_CODES[code] ?? [400, 'M_BAD_JSON'];
+    super(status, errcode, message);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Hono } from 'hono';
-import { invalidParam, notFound } from '../client/errors.ts';
+import { invalidParam, notFound } from '../http/matrix-error.ts';
 import { isValidRoomId } from '../events/identifiers.ts';
 import type { FederationEnv } from '../federation/context.ts';
 import { SpaceHierarchy } from './hierarchy.ts';

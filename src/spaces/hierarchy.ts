@@ -2,6 +2,7 @@ import { splitStateKey, stateKey } from '../events/event.ts';
 import { isValidRoomId } from '../events/identifiers.ts';
 import { publicRoomChunk } from '../rooms/directory.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import { CodedError } from '../util/coded-error.ts';
 
 /**
  * The space hierarchy (client-server GET /rooms/{roomId}/hierarchy, §Spaces): a depth-first
@@ -16,14 +17,14 @@ export const MAX_HIERARCHY_DEPTH = 50;
 /** Rooms one walk visits at most, whatever the pages asked for, so a huge or cyclic tree is bounded. */
 const MAX_ROOMS_WALKED = 1000;
 
-export class HierarchyError extends Error {
+export class HierarchyError extends CodedError {
   override name = 'HierarchyError';
   constructor(
-    readonly status: 400 | 403,
-    readonly errcode: 'M_INVALID_PARAM' | 'M_FORBIDDEN',
+    override readonly status: 400 | 403,
+    override readonly errcode: 'M_INVALID_PARAM' | 'M_FORBIDDEN',
     message: string,
   ) {
-    super(message);
+    super(status, errcode, message);
   }
 }
 

@@ -1,3 +1,5 @@
+import { CodedError } from '../util/coded-error.ts';
+
 /**
  * Why a storage operation failed, in terms the API layer can map to a Matrix
  * error: 'quota_exceeded' → M_RESOURCE_LIMIT_EXCEEDED, the rest → M_UNKNOWN (500).
@@ -9,14 +11,16 @@ export type StorageErrorCode =
   | 'corrupt' // what is stored cannot be read back consistently
   | 'closed'; // the database was closed
 
-export class StorageError extends Error {
+export class StorageError extends CodedError {
   override readonly name = 'StorageError';
   constructor(
     readonly code: StorageErrorCode,
     message: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    // Nothing of the request was kept (the write rolled back); 507 says why.
+    super(code === 'quota_exceeded' ? 507 : 500, code === 'quota_exceeded' ? 'M_RESOURCE_LIMIT_EXCEEDED' : 'M_UNKNOWN', message);
+    if (options && 'cause' in options) this.cause = options.cause;
   }
 }
 

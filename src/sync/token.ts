@@ -1,4 +1,5 @@
 import type { TopologicalPosition } from '../rooms/timeline.ts';
+import { CodedError } from '../util/coded-error.ts';
 
 /**
  * Sync tokens, `s<stream>_<ephemeral>`: the stream part is the global persistent
@@ -16,8 +17,12 @@ export interface SyncToken {
  */
 export type PaginationToken = { topological: TopologicalPosition } | { sync: SyncToken };
 
-export class TokenError extends Error {
+/** A token that does not parse: 400 `M_INVALID_PARAM`. */
+export class TokenError extends CodedError {
   override name = 'TokenError';
+  constructor(message: string) {
+    super(400, 'M_INVALID_PARAM', message);
+  }
 }
 
 export function formatToken(token: SyncToken): string {

@@ -1,11 +1,6 @@
+import { CodedError } from '../util/coded-error.ts';
+
 /** A request the users component refuses, with the Matrix error code and HTTP status it maps to. */
-export class UsersError extends Error {
+export class UsersError extends CodedError {
   override name = 'UsersError';
-  constructor(
-    readonly status: number,
-    readonly errcode: string,
-    message: string,
-  ) {
-    super(message);
-  }
 }

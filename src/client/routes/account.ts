@@ -8,8 +8,9 @@ import { filterSchema } from '../../sync/filter.ts';
 import { IGNORED_USERS_TYPE } from '../../users/users.ts';
 import { PUSH_RULE_KINDS, type PushRule, type PushRuleKind, type PushRuleset } from '../../users/push-rules.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
-import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
-import { jsonObject, parseBody, readJsonObject } from '../http.ts';
+import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../../http/matrix-error.ts';
+import { parseBody, readJsonObject } from '../http.ts';
+import { jsonObject } from '../../http/validate.ts';
 import { operationDigest } from '../uia.ts';
 import { on, V1 } from './route.ts';
 

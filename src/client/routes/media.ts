@@ -3,7 +3,7 @@ import { BodyTooLargeError, readBounded } from '../../http/bounded-body.ts';
 import { mediaResponse, parseThumbnailQuery, parseTimeout } from '../../media/http.ts';
 import { MediaError } from '../../media/media.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
-import { missingParam } from '../errors.ts';
+import { missingParam } from '../../http/matrix-error.ts';
 import { on } from './route.ts';
 
 // The content repository (client-server §Content repository): uploads under

@@ -1,6 +1,6 @@
 import type { Hono } from 'hono';
 import { requireSession, type Ctx, type Env } from '../context.ts';
-import { forbidden, invalidParam, notFound } from '../errors.ts';
+import { forbidden, invalidParam, notFound } from '../../http/matrix-error.ts';
 import { intQuery, requireRoomId } from '../http.ts';
 import { on, V1 } from './route.ts';
 

@@ -9,8 +9,9 @@ import { upgradeRoom } from '../../rooms/upgrade.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
 import { roomEventFilterSchema } from '../../sync/filter.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
-import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../errors.ts';
-import { intQuery, jsonObject, parseBody, readJsonObject, requireRoomId, validate } from '../http.ts';
+import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../../http/matrix-error.ts';
+import { intQuery, parseBody, readJsonObject, requireRoomId } from '../http.ts';
+import { jsonObject, validate } from '../../http/validate.ts';
 import { on } from './route.ts';
 import { publicRoomsPage, type PublicRoomsQuery } from '../../rooms/directory.ts';
 

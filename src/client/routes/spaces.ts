@@ -1,20 +1,16 @@
 import type { Hono } from 'hono';
 import { DEFAULT_HIERARCHY_LIMIT, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_LIMIT, SpaceHierarchy, type FederationHierarchy } from '../../spaces/hierarchy.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
-import { invalidParam } from '../errors.ts';
+import { invalidParam } from '../../http/matrix-error.ts';
 import { requireRoomId } from '../http.ts';
+import { integerQuery } from '../../http/query.ts';
 import { on, V1 } from './route.ts';
 
 /** How long one remote server has to describe a room it holds. */
 const REMOTE_TIMEOUT_MS = 5_000;
 
 /** An optional integer query parameter of at least `min`; M_INVALID_PARAM otherwise. */
-function intParam(c: Ctx, name: string, min: number, fallback: number, max: number): number {
-  const raw = c.req.query(name);
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^-?\d+$/.test(raw) || Number(raw) < min) throw invalidParam(`${name} must be an integer of at least ${min}`);
-  return Math.min(Number(raw), max);
-}
+const intParam = (c: Ctx, name: string, min: number, fallback: number, max: number): number => integerQuery(name, c.req.query(name), { min, fallback, max });
 
 export function spacesRoutes(app: Hono<Env>): void {
   on(

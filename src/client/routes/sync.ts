@@ -1,8 +1,9 @@
 import type { Hono } from 'hono';
 import { filterSchema, type Filter } from '../../sync/filter.ts';
 import { requireSession, type Env } from '../context.ts';
-import { invalidParam, MatrixError, notFound } from '../errors.ts';
-import { intQuery, validate } from '../http.ts';
+import { invalidParam, MatrixError, notFound } from '../../http/matrix-error.ts';
+import { intQuery } from '../http.ts';
+import { validate } from '../../http/validate.ts';
 import { on } from './route.ts';
 
 export function syncRoutes(app: Hono<Env>): void {

@@ -1,7 +1,8 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { forbidden, invalidParam, missingParam, notFound } from '../../client/errors.ts';
-import { validate } from '../../client/http.ts';
+import { forbidden, missingParam, notFound } from '../../http/matrix-error.ts';
+import { integerQuery } from '../../http/query.ts';
+import { validate } from '../../http/validate.ts';
 import type { PDU } from '../../events/pdu.ts';
 import { redactEvent } from '../../events/redaction.ts';
 import type { RoomVersion } from '../../events/room-versions.ts';
@@ -101,9 +102,7 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
     const version = await roomForOrigin(c, roomId);
     const from = c.req.queries('v') ?? [];
     if (from.length === 0) throw missingParam('v is required');
-    const rawLimit = c.req.query('limit') ?? '10';
-    if (!/^\d+$/.test(rawLimit)) throw invalidParam('limit must be a non-negative integer');
-    const limit = Math.min(Number(rawLimit), MAX_EVENTS_PER_ANSWER);
+    const limit = integerQuery('limit', c.req.query('limit'), { fallback: 10, max: MAX_EVENTS_PER_ANSWER, emptyIsInvalid: true });
     const events = await c.get('services').federation.graph.backfill(roomId, from, limit);
     return c.json(envelope(c, await historyFor(c, events, version)));
   });

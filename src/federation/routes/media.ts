@@ -1,10 +1,10 @@
 import type { Hono } from 'hono';
-import { unrecognized } from '../../client/errors.ts';
+import { unrecognized } from '../../http/matrix-error.ts';
 import { webRandomBytes } from '../../crypto/random.ts';
 import { contentDisposition, parseThumbnailQuery, parseTimeout } from '../../media/http.ts';
 import type { MediaContent } from '../../media/media.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';
-import { encodeMediaMultipart } from '../media-multipart.ts';
+import { encodeMediaMultipart } from '../../media/multipart.ts';
 
 /** What these routes need of the media repository (src/media: Media). */
 export interface FederationMediaSource {

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { MatrixError, forbidden, notFound } from '../../client/errors.ts';
-import { validate } from '../../client/http.ts';
+import { MatrixError, forbidden, notFound } from '../../http/matrix-error.ts';
+import { validate } from '../../http/validate.ts';
 import { serverNameOf } from '../../events/identifiers.ts';
 import { computeEventId, type PDU } from '../../events/pdu.ts';
 import type { RoomVersion } from '../../events/room-versions.ts';

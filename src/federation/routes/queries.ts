@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { invalidParam, missingParam, notFound } from '../../client/errors.ts';
-import { validate } from '../../client/http.ts';
+import { invalidParam, missingParam, notFound } from '../../http/matrix-error.ts';
+import { validate } from '../../http/validate.ts';
 import { isValidRoomAlias, isValidUserId } from '../../events/identifiers.ts';
 import { publicRoomsPage } from '../../rooms/directory.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';

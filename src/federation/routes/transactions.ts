@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { MatrixError } from '../../client/errors.ts';
-import { validate } from '../../client/http.ts';
+import { MatrixError } from '../../http/matrix-error.ts';
+import { validate } from '../../http/validate.ts';
 import type { FederationEnv } from '../context.ts';
 import { MAX_EDUS_PER_TXN, MAX_PDUS_PER_TXN, type Edu } from '../queue.ts';
 

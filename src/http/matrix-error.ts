@@ -1,14 +1,8 @@
+import { CodedError } from '../util/coded-error.ts';
+
 /** A Matrix API error: `{"errcode":"M_…","error":"…"}` with its HTTP status (client-server §API standards). */
-export class MatrixError extends Error {
+export class MatrixError extends CodedError {
   override name = 'MatrixError';
-  constructor(
-    readonly status: number,
-    readonly errcode: string,
-    message: string,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(message);
-  }
 
   toJSON(): Record<string, unknown> {
     return { errcode: this.errcode, error: this.message, ...this.extra };
@@ -29,3 +23,8 @@ export const tooLarge = (message: string) => new MatrixError(413, 'M_TOO_LARGE',
 export const limitExceeded = (retryAfterMs: number) =>
   new MatrixError(429, 'M_LIMIT_EXCEEDED', 'Too many requests', { retry_after_ms: retryAfterMs });
 export const unknown = (message: string) => new MatrixError(500, 'M_UNKNOWN', message);
+
+/** A Matrix error as a JSON response. */
+export function matrixErrorResponse(error: MatrixError): Response {
+  return new Response(JSON.stringify(error.toJSON()), { status: error.status, headers: { 'content-type': 'application/json' } });
+}

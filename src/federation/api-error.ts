@@ -1,6 +1,5 @@
 import { MatrixError } from '../http/matrix-error.ts';
 import { toMatrixError } from '../http/to-matrix-error.ts';
-import { KeysError } from '../keys/errors.ts';
 import { FederationRequestError } from './client.ts';
 import { FederationUnreachable } from './transport.ts';
 
@@ -19,7 +18,5 @@ export function remoteFailure(error: unknown): MatrixError | undefined {
 
 /** The Matrix error the client and the federation API answer for what a route threw: `remoteFailure`, else the shared mapper (`src/http`). */
 export function apiMatrixError(error: unknown): MatrixError {
-  // Until KeysError extends CodedError (issue 19's keys change): the shared mapper takes it then, and this line goes.
-  if (error instanceof KeysError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
   return remoteFailure(error) ?? toMatrixError(error);
 }

@@ -285,7 +285,7 @@ export class Sync {
   /** Rooms with new events, receipts, room account data or typing in (since, upTo]. */
   private async roomsWithNews(since: SyncToken, upTo: SyncToken, roomAccountData: Map<string, unknown>): Promise<Set<string>> {
     const rooms = new Set<string>([...roomAccountData.keys(), ...(await this.rooms.timeline.roomsWithEvents(since.stream, upTo.stream))]);
-    for (const row of await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM receipts WHERE stream_id > ? AND stream_id <= ?', [since.stream, upTo.stream])) rooms.add(row.room_id);
+    for (const roomId of await this.receipts.roomsChanged(since.stream, upTo.stream)) rooms.add(roomId);
     for (const roomId of this.typing.changedSince(since.ephemeral)) rooms.add(roomId);
     return rooms;
   }

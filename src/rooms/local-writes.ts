@@ -7,7 +7,7 @@ import { nextStreamId } from '../storage/stream.ts';
 import { RoomError, roomNotFound } from './errors.ts';
 import { EventBuilder } from './event-builder.ts';
 import { refuseDuplicateAnnotation } from './relations.ts';
-import { RepeatedTransaction, replaced, serversOf, type LocalWrite, type RoomHead, type RoomStore } from './room-store.ts';
+import { RepeatedTransaction, replaced, serversOf, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
 import type { Countersign, EventTemplate, StoredEvent, TransactionKey } from './types.ts';
 
@@ -50,7 +50,7 @@ export class LocalWrites {
     try {
       // The room lock covers building and running the write; making it durable
       // happens outside, so the next send in the room can be built meanwhile.
-      const write = await this.store.lock.run(roomId, async (): Promise<LocalWrite> => {
+      const write = await this.store.lock.run(roomId, async (): Promise<RoomWrite> => {
         const head = await this.store.writerHead(roomId);
         if (!head) throw roomNotFound(roomId);
         const same = await this.sameAsCurrentState(head, templates);
@@ -88,7 +88,7 @@ export class LocalWrites {
     txn: TransactionKey | undefined,
     before?: (tx: WriteTransaction) => void,
     countersign?: Countersign,
-  ): Promise<LocalWrite> {
+  ): Promise<RoomWrite> {
     // Build every event against the state as it evolves, before touching the database.
     const built: RoomEvent[] = [];
     const state: NidState = head.current?.state ?? new Map();
@@ -131,7 +131,7 @@ export class LocalWrites {
     built: RoomEvent[],
     txn: TransactionKey | undefined,
     before?: (tx: WriteTransaction) => void,
-  ): Promise<LocalWrite> {
+  ): Promise<RoomWrite> {
     const store = this.store;
     const redactionTargets = await store.redactionTargets(roomId, head, built);
     const snapshots: { nid: number; state: NidState }[] = [];

@@ -10,7 +10,7 @@ import { nextStreamId } from '../storage/stream.ts';
 import { RoomError, roomNotFound } from './errors.ts';
 import { checkEventSize } from './event-builder.ts';
 import type { RoomReads } from './room-reads.ts';
-import { RepeatedTransaction, replaced, type LocalWrite, type RoomHead, type RoomStore } from './room-store.ts';
+import { RepeatedTransaction, replaced, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
 import type { ReceiveOptions, StoredEvent } from './types.ts';
 
@@ -69,7 +69,7 @@ export class RemoteInput {
     const known = checked.then((event) => this.store.getEvent(event.event_id));
     checked.catch(() => undefined); // reported inside the lock
     known.catch(() => undefined);
-    const write = await this.store.lock.run(roomId, async (): Promise<LocalWrite> => {
+    const write = await this.store.lock.run(roomId, async (): Promise<RoomWrite> => {
       const event = await checked;
       const done = (stored: StoredEvent) => ({ stored: [stored], durable: Promise.resolve() });
       const head = await this.store.writerHead(roomId);
@@ -236,7 +236,7 @@ export class RemoteInput {
     stateBefore: NidState,
     prevIds: string[],
     how: { softFailed: boolean; backfilled: boolean; promoting: StoredEvent | undefined },
-  ): Promise<LocalWrite> {
+  ): Promise<RoomWrite> {
     const { softFailed, backfilled, promoting } = how;
     const store = this.store;
     const roomId = event.room_id;

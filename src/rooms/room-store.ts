@@ -19,7 +19,7 @@ export interface RoomHead {
 }
 
 /** A write to a room: its events once it has run, and when it is durable. */
-export interface LocalWrite {
+export interface RoomWrite {
   stored: StoredEvent[];
   durable: Promise<void>;
 }
@@ -202,7 +202,7 @@ export class RoomStore {
    * the durable head moves and long-polls wake. If it fails, the in-memory view is
    * dropped and reloaded from what was stored.
    */
-  async runRoomWrite(roomId: string, fn: (tx: WriteTransaction) => RoomWriteResult): Promise<LocalWrite> {
+  async runRoomWrite(roomId: string, fn: (tx: WriteTransaction) => RoomWriteResult): Promise<RoomWrite> {
     let resolveExecuted!: (value: RoomWriteResult) => void;
     let rejectExecuted!: (error: unknown) => void;
     const executed = new Promise<RoomWriteResult>((resolve, reject) => {

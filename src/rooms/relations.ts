@@ -1,8 +1,8 @@
 import type { RoomEvent } from '../events/event.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { RoomError } from './errors.ts';
-import type { StoredEvent } from './rooms.ts';
 import type { TopologicalPosition } from './timeline.ts';
+import type { StoredEvent } from './types.ts';
 
 // The relations index (client-server §Forming relationships between events): one row per
 // timeline event whose content has an `m.relates_to` with a `rel_type` and an `event_id`.

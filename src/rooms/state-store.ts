@@ -20,7 +20,7 @@ type Reader = Pick<WriteTransaction, 'all' | 'get'>;
  */
 export class StateStore {
   private readonly snapshots = new LruCache<number, NidState>(512);
-  /** Snapshots of writes that ran in memory and are not durable yet (see Rooms.runRoomWrite). */
+  /** Snapshots of writes that ran in memory and are not durable yet (see RoomStore.runRoomWrite). */
   private readonly pending = new Map<number, NidState>();
 
   constructor(private readonly db: Database) {}

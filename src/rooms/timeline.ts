@@ -1,7 +1,7 @@
 import { referenceIds } from '../events/pdu.ts';
 import type { Database } from '../storage/database.ts';
-import type { Rooms, StoredEvent } from './rooms.ts';
 import type { NidState } from './state-store.ts';
+import type { EventLookup, StoredEvent } from './types.ts';
 
 /**
  * A place between two events in a room's topological order, (depth, stream
@@ -41,7 +41,7 @@ const TIMELINE = 'stream_ordering IS NOT NULL';
 export class RoomTimeline {
   constructor(
     private readonly db: Database,
-    private readonly rooms: Pick<Rooms, 'getEvent' | 'getEventByNid' | 'stateAtEvent'>,
+    private readonly rooms: EventLookup,
   ) {}
 
   /** Live events with stream positions in (after, upTo], newest first, read `pageSize` rows at a time. */

@@ -1,4 +1,4 @@
-import type { Migration, WriteTransaction } from './database.ts';
+import type { Database, Migration, WriteTransaction } from './database.ts';
 
 /**
  * One global, persistent stream position shared by everything /sync reports
@@ -24,6 +24,11 @@ export function nextStreamId(tx: WriteTransaction): number {
 
 export function currentStreamId(tx: Pick<WriteTransaction, 'get'>): number {
   return tx.get<{ id: number }>('SELECT id FROM stream_position')!.id;
+}
+
+/** The stream position now, read outside a write (what a /sync token reaches up to). */
+export async function readStreamPosition(db: Pick<Database, 'get'>): Promise<number> {
+  return (await db.get<{ id: number }>('SELECT id FROM stream_position'))!.id;
 }
 
 /** What changed at a stream position, so the sync notifier can wake the right long-polls. */

@@ -196,7 +196,7 @@ export class PushNotifications {
     const key = `${userId}\u0000${stored.nid}`;
     const known = this.outcomes.get(key);
     if (known !== undefined) return known ?? undefined;
-    const memberNid = (await this.rooms.stateStore.load(stored.stateSnapshot)).get(stateKey('m.room.member', userId));
+    const memberNid = (await this.rooms.stateBefore(stored))?.get(stateKey('m.room.member', userId));
     const member = memberNid === undefined ? undefined : await this.rooms.getEventByNid(memberNid);
     const outcome = member?.event.content['membership'] === 'join' ? await evaluatePushRules(rules, event as unknown as PushEvent, context) : undefined;
     this.outcomes.set(key, outcome ?? null);

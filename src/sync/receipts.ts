@@ -64,6 +64,12 @@ export class Receipts {
     );
   }
 
+  /** Rooms with receipts changed in (since, upTo]. */
+  async roomsChanged(since: number, upTo: number): Promise<string[]> {
+    const rows = await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM receipts WHERE stream_id > ? AND stream_id <= ?', [since, upTo]);
+    return rows.map((r) => r.room_id);
+  }
+
   /** A user's read receipts (public and private) in a room, by thread ID ('' for unthreaded ones). */
   async readReceiptsByThread(roomId: string, userId: string): Promise<{ threadId: string; eventId: string }[]> {
     const rows = await this.db.all<{ thread_id: string; event_id: string }>(

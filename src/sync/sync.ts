@@ -1,9 +1,9 @@
 import { stateKey, type StateKey } from '../events/event.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import type { NidState } from '../rooms/state-store.ts';
-import { comparePositions, positionAfter, positionBefore, TIMELINE_END, TIMELINE_START, type TopologicalPosition } from '../rooms/timeline.ts';
+import { positionBefore } from '../rooms/timeline.ts';
 import type { Database } from '../storage/database.ts';
-import type { StreamChange } from '../storage/stream.ts';
+import { readStreamPosition, type StreamChange } from '../storage/stream.ts';
 import type { Users } from '../users/users.ts';
 import { LruCache } from '../rooms/lru.ts';
 import { EphemeralStream, Presence, Typing } from './ephemeral.ts';
@@ -12,10 +12,13 @@ import { EventFormatter, type ClientEvent, type Viewer } from './format.ts';
 import { Notifier } from './notifier.ts';
 import { PushNotifications, type UnreadCounts, type UserPushRules } from './push.ts';
 import { receiptContent, Receipts } from './receipts.ts';
-import { formatToken, formatTopologicalToken, parsePaginationToken, parseToken, type SyncToken } from './token.ts';
+import { formatToken, parseToken, type SyncToken } from './token.ts';
 import { PushDelivery, type PushGateway } from './push-delivery.ts';
 import { Visibility } from './visibility.ts';
 import { RelationsReader } from './relations.ts';
+import { RoomHistory, type Backfiller, type MessagesPage } from './history.ts';
+
+export type { Backfiller, MessagesPage } from './history.ts';
 
 export const DEFAULT_TIMELINE_LIMIT = 10;
 /** The most timeline events one room gets in one /sync, whatever the filter asks. */
@@ -79,31 +82,7 @@ export interface LeftRoom {
   account_data: { events: Record<string, unknown>[] };
 }
 
-/** Fetches a room's history from other servers when local history runs out (federation implements it). */
-export interface Backfiller {
-  /**
-   * Stores, as backfilled history, up to `limit` events that precede (and include)
-   * `fromEventIds`, the prev events we lack; returns how many events it added.
-   */
-  backfill(roomId: string, fromEventIds: string[], limit: number): Promise<number>;
-}
-
-export interface MessagesPage {
-  chunk: Record<string, unknown>[];
-  start: string;
-  end?: string;
-  state: Record<string, unknown>[];
-}
-
-/** What one pass over a room's timeline found, and where the next one starts. */
-interface TimelinePage {
-  events: StoredEvent[];
-  next: TopologicalPosition;
-  /** Whether more events may exist in that direction (locally, or by backfill going back). */
-  more: boolean;
-}
-
-/** /sync, /messages and /context, with the notifier that wakes long-polls. */
+/** /sync, with the notifier that wakes long-polls; /messages and /context are {@link RoomHistory}'s (history.ts). */
 export class Sync {
   readonly notifier = new Notifier();
   readonly ephemeral: EphemeralStream;
@@ -116,6 +95,8 @@ export class Sync {
   readonly relations: RelationsReader;
   /** Push rule evaluation: unread counts and /notifications. */
   readonly push: PushNotifications;
+  /** /messages, /context and the state at a token. */
+  readonly history: RoomHistory;
   private readonly extensions: SyncExtension[] = [];
   /** Member events each device was sent, per room, for lazy loading (see withoutRedundantMembers). */
   private readonly sentMembers = new LruCache<string, Map<string, number>>(10_000);
@@ -143,6 +124,7 @@ export class Sync {
     this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId), (userId) => users.erasedAt(userId));
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
     this.relations = new RelationsReader(rooms, this.visibility, this.formatter);
+    this.history = new RoomHistory(rooms, this.visibility, this.formatter, () => this.currentToken(), () => this.backfiller);
   }
 
   addExtension(extension: SyncExtension): void {
@@ -168,8 +150,23 @@ export class Sync {
     return { stream: await this.streamPosition(), ephemeral: this.ephemeral.current };
   }
 
+  /** GET /rooms/{roomId}/messages: see {@link RoomHistory.messages}. */
+  messages(roomId: string, viewer: Viewer, options: Parameters<RoomHistory['messages']>[2]): Promise<MessagesPage> {
+    return this.history.messages(roomId, viewer, options);
+  }
+
+  /** GET /rooms/{roomId}/context/{eventId}: see {@link RoomHistory.context}. */
+  context(roomId: string, eventId: string, viewer: Viewer, limit: number, filter?: RoomEventFilter): ReturnType<RoomHistory['context']> {
+    return this.history.context(roomId, eventId, viewer, limit, filter);
+  }
+
+  /** The room's state at a sync or pagination token (GET /members?at=). */
+  stateAtToken(roomId: string, text: string): Promise<NidState> {
+    return this.history.stateAtToken(roomId, text);
+  }
+
   private async streamPosition(): Promise<number> {
-    return (await this.db.get<{ id: number }>('SELECT id FROM stream_position'))!.id;
+    return readStreamPosition(this.db);
   }
 
   /** Answers /sync: at once when there is news, otherwise when news arrives or the timeout passes. */
@@ -288,7 +285,7 @@ export class Sync {
   /** Rooms with new events, receipts, room account data or typing in (since, upTo]. */
   private async roomsWithNews(since: SyncToken, upTo: SyncToken, roomAccountData: Map<string, unknown>): Promise<Set<string>> {
     const rooms = new Set<string>([...roomAccountData.keys(), ...(await this.rooms.timeline.roomsWithEvents(since.stream, upTo.stream))]);
-    for (const row of await this.db.all<{ room_id: string }>('SELECT DISTINCT room_id FROM receipts WHERE stream_id > ? AND stream_id <= ?', [since.stream, upTo.stream])) rooms.add(row.room_id);
+    for (const roomId of await this.receipts.roomsChanged(since.stream, upTo.stream)) rooms.add(roomId);
     for (const roomId of this.typing.changedSince(since.ephemeral)) rooms.add(roomId);
     return rooms;
   }
@@ -500,13 +497,6 @@ export class Sync {
     return { events: picked.reverse(), limited };
   }
 
-  /** The room's state at a sync or pagination token (GET /members?at=). */
-  async stateAtToken(roomId: string, text: string): Promise<NidState> {
-    const token = parsePaginationToken(text);
-    if ('sync' in token) return this.rooms.timeline.stateAtStream(roomId, token.sync.stream);
-    return this.rooms.timeline.stateAtPosition(roomId, token.topological);
-  }
-
   /** An invite's or knock's room as the user sees it: the stripped state it came with, or the room's own, and the membership. */
   private async strippedState(roomId: string, memberEventId: string): Promise<Record<string, unknown>[]> {
     const member = await this.rooms.getEvent(memberEventId);
@@ -542,144 +532,6 @@ export class Sync {
     if (!named) summary['m.heroes'] = [...joined, ...invited].filter((u) => u !== userId).sort().slice(0, 5);
     return summary;
   }
-
-  // ------------------------------------------------- /messages, /context
-
-  /**
-   * Paginates a room's timeline in topological order (client-server GET
-   * /rooms/{roomId}/messages), backfilling from other servers when history runs
-   * out going back.
-   */
-  async messages(
-    roomId: string,
-    viewer: Viewer,
-    options: { from?: string; to?: string; dir: 'b' | 'f'; limit: number; filter?: RoomEventFilter },
-  ): Promise<MessagesPage> {
-    const { dir, limit, filter } = options;
-    let from = options.from ? await this.positionOf(roomId, options.from) : dir === 'b' ? TIMELINE_END : TIMELINE_START;
-    let bound = options.to ? await this.positionOf(roomId, options.to) : dir === 'b' ? TIMELINE_START : TIMELINE_END;
-    const membership = await this.rooms.membership(roomId, viewer.userId);
-    const ceiling = await this.historyCeiling(roomId, viewer.userId, membership);
-    if (ceiling && dir === 'b') from = earlier(from, ceiling);
-    if (ceiling && dir === 'f') bound = earlier(bound, ceiling);
-    // A client that gives `to` holds what lies beyond it: no backfill.
-    const page = await this.page(roomId, viewer.userId, membership, { from, bound, dir, limit, filter, backfill: !options.to });
-
-    // lazy_load_members: each sender's member event as it was at their last event in the chunk (in the order
-    // of paging, so going back the earliest), which is where the client's view of them continues from.
-    const state: Record<string, unknown>[] = [];
-    if (filter?.lazy_load_members) {
-      const lastBySender = new Map<string, StoredEvent>();
-      for (const stored of page.events) lastBySender.set(stored.event.sender, stored);
-      for (const [sender, stored] of lastBySender) {
-        const nid = (await this.rooms.stateAtEvent(stored.event.event_id, 'after'))?.get(stateKey('m.room.member', sender));
-        const member = nid === undefined ? undefined : await this.rooms.getEventByNid(nid);
-        if (member) state.push((await this.formatter.format(member, viewer)) as unknown as Record<string, unknown>);
-      }
-    }
-    const result: MessagesPage = {
-      chunk: (await this.formatter.formatAll(page.events, viewer)) as unknown as Record<string, unknown>[],
-      start: options.from ?? (dir === 'b' ? formatToken(await this.currentToken()) : formatTopologicalToken(TIMELINE_START)),
-      state,
-    };
-    // No `end` once nothing more can come in this direction: the spec's signal to stop.
-    if (page.more) result.end = formatTopologicalToken(page.next);
-    return result;
-  }
-
-  /** Events around one event, in the same order as /messages (client-server GET /rooms/{roomId}/context/{eventId}). */
-  async context(roomId: string, eventId: string, viewer: Viewer, limit: number, filter?: RoomEventFilter) {
-    const target = await this.rooms.getEvent(eventId);
-    if (!target || target.event.room_id !== roomId || target.streamOrdering === null) return undefined;
-    const membership = await this.rooms.membership(roomId, viewer.userId);
-    if (!(await this.visibility.canSee(viewer.userId, target, membership))) return undefined;
-    const ceiling = await this.historyCeiling(roomId, viewer.userId, membership);
-    const half = Math.floor(limit / 2);
-    const common = { filter, backfill: false };
-    const before = await this.page(roomId, viewer.userId, membership, { ...common, from: positionBefore(target), bound: TIMELINE_START, dir: 'b', limit: half });
-    const after = await this.page(roomId, viewer.userId, membership, { ...common, from: positionAfter(target), bound: ceiling ?? TIMELINE_END, dir: 'f', limit: limit - half });
-    const senders = new Set([target, ...before.events, ...after.events].map((e) => e.event.sender));
-    const state: StoredEvent[] = [];
-    for (const nid of ((await this.rooms.stateAtEvent(eventId, 'after')) ?? new Map()).values()) {
-      const stored = await this.rooms.getEventByNid(nid);
-      if (!stored) continue;
-      if (filter?.lazy_load_members && stored.event.type === 'm.room.member' && !senders.has(stored.event.state_key!)) continue;
-      state.push(stored);
-    }
-    return {
-      event: await this.formatter.format(target, viewer),
-      events_before: await this.formatter.formatAll(before.events, viewer),
-      events_after: await this.formatter.formatAll(after.events, viewer),
-      start: formatTopologicalToken(before.next),
-      end: formatTopologicalToken(after.next),
-      state: await this.formatter.formatAll(state, viewer),
-    };
-  }
-
-  /** Where a /messages token lies in the room's topological order. */
-  private async positionOf(roomId: string, text: string): Promise<TopologicalPosition> {
-    const token = parsePaginationToken(text);
-    return 'topological' in token ? token.topological : this.rooms.timeline.positionAtStream(roomId, token.sync.stream);
-  }
-
-  /** A user who left sees history only up to their leave; one never in the room, what its visibility allows. */
-  private async historyCeiling(roomId: string, userId: string, membership: string | undefined): Promise<TopologicalPosition | undefined> {
-    if (membership === 'join') return undefined;
-    const latest = await this.rooms.localMembership(userId, roomId);
-    const event = latest && (await this.rooms.getEvent(latest.eventId));
-    if (!event) return undefined;
-    return event.streamOrdering === null ? TIMELINE_START : positionAfter(event);
-  }
-
-  /**
-   * Up to `limit` visible events from `from` towards `bound`. Going back, when local
-   * history runs out short of `limit` at an event whose prev events we lack, asks the
-   * backfiller for them once and reads on from where it was.
-   */
-  private async page(
-    roomId: string,
-    userId: string,
-    membership: string | undefined,
-    request: { from: TopologicalPosition; bound: TopologicalPosition; dir: 'b' | 'f'; limit: number; filter: RoomEventFilter | undefined; backfill: boolean },
-  ): Promise<TimelinePage> {
-    const { dir, limit, filter } = request;
-    const picked: StoredEvent[] = [];
-    let next = request.from;
-    let lastRead: StoredEvent | undefined;
-    let backfilled = false;
-    for (;;) {
-      let exhausted = true;
-      for await (const stored of this.rooms.timeline.paginate(roomId, next, dir, request.bound, limit * 2)) {
-        // One event past a full page tells whether more exist.
-        if (picked.length === limit) {
-          exhausted = false;
-          break;
-        }
-        lastRead = stored;
-        next = dir === 'b' ? positionBefore(stored) : positionAfter(stored);
-        if (eventMatches(filter, stored.event) && (await this.visibility.canSee(userId, stored, membership))) picked.push(stored);
-      }
-      if (!exhausted || dir === 'f') return { events: picked, next, more: !exhausted };
-      // Local history has run out going back: other servers may hold what precedes it.
-      const gap = request.backfill && this.backfiller ? await this.gapBefore(roomId, next, lastRead) : [];
-      if (gap.length === 0) return { events: picked, next, more: false };
-      if (backfilled || picked.length === limit) return { events: picked, next, more: true };
-      backfilled = true;
-      if ((await this.backfiller!.backfill(roomId, gap, limit)) === 0) return { events: picked, next, more: false };
-    }
-  }
-
-  /** The prev events we lack of the oldest timeline event after `position` (the last one read, if any). */
-  private async gapBefore(roomId: string, position: TopologicalPosition, lastRead: StoredEvent | undefined): Promise<string[]> {
-    let oldest = lastRead;
-    if (!oldest) {
-      for await (const stored of this.rooms.timeline.paginate(roomId, position, 'f', TIMELINE_END, 1)) {
-        oldest = stored;
-        break;
-      }
-    }
-    return oldest ? this.rooms.timeline.missingPrevEvents(oldest) : [];
-  }
 }
 
 function isEmptyJoined(room: JoinedRoom): boolean {
@@ -699,8 +551,4 @@ function hasNews(response: SyncResponse): boolean {
     (response.device_lists?.changed.length ?? 0) > 0 ||
     (response.device_lists?.left.length ?? 0) > 0
   );
-}
-
-function earlier(a: TopologicalPosition, b: TopologicalPosition): TopologicalPosition {
-  return comparePositions(a, b) <= 0 ? a : b;
 }

@@ -35,7 +35,8 @@ export class Visibility {
     if (event.state_key === undefined && (await this.joinedAfterErasure(userId, event))) return false;
     // Users always see their own membership changes (a leave, a kick, a ban).
     if (event.type === 'm.room.member' && event.state_key === userId) return true;
-    const state = await this.rooms.stateStore.load(stored.stateSnapshot);
+    const state = await this.rooms.stateBefore(stored);
+    if (!state) return false;
     const visibilityNid = state.get(stateKey('m.room.history_visibility', ''));
     const visibilityEvent = visibilityNid === undefined ? undefined : await this.rooms.getEventByNid(visibilityNid);
     const visibility = String(visibilityEvent?.event.content['history_visibility'] ?? 'shared');
@@ -68,8 +69,8 @@ export class Visibility {
     const event = stored.event;
     const ofServer = (userId: string) => userId.endsWith(`:${serverName}`);
     if (event.type === 'm.room.member' && event.state_key !== undefined && ofServer(event.state_key)) return true;
-    if (stored.stateSnapshot === null) return false;
-    const state = await this.rooms.stateStore.load(stored.stateSnapshot);
+    const state = await this.rooms.stateBefore(stored);
+    if (!state) return false;
     const visibilityNid = state.get(stateKey('m.room.history_visibility', ''));
     const visibility = String((visibilityNid === undefined ? undefined : await this.rooms.getEventByNid(visibilityNid))?.event.content['history_visibility'] ?? 'shared');
     if (visibility === 'shared' || visibility === 'world_readable') return true;

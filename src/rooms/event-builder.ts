@@ -1,0 +1,120 @@
+import { canonicalJson, utf8 } from '../crypto/canonical-json.ts';
+import { randomToken } from '../crypto/random.ts';
+import { authEventSelection, checkEventAuth } from '../events/auth.ts';
+import { stateKey, type RoomEvent, type StateKey } from '../events/event.ts';
+import { byteLength, MAX_ID_BYTES } from '../events/identifiers.ts';
+import { signNewEvent, type PDU } from '../events/pdu.ts';
+import { AuthError } from '../events/power-levels.ts';
+import type { RoomVersion } from '../events/room-versions.ts';
+import { RoomError, roomNotFound } from './errors.ts';
+import type { RoomStore } from './room-store.ts';
+import type { EventTemplate } from './types.ts';
+
+export const MAX_EVENT_BYTES = 65_536;
+const MAX_PREV_EVENTS = 10;
+
+/** Looks up a state event by (type, state key) in the state a new event is built against. */
+export type StateLookup = (key: StateKey) => Promise<RoomEvent | undefined>;
+
+/**
+ * Builds new local events: prev events, depth and auth events from the room as it
+ * is, then hashed and signed (the event ID comes from the same bytes the signature
+ * covers) and checked against the auth rules.
+ */
+export class EventBuilder {
+  constructor(private readonly store: RoomStore) {}
+
+  /** A signed event built from a template, refused (`RoomError('forbidden')`) when the auth rules do not allow it. */
+  async build(roomId: string, version: RoomVersion, template: EventTemplate, prevEvents: RoomEvent[], lookup: StateLookup): Promise<RoomEvent> {
+    const { serverName, keyId, signingKey } = this.store.options;
+    const { unsigned, authEvents } = await this.skeleton(roomId, version, template, prevEvents, lookup);
+    const signed = await signNewEvent(unsigned, version, serverName, keyId, signingKey);
+    const event = { ...(signed.event as unknown as PDU), event_id: signed.eventId } as RoomEvent;
+    checkEventSize(event, version);
+    await this.authorise(event, version, authEvents);
+    return event;
+  }
+
+  /**
+   * An unsigned event built against the room's current state (prev events, auth
+   * events, depth) and checked against the auth rules: what make_join, make_leave
+   * and make_knock hand a remote server to sign.
+   */
+  async prepare(roomId: string, template: EventTemplate): Promise<{ version: RoomVersion; event: Record<string, unknown> }> {
+    const head = await this.store.head(roomId);
+    if (!head?.current) throw roomNotFound(roomId);
+    const state = head.current.state;
+    const lookup = async (key: StateKey) => {
+      const nid = state.get(key);
+      return nid === undefined ? undefined : (await this.store.getEventByNid(nid))?.event;
+    };
+    const prevEvents = await this.eventsOf(head.extremities);
+    const { unsigned, authEvents } = await this.skeleton(roomId, head.version, template, prevEvents, lookup);
+    await this.authorise(unsigned as unknown as RoomEvent, head.version, authEvents);
+    return { version: head.version, event: unsigned };
+  }
+
+  /** The events of some IDs we hold (a room's extremities, for prev events). */
+  async eventsOf(eventIds: readonly string[]): Promise<RoomEvent[]> {
+    return (await Promise.all(eventIds.map((id) => this.store.getEvent(id)))).filter((e) => !!e).map((e) => e.event);
+  }
+
+  private async authorise(event: RoomEvent, version: RoomVersion, authEvents: RoomEvent[]): Promise<void> {
+    const authMap = new Map(authEvents.map((e) => [stateKey(e.type, e.state_key ?? ''), e]));
+    try {
+      await checkEventAuth(event, (type, key) => authMap.get(stateKey(type, key)), version, this.store.options.ed25519);
+    } catch (e) {
+      if (e instanceof AuthError) throw new RoomError('forbidden', e.message);
+      throw e;
+    }
+  }
+
+  /** The fields of a new event other than hashes and signatures. */
+  private async skeleton(
+    roomId: string,
+    version: RoomVersion,
+    template: EventTemplate,
+    prevEvents: RoomEvent[],
+    lookup: StateLookup,
+  ): Promise<{ unsigned: Record<string, unknown>; authEvents: RoomEvent[] }> {
+    const { serverName } = this.store.options;
+    const authEvents: RoomEvent[] = [];
+    const partial = { type: template.type, sender: template.sender, state_key: template.state_key, content: template.content };
+    for (const [type, key] of authEventSelection(version, partial)) {
+      const event = await lookup(stateKey(type, key));
+      if (event && !authEvents.includes(event)) authEvents.push(event);
+    }
+    const reference = (e: RoomEvent) => (version.eventReferences === 'pairs' ? ([e.event_id, { sha256: e.hashes.sha256 }] as [string, { sha256: string }]) : e.event_id);
+    const unsigned: Record<string, unknown> = {
+      room_id: roomId,
+      sender: template.sender,
+      type: template.type,
+      content: template.content,
+      origin_server_ts: this.store.options.now(),
+      depth: Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, ...prevEvents.map((e) => e.depth)) + 1),
+      prev_events: prevEvents.slice(0, MAX_PREV_EVENTS).map(reference),
+      auth_events: authEvents.map(reference),
+    };
+    if (template.state_key !== undefined) unsigned['state_key'] = template.state_key;
+    if (!version.redactsInContent && template.redacts !== undefined) unsigned['redacts'] = template.redacts;
+    if (version.redaction !== 'v11') unsigned['origin'] = serverName;
+    if (version.eventIdFormat === 'local') unsigned['event_id'] = `$${randomToken(this.store.options.random, 18)}:${serverName}`;
+    return { unsigned, authEvents };
+  }
+}
+
+/** The size and identifier limits every event must keep, ours as we build it and others' as they arrive. */
+export function checkEventSize(event: RoomEvent, version: RoomVersion): void {
+  const { event_id: _id, ...pdu } = event;
+  const body = version.eventIdFormat === 'local' ? event : pdu;
+  let encoded: string;
+  try {
+    encoded = canonicalJson(body, { strict: version.strictCanonicalJson });
+  } catch (e) {
+    throw new RoomError('bad_event', (e as Error).message);
+  }
+  if (utf8(encoded).length > MAX_EVENT_BYTES) throw new RoomError('too_large', `event exceeds ${MAX_EVENT_BYTES} bytes`);
+  for (const id of [event.sender, event.room_id, event.type, event.state_key ?? '']) {
+    if (byteLength(id) > MAX_ID_BYTES) throw new RoomError('bad_event', 'an identifier exceeds 255 bytes');
+  }
+}

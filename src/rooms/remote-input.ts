@@ -1,0 +1,312 @@
+import { checkEventAgainstAuthEvents, checkEventAuth, authEventSelection, requiredSignatureServers } from '../events/auth.ts';
+import { isStateEvent, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
+import { computeEventId, contentHashMatches, referenceIds, verifyEventSignature, type PDU } from '../events/pdu.ts';
+import { AuthError } from '../events/power-levels.ts';
+import { redactEvent } from '../events/redaction.ts';
+import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
+import { resolveState } from '../events/state-res.ts';
+import type { WriteTransaction } from '../storage/database.ts';
+import { nextStreamId } from '../storage/stream.ts';
+import { RoomError, roomNotFound } from './errors.ts';
+import { checkEventSize } from './event-builder.ts';
+import type { RoomReads } from './room-reads.ts';
+import { RepeatedTransaction, replaced, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
+import type { NidState } from './state-store.ts';
+import type { ReceiveOptions, StoredEvent } from './types.ts';
+
+/** Stands for an event in a state map before it is stored and has a nid. */
+const PENDING_NID = -1;
+
+/**
+ * The remote input path (server-server §Checks performed on receipt of a PDU):
+ * signatures and the content hash first, outside the room lock; then, in arrival
+ * order per room, auth against the event's own auth events, against the state before
+ * it (resolved from its prev events) and against the current state (soft failure).
+ */
+export class RemoteInput {
+  constructor(
+    private readonly store: RoomStore,
+    private readonly reads: Pick<RoomReads, 'roomVersion' | 'stateAtEvent'>,
+  ) {}
+
+  /**
+   * Starts tracking a room that lives on other servers (before its events arrive,
+   * for instance while joining it over federation).
+   */
+  async trackRemoteRoom(roomId: string, versionId: string): Promise<void> {
+    const version = requireRoomVersion(versionId);
+    await this.store.db.transaction((tx) => {
+      tx.run('INSERT OR IGNORE INTO rooms (room_id, room_version, created_ts) VALUES (?, ?, ?)', [roomId, version.id, this.store.options.now()]);
+    });
+  }
+
+  /**
+   * Checks and stores an event from another server. Events failing signature or hash
+   * checks are refused and not stored; events failing auth are stored as rejected;
+   * events that pass against their own state but not the room's current state are soft-failed.
+   */
+  async receiveEvent(pdu: PDU, options: ReceiveOptions = {}): Promise<StoredEvent> {
+    try {
+      return await this.receive(pdu, options);
+    } catch (e) {
+      // The same event arrived twice at once: the first one stored it.
+      if (e instanceof RepeatedTransaction) return (await this.store.getEvent(e.eventId))!;
+      throw e;
+    }
+  }
+
+  private async receive(pdu: PDU, options: ReceiveOptions): Promise<StoredEvent> {
+    const roomId = pdu.room_id;
+    // Signatures and hashes need no room state: they are checked while earlier
+    // events wait for or hold the room lock, so several events are verified at
+    // once. The lock is queued for at once, so events keep the order they came in.
+    const checked = this.reads.roomVersion(roomId).then((version) => {
+      if (!version) throw roomNotFound(roomId);
+      return this.checkRemoteEvent(pdu, version);
+    });
+    // Whether we hold it already is read outside the lock too: a read waits for the
+    // write in flight, and inside the lock that would serialise on every fsync.
+    const known = checked.then((event) => this.store.getEvent(event.event_id));
+    checked.catch(() => undefined); // reported inside the lock
+    known.catch(() => undefined);
+    const write = await this.store.lock.run(roomId, async (): Promise<RoomWrite> => {
+      const event = await checked;
+      const done = (stored: StoredEvent) => ({ stored: [stored], durable: Promise.resolve() });
+      const head = await this.store.writerHead(roomId);
+      if (!head) throw roomNotFound(roomId);
+      const existing = this.store.pendingEvent(event.event_id) ?? (await known);
+      // An outlier we hold (from a join's state or an auth chain) takes its place in the timeline when it comes with history.
+      const promote = existing !== undefined && existing.outlier && !existing.rejected && !options.outlier;
+      if (existing && !promote) return done(existing);
+
+      // Auth against the event's own auth events (which must all be known).
+      const authIds = referenceIds(event.auth_events);
+      const authEvents = await Promise.all(authIds.map((id) => this.store.getEvent(id)));
+      if (authEvents.some((e) => !e)) throw new RoomError('missing_events', `auth events of ${event.event_id} are unknown`);
+      const rejectedIds = new Set(authEvents.filter((e) => e!.rejected).map((e) => e!.event.event_id));
+      try {
+        await checkEventAgainstAuthEvents(event, authEvents.map((e) => e!.event), head.version, this.store.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
+      } catch (e) {
+        if (e instanceof AuthError) return done(await this.storeRejected(event, e.message, options.outlier));
+        throw e;
+      }
+      if (options.outlier) return done(await this.storeOutlier(event));
+
+      // Auth against the state before the event: given (a join's state, the state at a
+      // backfilled event whose prev events we lack), or resolved from its prev events.
+      const prevIds = referenceIds(event.prev_events);
+      const stateBefore = options.stateBefore ? await this.stateOfEvents(options.stateBefore, event.event_id) : await this.stateAfterPrevEvents(head.version, event.event_id, prevIds);
+      const beforeEvents = await this.authStateFor(event, head.version, stateBefore);
+      const beforeRejection = await this.authReason(event, head.version, (k) => beforeEvents.get(k));
+      if (beforeRejection) return done(await this.storeRejected(event, beforeRejection, false, existing));
+
+      // Soft failure: allowed by its own history but not by the room as it is now. History that
+      // arrives by backfill is older than the current state, and a join to a room we had no
+      // state for (its state came with it) has no current state: nothing to soft-fail against.
+      let softFailed = false;
+      if (!options.backfilled && head.current) {
+        const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
+        softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
+      }
+      return this.storeAccepted(head, event, stateBefore, options.stateBefore ? [] : prevIds, {
+        softFailed, backfilled: options.backfilled ?? false, promoting: promote ? existing : undefined,
+      });
+    });
+    await write.durable;
+    return write.stored[0]!;
+  }
+
+  private async stateAfterPrevEvents(version: RoomVersion, eventId: string, prevIds: string[]): Promise<NidState> {
+    const prevStates: NidState[] = [];
+    for (const id of prevIds) {
+      const state = await this.reads.stateAtEvent(id, 'after');
+      if (!state) throw new RoomError('missing_events', `prev event ${id} of ${eventId} is unknown or has no state`);
+      prevStates.push(state);
+    }
+    return this.resolve(version, prevStates);
+  }
+
+  /** A state given as the IDs of its events, which must all be held (as outliers at least). */
+  private async stateOfEvents(eventIds: readonly string[], forEventId: string): Promise<NidState> {
+    const state = new Map<StateKey, number>();
+    for (const id of eventIds) {
+      const stored = await this.store.getEvent(id);
+      if (!stored) throw new RoomError('missing_events', `state event ${id} for ${forEventId} is unknown`);
+      if (stored.rejected || !isStateEvent(stored.event)) continue;
+      state.set(stateKey(stored.event.type, stored.event.state_key!), stored.nid);
+    }
+    return state;
+  }
+
+  /** Format, size, content hash and signature checks. Returns the event with its ID. */
+  private async checkRemoteEvent(pdu: PDU, version: RoomVersion): Promise<RoomEvent> {
+    let event = { ...pdu, event_id: computeEventId(pdu, version) } as RoomEvent;
+    checkEventSize(event, version);
+    for (const origin of requiredSignatureServers(version, event)) {
+      const keys = Object.keys(pdu.signatures?.[origin] ?? {}).filter((k) => k.startsWith('ed25519:'));
+      let verified = false;
+      for (const keyId of keys) {
+        const key = await this.store.options.resolveVerifyKey(origin, keyId);
+        if (key && (await verifyEventSignature(pdu, version, origin, keyId, key, this.store.options.ed25519))) {
+          verified = true;
+          break;
+        }
+      }
+      if (!verified) throw new RoomError('bad_event', `event ${event.event_id} has no valid signature from ${origin}`);
+    }
+    // A failed content hash means the event was tampered with: keep only its redacted form.
+    if (!contentHashMatches(pdu)) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
+    return event;
+  }
+
+  /**
+   * The part of a state the auth rules read for an event: its auth event
+   * selection, not the whole state (a room's state can hold thousands of members).
+   */
+  private async authStateFor(event: RoomEvent, version: RoomVersion, state: NidState): Promise<Map<StateKey, RoomEvent>> {
+    const out = new Map<StateKey, RoomEvent>();
+    for (const [type, key] of authEventSelection(version, event)) {
+      const nid = state.get(stateKey(type, key));
+      const stored = nid === undefined ? undefined : await this.store.getEventByNid(nid);
+      if (stored) out.set(stateKey(type, key), stored.event);
+    }
+    return out;
+  }
+
+  private async authReason(event: RoomEvent, version: RoomVersion, lookup: (key: StateKey) => RoomEvent | undefined): Promise<string | undefined> {
+    try {
+      await checkEventAuth(event, (type, key) => lookup(stateKey(type, key)), version, this.store.options.ed25519);
+      return undefined;
+    } catch (e) {
+      if (e instanceof AuthError) return e.message;
+      throw e;
+    }
+  }
+
+  /**
+   * Resolves state sets given by event nid. `pending` is an event not stored yet,
+   * standing in the sets under the nid PENDING_NID.
+   */
+  private async resolve(version: RoomVersion, states: NidState[], pending?: RoomEvent): Promise<NidState> {
+    if (states.length === 1) return states[0]!;
+    const idOf = async (nid: number) => (nid === PENDING_NID ? pending?.event_id : (await this.store.getEventByNid(nid))?.event.event_id);
+    const nidOf = new Map<string, number>();
+    const asIds: StateMap[] = [];
+    for (const state of states) {
+      const map: StateMap = new Map();
+      for (const [key, nid] of state) {
+        const id = await idOf(nid);
+        if (id === undefined) continue;
+        map.set(key, id);
+        nidOf.set(id, nid);
+      }
+      asIds.push(map);
+    }
+    const getEvent = async (id: string) => (id === pending?.event_id ? pending : (await this.store.getEvent(id))?.event);
+    const resolved = await resolveState(version, asIds, { getEvent });
+    const out = new Map<StateKey, number>();
+    for (const [key, id] of resolved) {
+      const nid = nidOf.get(id) ?? (await this.store.getEvent(id))?.nid;
+      if (nid !== undefined) out.set(key, nid);
+    }
+    return out;
+  }
+
+  private async storeRejected(event: RoomEvent, reason: string, outlier = false, existing?: StoredEvent): Promise<StoredEvent> {
+    const stored = await this.store.db.transaction((tx) => {
+      if (!existing) return this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason });
+      tx.run('UPDATE events SET rejected = ? WHERE event_nid = ?', [reason, existing.nid]);
+      this.store.unindex(tx, existing.event.event_id);
+      return { ...existing, rejected: reason };
+    });
+    return this.store.cache(stored);
+  }
+
+  private async storeOutlier(event: RoomEvent): Promise<StoredEvent> {
+    const stored = await this.store.db.transaction((tx) =>
+      this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true }),
+    );
+    return this.store.cache(stored);
+  }
+
+  /** Stores an accepted (or soft-failed) event and moves the room's current state, in one transaction. */
+  private async storeAccepted(
+    head: RoomHead,
+    event: RoomEvent,
+    stateBefore: NidState,
+    prevIds: string[],
+    how: { softFailed: boolean; backfilled: boolean; promoting: StoredEvent | undefined },
+  ): Promise<RoomWrite> {
+    const { softFailed, backfilled, promoting } = how;
+    const store = this.store;
+    const roomId = event.room_id;
+    const afterState = new Map(stateBefore);
+    if (isStateEvent(event)) afterState.set(stateKey(event.type, event.state_key!), PENDING_NID);
+    // Soft-failed and backfilled events stay out of the extremities and the current state.
+    const movesCurrent = !softFailed && !backfilled;
+    const extremities = movesCurrent ? [...head.extremities.filter((id) => !prevIds.includes(id)), event.event_id] : head.extremities;
+    const from = head.current?.state ?? new Map<StateKey, number>();
+    // When the event descends from every extremity its state is the room's; otherwise resolve the two.
+    const newCurrent = !movesCurrent ? undefined : extremities.length === 1 ? afterState : await this.resolve(head.version, [from, afterState], event);
+    const redactionTargets = softFailed ? new Map<string, string>() : await store.redactionTargets(roomId, head, [event]);
+    const snapshots: { nid: number; state: NidState }[] = [];
+    return store.runRoomWrite(roomId, (tx) => {
+      store.requirePrevEvents(tx, roomId, prevIds);
+      if (!promoting) {
+        const already = tx.get<{ event_id: string }>('SELECT event_id FROM events WHERE event_id = ?', [event.event_id]);
+        if (already) throw new RepeatedTransaction(already.event_id);
+      }
+      const before = head.current && sameState(head.current.state, stateBefore) ? head.current : store.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
+      snapshots.push(before);
+      // Backfilled history sorts before everything live: negative stream positions, never reported by /sync.
+      const streamOrdering = softFailed ? null : backfilled ? nextBackfillOrdering(tx) : nextStreamId(tx);
+      const meta = { streamOrdering, stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed };
+      const stored = promoting ? this.promoteOutlier(tx, promoting, meta) : store.insertEvent(tx, event, meta);
+      if (!newCurrent) return { stored: [stored], head, snapshots, redactionTargets };
+      const resolvedCurrent = new Map([...newCurrent].map(([k, nid]) => [k, nid === PENDING_NID ? stored.nid : nid]));
+      const current = store.stateStore.create(tx, roomId, head.current, diffState(from, resolvedCurrent));
+      snapshots.push(current);
+      store.updateCurrentState(tx, roomId, from, current.state);
+      tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [current.nid, roomId]);
+      for (const id of prevIds) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
+      tx.run('INSERT OR IGNORE INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, event.event_id]);
+      store.applyRedaction(tx, event, redactionTargets);
+      return { stored: [stored], head: { version: head.version, current, extremities }, snapshots, redactionTargets };
+    });
+  }
+
+  /** An outlier becomes a timeline event: it gets its place in the stream and its state. */
+  private promoteOutlier(
+    tx: WriteTransaction,
+    outlier: StoredEvent,
+    meta: { streamOrdering: number | null; stateSnapshot: number; replacesState: number | null; softFailed: boolean },
+  ): StoredEvent {
+    tx.run('UPDATE events SET stream_ordering = ?, state_snapshot = ?, replaces_state = ?, outlier = 0, soft_failed = ? WHERE event_nid = ?', [
+      meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.softFailed ? 1 : 0, outlier.nid,
+    ]);
+    const promoted = { ...outlier, ...meta, outlier: false };
+    this.store.indexStored(tx, promoted);
+    return promoted;
+  }
+}
+
+/** Backfilled events count down from -1, below every live stream position. */
+function nextBackfillOrdering(tx: WriteTransaction): number {
+  const lowest = tx.get<{ low: number | null }>('SELECT MIN(stream_ordering) AS low FROM events')!.low ?? 0;
+  return Math.min(lowest, 0) - 1;
+}
+
+/** Changes that turn `from` into `to` (0 marks a removal). */
+function diffState(from: NidState | undefined, to: NidState): Map<StateKey, number> {
+  const changes = new Map<StateKey, number>();
+  for (const [key, nid] of to) if (from?.get(key) !== nid) changes.set(key, nid);
+  if (from) for (const key of from.keys()) if (!to.has(key)) changes.set(key, 0);
+  return changes;
+}
+
+function sameState(a: NidState, b: NidState): boolean {
+  if (a === b) return true;
+  if (a.size !== b.size) return false;
+  for (const [key, nid] of a) if (b.get(key) !== nid) return false;
+  return true;
+}

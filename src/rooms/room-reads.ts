@@ -1,0 +1,170 @@
+import { isStateEvent, stateKey, type RoomEvent, type StateKey } from '../events/event.ts';
+import { serverNameOf } from '../events/identifiers.ts';
+import type { RoomVersion } from '../events/room-versions.ts';
+import { roomNotFound } from './errors.ts';
+import { serversOf, type RoomStore } from './room-store.ts';
+import type { NidState } from './state-store.ts';
+import type { StoredEvent } from './types.ts';
+
+const STRIPPED_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name', 'm.room.avatar', 'm.room.canonical_alias', 'm.room.encryption', 'm.room.topic'];
+
+/**
+ * The room engine's queries: events, current state and state at an event, memberships
+ * and who shares rooms. They see only durable writes (the durable head).
+ */
+export class RoomReads {
+  constructor(protected readonly store: RoomStore) {}
+
+  get serverName(): string {
+    return this.store.options.serverName;
+  }
+
+  async roomVersion(roomId: string): Promise<RoomVersion | undefined> {
+    return (await this.store.head(roomId))?.version;
+  }
+
+  async exists(roomId: string): Promise<boolean> {
+    return (await this.store.head(roomId)) !== undefined;
+  }
+
+  async getEvent(eventId: string): Promise<StoredEvent | undefined> {
+    return this.store.getEvent(eventId);
+  }
+
+  async getEventByNid(nid: number): Promise<StoredEvent | undefined> {
+    return this.store.getEventByNid(nid);
+  }
+
+  /** The room's newest events, that new events build on. */
+  async forwardExtremities(roomId: string): Promise<string[]> {
+    return [...((await this.store.head(roomId))?.extremities ?? [])];
+  }
+
+  /** The room's current state as events. */
+  async currentState(roomId: string): Promise<Map<StateKey, StoredEvent>> {
+    const head = await this.store.head(roomId);
+    if (!head) throw roomNotFound(roomId);
+    return this.loadStateEvents(head.current?.state ?? new Map());
+  }
+
+  async currentStateEvent(roomId: string, type: string, key: string): Promise<StoredEvent | undefined> {
+    const head = await this.store.head(roomId);
+    const nid = head?.current?.state.get(stateKey(type, key));
+    return nid === undefined ? undefined : this.getEventByNid(nid);
+  }
+
+  async loadStateEvents(state: NidState): Promise<Map<StateKey, StoredEvent>> {
+    const out = new Map<StateKey, StoredEvent>();
+    for (const [key, nid] of state) {
+      const stored = await this.getEventByNid(nid);
+      if (stored) out.set(key, stored);
+    }
+    return out;
+  }
+
+  /** The state before an event we hold, from its snapshot; undefined for outliers (they have none). */
+  async stateBefore(stored: StoredEvent): Promise<NidState | undefined> {
+    return stored.stateSnapshot === null ? undefined : this.store.stateStore.load(stored.stateSnapshot);
+  }
+
+  /** State before (or after) an event we hold with state; undefined for outliers. */
+  async stateAtEvent(eventId: string, which: 'before' | 'after'): Promise<NidState | undefined> {
+    const stored = await this.getEvent(eventId);
+    const before = stored && (await this.stateBefore(stored));
+    if (!before) return undefined;
+    if (which === 'before' || !isStateEvent(stored.event) || stored.rejected) return before;
+    const after = new Map(before);
+    after.set(stateKey(stored.event.type, stored.event.state_key!), stored.nid);
+    return after;
+  }
+
+  /**
+   * What an invitee or knocker sees of a room (client-server §Stripped state): its
+   * create, join rules, name, avatar, aliases, encryption and topic, and the member
+   * event of `memberOf` (the inviter), each as type, state key, sender and content.
+   */
+  async strippedState(roomId: string, memberOf?: string): Promise<Record<string, unknown>[]> {
+    const keys: [string, string][] = STRIPPED_STATE_TYPES.map((type) => [type, '']);
+    if (memberOf) keys.push(['m.room.member', memberOf]);
+    const out: Record<string, unknown>[] = [];
+    for (const [type, key] of keys) {
+      const e = (await this.currentStateEvent(roomId, type, key))?.event;
+      if (e) out.push({ type: e.type, state_key: e.state_key ?? '', sender: e.sender, content: e.content });
+    }
+    return out;
+  }
+
+  async membership(roomId: string, userId: string): Promise<string | undefined> {
+    const event = await this.currentStateEvent(roomId, 'm.room.member', userId);
+    return event?.event.content['membership'] as string | undefined;
+  }
+
+  /** Members of a room with a given membership in its current state. */
+  async members(roomId: string, membership = 'join'): Promise<string[]> {
+    const rows = await this.store.db.all<{ state_key: string }>(
+      "SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = ?", [roomId, membership],
+    );
+    return rows.map((r) => r.state_key);
+  }
+
+  /** Servers with a member joined to the room now, ours included. */
+  async joinedServers(roomId: string): Promise<string[]> {
+    return serversOf(await this.members(roomId, 'join'));
+  }
+
+  /** Users of other servers (of `server`, if given) joined to a room a local user is joined to. */
+  async remoteMembersSharingRooms(server?: string): Promise<string[]> {
+    const rows = await this.store.db.all<{ state_key: string }>(
+      `SELECT DISTINCT state_key FROM current_state WHERE type = 'm.room.member' AND membership = 'join'
+       AND room_id IN (SELECT room_id FROM local_memberships WHERE membership = 'join')`,
+    );
+    const ours = ':' + this.serverName;
+    return rows.map((r) => r.state_key).filter((u) => !u.endsWith(ours) && (server === undefined || serverNameOf(u) === server));
+  }
+
+  /** Rooms whose current join rule is `public` (anyone may join, published or not). */
+  async publicJoinRooms(): Promise<string[]> {
+    const rows = await this.store.db.all<{ room_id: string; event_nid: number }>(
+      "SELECT room_id, event_nid FROM current_state WHERE type = 'm.room.join_rules' AND state_key = ''",
+    );
+    const open: string[] = [];
+    for (const row of rows) if ((await this.getEventByNid(row.event_nid))?.event.content['join_rule'] === 'public') open.push(row.room_id);
+    return open;
+  }
+
+  /** Rooms where a user's current membership is one of `memberships`. */
+  async roomsOf(userId: string, memberships: string[] = ['join']): Promise<string[]> {
+    const rows = await this.store.db.all<{ room_id: string }>(
+      `SELECT room_id FROM current_state WHERE state_key = ? AND type = 'm.room.member' AND membership IN (${memberships.map(() => '?').join(',')})`,
+      [userId, ...memberships],
+    );
+    return rows.map((r) => r.room_id);
+  }
+
+  /**
+   * Membership events in the stream range (from, to], oldest first, in the rooms where a
+   * local user is joined now or whose own membership changed in that range (for device lists).
+   */
+  async memberChanges(userId: string, from: number, to: number): Promise<{ roomId: string; userId: string; membership: string }[]> {
+    const rows = await this.store.db.all<{ room_id: string; state_key: string; json: string }>(
+      `SELECT room_id, state_key, json FROM events
+       WHERE type = 'm.room.member' AND stream_ordering > ? AND stream_ordering <= ? AND room_id IN (
+         SELECT room_id FROM local_memberships WHERE user_id = ? AND (membership = 'join' OR stream_ordering > ?))
+       ORDER BY stream_ordering`,
+      [from, to, userId, from],
+    );
+    return rows.map((r) => ({
+      roomId: r.room_id,
+      userId: r.state_key,
+      membership: String((JSON.parse(r.json) as RoomEvent).content['membership'] ?? ''),
+    }));
+  }
+
+  /** The txnId a device used to send an event, for unsigned.transaction_id. */
+  async transactionIdOf(eventId: string, userId: string, deviceId: string): Promise<string | undefined> {
+    const row = await this.store.db.get<{ txn_id: string }>(
+      'SELECT txn_id FROM transaction_ids WHERE event_id = ? AND user_id = ? AND device_id = ?', [eventId, userId, deviceId],
+    );
+    return row?.txn_id;
+  }
+}

@@ -1,0 +1,100 @@
+import type { JsonObject } from '../crypto/canonical-json.ts';
+import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
+import type { RandomBytes } from '../crypto/random.ts';
+import type { RoomEvent } from '../events/event.ts';
+import type { RoomVersion } from '../events/room-versions.ts';
+import type { Database, WriteTransaction } from '../storage/database.ts';
+import type { StreamNotify } from '../storage/stream.ts';
+import type { NidState } from './state-store.ts';
+
+// The room engine's shared types. They import nothing of the engine but state-store's
+// NidState, so every part (and the timeline and relations readers) can use them without a cycle.
+
+/** An event as stored, with what the room engine decided about it. */
+export interface StoredEvent {
+  nid: number;
+  event: RoomEvent;
+  streamOrdering: number | null;
+  /** State snapshot before the event; null for outliers. */
+  stateSnapshot: number | null;
+  /** event_nid of the state event this one replaced, for prev_content. */
+  replacesState: number | null;
+  outlier: boolean;
+  rejected: string | null;
+  softFailed: boolean;
+  redactedBy: string | null;
+}
+
+/** What a local user asks to send; the engine fills in the PDU fields. */
+export interface EventTemplate {
+  type: string;
+  sender: string;
+  content: JsonObject;
+  state_key?: string;
+  redacts?: string;
+}
+
+export interface TransactionKey {
+  userId: string;
+  deviceId: string;
+  txnId: string;
+}
+
+/**
+ * Called inside the write transaction of local events, so what federation must send
+ * is made durable together with the events. `servers` are those with members joined
+ * to the room after the write, plus the server of a user who was made to leave.
+ * The returned function, if any, runs once the write is durable.
+ */
+export type OutboxHook = (tx: WriteTransaction, write: { roomId: string; version: RoomVersion; events: RoomEvent[]; servers: string[] }) => (() => void) | void;
+
+/**
+ * Told, inside the write transaction, of every event stored or whose fate changed (an outlier
+ * promoted to the timeline, an event rejected after all) and of every redaction applied, so an
+ * index another component owns (search) stays atomic with the events. It must not throw.
+ */
+export interface EventIndexHook {
+  /** An event joins the timeline: stored anew, or an outlier promoted (outliers are never indexed). */
+  stored(tx: WriteTransaction, stored: StoredEvent): void;
+  /** An event leaves what may be shown: redacted, or rejected after all. */
+  dropped(tx: WriteTransaction, eventId: string): void;
+}
+
+/** Lets another server countersign an event before it is stored (an invite of a remote user). */
+export type Countersign = (event: RoomEvent, version: RoomVersion) => Promise<RoomEvent>;
+
+/** Looks up a server's verify key, for events that come from elsewhere. */
+export type VerifyKeyResolver = (serverName: string, keyId: string) => Promise<Uint8Array | undefined>;
+
+export interface RoomsOptions {
+  db: Database;
+  serverName: string;
+  keyId: string;
+  signingKey: SigningKey;
+  ed25519: Ed25519Backend;
+  now: () => number;
+  random: RandomBytes;
+  notify: StreamNotify;
+  resolveVerifyKey: VerifyKeyResolver;
+}
+
+/** How an event from another server arrives. */
+export interface ReceiveOptions {
+  /** Store it without state (auth chains, a join's state): checked against its auth events only. */
+  outlier?: boolean;
+  /** History fetched by backfill: placed before live events, leaves the current state alone. */
+  backfilled?: boolean;
+  /**
+   * The state before the event, as IDs of events we hold: for a join (the resident server's
+   * state) and for backfilled events whose prev events we lack.
+   */
+  stateBefore?: readonly string[];
+}
+
+/** The event reads the timeline reader builds on (the room engine answers them). */
+export interface EventLookup {
+  getEvent(eventId: string): Promise<StoredEvent | undefined>;
+  getEventByNid(nid: number): Promise<StoredEvent | undefined>;
+  /** State before (or after) an event we hold with state; undefined for outliers. */
+  stateAtEvent(eventId: string, which: 'before' | 'after'): Promise<NidState | undefined>;
+}

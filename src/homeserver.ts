@@ -195,6 +195,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const memberships = new Memberships(rooms, users, federation);
   // A profile change is carried into the user's member events, through the memberships component.
   users.onProfileChange((userId) => updateMemberProfiles(rooms, userId, (roomId) => memberships.sendMembership(userId, roomId, userId, 'join')));
+  // A deactivated account leaves its rooms and declines its invites before it is signed out.
+  users.onDeactivate((userId) => memberships.leaveAll(userId));
 
   const services: ClientServices = {
     config: {

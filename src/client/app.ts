@@ -27,6 +27,7 @@ import { spacesRoutes } from './routes/spaces.ts';
 import { syncRoutes } from './routes/sync.ts';
 import { relationsRoutes } from './routes/relations.ts';
 import type { ClientServices } from './services.ts';
+import { CodedError } from '../util/coded-error.ts';
 
 /** Maps errors from the components to the spec's error codes and statuses. */
 export function toMatrixError(error: unknown): MatrixError {
@@ -60,6 +61,8 @@ export function toMatrixError(error: unknown): MatrixError {
   if (error instanceof UnsupportedRoomVersionError) return new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', error.message);
   if (error instanceof CanonicalJsonError) return new MatrixError(400, 'M_BAD_JSON', error.message);
   if (error instanceof TokenError) return new MatrixError(400, 'M_INVALID_PARAM', error.message);
+  // A component's refusal that knows its status and errcode (src/util/coded-error.ts).
+  if (error instanceof CodedError) return new MatrixError(error.status, error.errcode, error.message, error.extra);
   if (error instanceof StorageError) {
     // Nothing of the request was kept (the write rolled back); 507 says why.
     return error.code === 'quota_exceeded'

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { federatedServers, type FederatedServer } from '../../test/support/federated-homeservers.ts';
+import { serverAllowedInRoom } from './acl.ts';
 import { InboundMembershipError, makeMembership, sendJoin, type InboundMembershipDeps } from './inbound-memberships.ts';
 
 // The answers to other servers' make_ and send_ requests, and what they refuse.
@@ -16,7 +17,8 @@ async function twoServers(): Promise<{ a: FederatedServer; b: FederatedServer; d
   const [a, b] = net.servers as [FederatedServer, FederatedServer];
   const alice = await a.register('alice');
   const { body } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat', room_version: '10' } });
-  const deps = { serverName: a.serverName, rooms: a.homeserver.services.rooms, federation: a.homeserver.federation.component };
+  const rooms = a.homeserver.services.rooms;
+  const deps = { serverName: a.serverName, rooms, federation: a.homeserver.federation.component, serverAllowed: (roomId: string, server: string) => serverAllowedInRoom(rooms, roomId, server) };
   return { a, b, deps, roomId: body.room_id as string };
 }
 

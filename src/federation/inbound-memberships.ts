@@ -1,10 +1,10 @@
 import { serverNameOf } from '../events/identifiers.ts';
+import type { RoomEvent } from '../events/event.ts';
 import { computeEventId, type PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
+import type { RoomGraph } from '../rooms/dag.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import { CodedError } from '../util/coded-error.ts';
-import { serverAllowedInRoom } from './acl.ts';
-import type { Federation } from './federation.ts';
 import { isPduShaped, toPdu } from './pdus.ts';
 
 /** A make_ or send_ request from another server that we refuse, with its status and errcode. */
@@ -15,11 +15,20 @@ export class InboundMembershipError extends CodedError {
 const forbidden = (message: string) => new InboundMembershipError(403, 'M_FORBIDDEN', message);
 const badJson = (message: string) => new InboundMembershipError(400, 'M_BAD_JSON', message);
 
-/** What answering other servers' membership requests uses. */
+/**
+ * What answering other servers' membership requests uses (structural, so that this module
+ * imports neither the Federation class nor the routes' context, which import the routes).
+ */
 export interface InboundMembershipDeps {
   serverName: string;
   rooms: Rooms;
-  federation: Pick<Federation, 'forward' | 'graph'>;
+  federation: {
+    /** Hands an accepted event on to the room's other servers. */
+    forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
+    graph: Pick<RoomGraph, 'authChain'>;
+  };
+  /** Whether the room's server ACL lets the server take part (`acl.ts`). */
+  serverAllowed(roomId: string, serverName: string): Promise<boolean>;
 }
 
 export type RemoteMembership = 'join' | 'leave' | 'knock';
@@ -40,7 +49,7 @@ async function residentRoom(deps: InboundMembershipDeps, origin: string, roomId:
   if (!version || !(await deps.rooms.joinedServers(roomId)).includes(deps.serverName)) {
     throw new InboundMembershipError(404, 'M_NOT_FOUND', `this server is not in room ${roomId}`);
   }
-  if (!(await serverAllowedInRoom(deps.rooms, roomId, origin))) throw forbidden(`${origin} is denied by the server ACL of ${roomId}`);
+  if (!(await deps.serverAllowed(roomId, origin))) throw forbidden(`${origin} is denied by the server ACL of ${roomId}`);
   return version;
 }
 

@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { MatrixError } from '../../client/errors.ts';
 import { validate } from '../../client/http.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';
-import { requireAllowedByAcl } from '../acl.ts';
-import { makeMembership, sendJoin, sendKnock, sendLeave, type RemoteMembership, type SendMembershipRequest } from '../inbound-memberships.ts';
+import { requireAllowedByAcl, serverAllowedInRoom } from '../acl.ts';
+import { makeMembership, sendJoin, sendKnock, sendLeave, type InboundMembershipDeps, type RemoteMembership, type SendMembershipRequest } from '../inbound-memberships.ts';
 import { isPduShaped } from '../pdus.ts';
 
 const inviteSchema = z.object({ room_version: z.string(), event: z.record(z.string(), z.unknown()), invite_room_state: z.array(z.unknown()).optional() }).loose();
@@ -14,21 +14,25 @@ const inviteSchema = z.object({ room_version: z.string(), event: z.record(z.stri
  * and invite (v2): how other servers' users come and go in rooms we are in.
  */
 export function membershipRoutes(app: Hono<FederationEnv>): void {
+  const deps = (c: FederationCtx): InboundMembershipDeps => {
+    const services = c.get('services');
+    return { ...services, serverAllowed: (roomId, server) => serverAllowedInRoom(services.rooms, roomId, server) };
+  };
   const make = (membership: RemoteMembership) => async (c: FederationCtx) => {
     const request = { origin: c.get('origin'), roomId: c.req.param('roomId')!, userId: c.req.param('userId')!, membership, supportedVersions: c.req.queries('ver') };
-    return c.json(await makeMembership(c.get('services'), request));
+    return c.json(await makeMembership(deps(c), request));
   };
   app.get('/_matrix/federation/v1/make_join/:roomId/:userId', make('join'));
   app.get('/_matrix/federation/v1/make_leave/:roomId/:userId', make('leave'));
   app.get('/_matrix/federation/v1/make_knock/:roomId/:userId', make('knock'));
 
   const sendRequest = (c: FederationCtx): SendMembershipRequest => ({ origin: c.get('origin'), roomId: c.req.param('roomId')!, eventId: c.req.param('eventId'), body: c.get('body') });
-  app.put('/_matrix/federation/v2/send_join/:roomId/:eventId', async (c) => c.json(await sendJoin(c.get('services'), sendRequest(c))));
+  app.put('/_matrix/federation/v2/send_join/:roomId/:eventId', async (c) => c.json(await sendJoin(deps(c), sendRequest(c))));
   app.put('/_matrix/federation/v2/send_leave/:roomId/:eventId', async (c) => {
-    await sendLeave(c.get('services'), sendRequest(c));
+    await sendLeave(deps(c), sendRequest(c));
     return c.json({});
   });
-  app.put('/_matrix/federation/v1/send_knock/:roomId/:eventId', async (c) => c.json(await sendKnock(c.get('services'), sendRequest(c))));
+  app.put('/_matrix/federation/v1/send_knock/:roomId/:eventId', async (c) => c.json(await sendKnock(deps(c), sendRequest(c))));
 
   app.put('/_matrix/federation/v2/invite/:roomId/:eventId', async (c) => {
     const { federation } = c.get('services');

@@ -28,6 +28,8 @@ import { searchSchema } from './search/schema.ts';
 import { SearchIndex } from './search/search-index.ts';
 import { Search } from './search/search.ts';
 import { spacesFederationRoutes } from './spaces/federation.ts';
+import { SpaceHierarchy } from './spaces/hierarchy.ts';
+import { remoteHierarchy } from './spaces/remote.ts';
 import type { ComponentSchema, Database } from './storage/database.ts';
 import { streamSchema, type StreamChange } from './storage/stream.ts';
 import { syncSchema } from './sync/schema.ts';
@@ -152,6 +154,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
       },
     },
   });
+  // One walker for both APIs; rooms held elsewhere are asked of the servers their m.space.child events name.
+  const spaces = new SpaceHierarchy(rooms, remoteHierarchy(() => federation.client));
   const federation: Federation = new Federation({
     db,
     serverName,
@@ -169,7 +173,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     log,
     routes: (app) => {
       mailboxRoutes(app, () => mailbox, options.mailbox !== undefined);
-      spacesFederationRoutes(app);
+      spacesFederationRoutes(app, spaces);
     },
   });
   const mailbox = new Mailbox({
@@ -191,6 +195,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const memberships = new Memberships(rooms, users, federation);
   // A profile change is carried into the user's member events, through the memberships component.
   users.onProfileChange((userId) => updateMemberProfiles(rooms, userId, (roomId) => memberships.sendMembership(userId, roomId, userId, 'join')));
+  // A deactivated account leaves its rooms and declines its invites before it is signed out.
+  users.onDeactivate((userId) => memberships.leaveAll(userId));
 
   const services: ClientServices = {
     config: {
@@ -204,6 +210,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     media,
     federation,
     memberships,
+    spaces,
     search,
     uia: new UserInteractiveAuth(random, now),
     rateLimiter: options.rateLimits === false ? undefined : new RateLimiter(options.rateLimits ?? DEFAULT_RATE_LIMITS, now),

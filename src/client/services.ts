@@ -5,6 +5,7 @@ import type { Keys } from '../keys/keys.ts';
 import type { Media } from '../media/media.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Search } from '../search/search.ts';
+import type { SpaceHierarchy } from '../spaces/hierarchy.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
 import type { RateLimiter } from './rate-limit.ts';
@@ -29,6 +30,8 @@ export interface ClientServices {
   federation: Federation;
   /** Server-side search of room events. */
   search: Search;
+  /** The space hierarchy walk, over the rooms here and (for those held elsewhere) the servers their m.space.child events name. */
+  spaces: SpaceHierarchy;
   /** Joins, leaves, invites and knocks, in rooms here and on other servers. */
   memberships: Memberships;
   uia: UserInteractiveAuth;

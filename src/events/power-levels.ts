@@ -104,6 +104,11 @@ export class RoomPowerLevels {
       : this.read('events_default', this.content?.['events_default'], 0);
   }
 
+  /** The level for state events that `events` does not name: state_default, else 50. */
+  stateDefault(): number {
+    return this.read('state_default', this.content?.['state_default'], 50);
+  }
+
   /** A notification level (notifications[key]); `room` (for @room mentions) defaults to 50, others have no default. */
   notification(key: string): number | undefined {
     const value = this.entry('notifications', key);

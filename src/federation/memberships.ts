@@ -85,6 +85,16 @@ export class Memberships {
     await this.federation.leaveRemoteRoom(roomId, userId, servers, { membership: 'leave', ...extra });
   }
 
+  /**
+   * Leaves every room the user is in, declines their invites and withdraws their knocks (an account
+   * deactivated, as Synapse does); a room that cannot be left now (its server away) is passed over.
+   */
+  async leaveAll(userId: string): Promise<void> {
+    for (const roomId of await this.rooms.roomsOf(userId, ['join', 'invite', 'knock'])) {
+      await this.leave(userId, roomId, {}).catch(() => undefined);
+    }
+  }
+
   /** Invites a user, local or remote. */
   async invite(sender: string, roomId: string, target: string, extra: JsonObject): Promise<StoredEvent> {
     if ((await this.rooms.membership(roomId, target)) === 'join') throw forbidden(`${target} is already in the room`);

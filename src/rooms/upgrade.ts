@@ -1,5 +1,6 @@
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import type { RandomBytes } from '../crypto/random.ts';
+import { stateKey } from '../events/event.ts';
 import { powerLevelsOf } from '../events/power-levels.ts';
 import { requireRoomVersion } from '../events/room-versions.ts';
 import { newRoomId } from './create-room.ts';
@@ -16,7 +17,13 @@ export interface UpgradeRequest {
   roomId: string;
   userId: string;
   newVersion: string;
-  userProfile: { displayname?: string; avatar_url?: string };
+}
+
+/** What an upgrade reads and writes of the accounts component: the upgrader's profile, and local members' push rules. */
+export interface UpgradeAccounts {
+  isLocal(userId: string): boolean;
+  getProfile(userId: string): Promise<{ displayname?: string; avatar_url?: string } | undefined>;
+  copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void>;
 }
 
 /**
@@ -24,17 +31,18 @@ export interface UpgradeRequest {
  * starts with the old one's power levels and the state above, names its predecessor, and
  * takes over the local aliases and the directory listing; the old room gets a tombstone
  * and its power levels raised so that ordinary members can no longer speak or invite.
+ * Each local member keeps their notification settings for the room (muted stays muted).
  * Only a user who may send the tombstone may upgrade.
  */
-export async function upgradeRoom(rooms: Rooms, random: RandomBytes, request: UpgradeRequest): Promise<{ replacementRoom: string }> {
+export async function upgradeRoom(rooms: Rooms, accounts: UpgradeAccounts, random: RandomBytes, request: UpgradeRequest): Promise<{ replacementRoom: string }> {
   const { roomId, userId } = request;
   const version = requireRoomVersion(request.newVersion);
   const oldVersion = await rooms.roomVersion(roomId);
   if (!oldVersion) throw roomNotFound(roomId);
   if ((await rooms.membership(roomId, userId)) !== 'join') throw new RoomError('forbidden', `${userId} is not in room ${roomId}`);
   const state = await rooms.currentState(roomId);
-  const stateEvent = (type: string) => state.get(`${type}\u0000`)?.event;
-  const levels = powerLevelsOf(oldVersion, (type, key) => state.get(`${type}\u0000${key}`)?.event);
+  const stateEvent = (type: string) => state.get(stateKey(type, ''))?.event;
+  const levels = powerLevelsOf(oldVersion, (type, key) => state.get(stateKey(type, key))?.event);
   if (levels.user(userId) < levels.required('m.room.tombstone', true)) throw new RoomError('forbidden', 'You may not upgrade this room: it needs the power to send m.room.tombstone');
 
   const replacementRoom = newRoomId(random, rooms.serverName);
@@ -45,7 +53,7 @@ export async function upgradeRoom(rooms: Rooms, random: RandomBytes, request: Up
   const create: JsonObject = { room_version: version.id, predecessor: { room_id: roomId, ...(lastEvent ? { event_id: lastEvent } : {}) } };
   for (const key of ['type', 'm.federate'] as const) if (oldCreate[key] !== undefined) create[key] = oldCreate[key];
   if (version.creatorInContent) create['creator'] = sender;
-  const member: JsonObject = { membership: 'join', ...request.userProfile };
+  const member: JsonObject = { membership: 'join', ...((await accounts.getProfile(userId)) ?? {}) };
 
   // The upgrader must be able to send the carried state: raise them for the room's first
   // moments if need be, then restore the old room's levels as they were.
@@ -81,6 +89,9 @@ export async function upgradeRoom(rooms: Rooms, random: RandomBytes, request: Up
   const restricted = Math.max(50, Number(powerLevels['users_default'] ?? 0) + 1);
   if (levels.user(userId) >= levels.required('m.room.power_levels', true)) {
     await rooms.sendEvents(roomId, [stateTemplate('m.room.power_levels', { ...powerLevels, events_default: restricted, invite: restricted })]).catch(() => undefined);
+  }
+  for (const memberId of await rooms.members(roomId)) {
+    if (accounts.isLocal(memberId)) await accounts.copyRoomPushRules(memberId, roomId, replacementRoom);
   }
   return { replacementRoom };
 }

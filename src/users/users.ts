@@ -73,6 +73,7 @@ export class Users {
   private readonly sessions = new Map<string, Session>();
   private readonly deviceListeners: DeviceListener[] = [];
   private readonly profileListeners: ((userId: string) => Promise<void>)[] = [];
+  private readonly deactivationListeners: ((userId: string) => Promise<void>)[] = [];
   /** Pushers, each belonging to the access token that set it. */
   readonly pushers: Pushers;
 
@@ -265,9 +266,11 @@ export class Users {
   /**
    * Deactivates an account: signed out everywhere, no password. With `erase`, its profile
    * goes too and the erasure's stream position is kept: members who join a room after it
-   * no longer see what the user said (client-server §Account deactivation).
+   * no longer see what the user said (client-server §Account deactivation). The
+   * deactivation listeners run first (the composition root has the account leave its rooms).
    */
   async deactivate(userId: string, options: { erase?: boolean } = {}): Promise<void> {
+    for (const listener of this.deactivationListeners) await listener(userId);
     await this.logoutAll(userId);
     await this.options.db.transaction((tx) => {
       tx.run('UPDATE users SET deactivated = 1, password_hash = NULL WHERE user_id = ?', [userId]);
@@ -335,6 +338,11 @@ export class Users {
       if (typeof value === 'string') profile[name] = value;
     }
     return profile;
+  }
+
+  /** Listens for accounts about to be deactivated; the deactivation goes on once every listener is done. */
+  onDeactivate(listener: (userId: string) => Promise<void>): void {
+    this.deactivationListeners.push(listener);
   }
 
   /** Listens to local users' profile changes; the change is answered once every listener is done. */

@@ -172,11 +172,7 @@ export function accountRoutes(app: Hono<Env>): void {
     const services = c.get('services');
     const body = await parseBody(c, z.object({ auth: z.unknown().optional(), erase: z.boolean().optional() }).loose(), { allowEmpty: true });
     await services.uia.authenticate(`deactivate:${session.userId}`, body.auth, passwordAuthFlows, passwordStage(c, session.userId));
-    // A deactivated account leaves its rooms and declines its invites, as Synapse does; a room that
-    // cannot be left now (its server away) does not stop the deactivation.
-    for (const roomId of await services.rooms.roomsOf(session.userId, ['join', 'invite', 'knock'])) {
-      await services.memberships.leave(session.userId, roomId, {}).catch(() => undefined);
-    }
+    // The account leaves its rooms first (Users' deactivation listeners, wired in the composition root).
     await services.users.deactivate(session.userId, { erase: body.erase === true });
     return c.json({ id_server_unbind_result: 'no-support' });
   });

@@ -3,7 +3,10 @@ import { z } from 'zod';
 import type { JsonObject } from '../../crypto/canonical-json.ts';
 import { isValidRoomAlias, isValidRoomId, isValidUserId, serverNameOf } from '../../events/identifiers.ts';
 import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions.ts';
+import { stateKey } from '../../events/event.ts';
 import { createRoom } from '../../rooms/create-room.ts';
+import { deleteRoomAlias, setRoomVisibility } from '../../rooms/directory-admin.ts';
+import { requireMayRedact } from '../../rooms/room-policy.ts';
 import { relationOf } from '../../rooms/relations.ts';
 import { upgradeRoom } from '../../rooms/upgrade.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
@@ -70,18 +73,6 @@ async function resolveRoom(c: Ctx, idOrAlias: string): Promise<{ roomId: string;
   return { roomId: idOrAlias, servers: via };
 }
 
-async function powerLevel(c: Ctx, roomId: string, userId: string): Promise<{ user: number; levels: Record<string, unknown> }> {
-  const rooms = c.get('services').rooms;
-  const levels = (await rooms.currentStateEvent(roomId, 'm.room.power_levels', ''))?.event.content;
-  if (!levels) {
-    const create = await rooms.currentStateEvent(roomId, 'm.room.create', '');
-    const creator = create?.event.content['creator'] ?? create?.event.sender;
-    return { user: creator === userId ? 100 : 0, levels: {} };
-  }
-  const users = (levels['users'] ?? {}) as Record<string, unknown>;
-  return { user: Number(users[userId] ?? levels['users_default'] ?? 0), levels };
-}
-
 async function requireJoined(c: Ctx, roomId: string, userId: string): Promise<void> {
   if ((await c.get('services').rooms.membership(roomId, userId)) !== 'join') throw forbidden(`${userId} is not in room ${roomId}`);
 }
@@ -99,12 +90,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const roomId = requireRoomId(c);
     const body = await parseBody(c, z.object({ new_version: z.string() }).loose());
     const services = c.get('services');
-    const profile = (await services.users.getProfile(session.userId)) ?? {};
-    const { replacementRoom } = await upgradeRoom(services.rooms, services.random, { roomId, userId: session.userId, newVersion: body.new_version, userProfile: profile });
-    // Each local member keeps their notification settings for the room (muted stays muted).
-    for (const member of await services.rooms.members(roomId)) {
-      if (services.users.isLocal(member)) await services.users.copyRoomPushRules(member, roomId, replacementRoom);
-    }
+    const { replacementRoom } = await upgradeRoom(services.rooms, services.users, services.random, { roomId, userId: session.userId, newVersion: body.new_version });
     return c.json({ replacement_room: replacementRoom });
   });
 
@@ -261,7 +247,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const roomId = requireRoomId(c);
     const state = await readableState(c, roomId, session.userId);
     const type = c.req.param('eventType')!;
-    const stored = state.get(`${type}\u0000${key}`);
+    const stored = state.get(stateKey(type, key));
     if (!stored) throw notFound(`No ${type} state with key ${JSON.stringify(key)}`);
     const event = await c.get('services').sync.formatter.format(stored, session);
     return c.json(c.req.query('format') === 'event' ? event : event.content);
@@ -285,10 +271,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const services = c.get('services');
     const target = await services.rooms.getEvent(eventId);
     if (target && target.event.room_id !== roomId) throw invalidParam(`event ${eventId} is not in room ${roomId}`);
-    if (target && target.event.sender !== session.userId) {
-      const { user, levels } = await powerLevel(c, roomId, session.userId);
-      if (user < Number(levels['redact'] ?? 50)) throw forbidden('You may not redact other users\' events');
-    }
+    if (target) await requireMayRedact(services.rooms, roomId, session.userId, target);
     const version = (await services.rooms.roomVersion(roomId)) ?? getRoomVersion(DEFAULT_ROOM_VERSION)!;
     const content: JsonObject = body.reason !== undefined ? { reason: body.reason } : {};
     if (version.redactsInContent) content['redacts'] = eventId;
@@ -362,11 +345,9 @@ export function roomRoutes(app: Hono<Env>): void {
     const services = c.get('services');
     const dir = c.req.query('dir') ?? 'b';
     if (dir !== 'b' && dir !== 'f') throw invalidParam('dir must be b or f');
-    const membershipValue = await services.rooms.membership(roomId, session.userId).catch(() => undefined);
-    if (membershipValue === undefined) {
-      const visibility = (await services.rooms.currentStateEvent(roomId, 'm.room.history_visibility', '').catch(() => undefined))?.event.content['history_visibility'];
-      if (visibility !== 'world_readable') throw forbidden(`${session.userId} is not in room ${roomId}`);
-    }
+    // Who was never in the room reads it only when it is world-readable; the others' events are filtered as they page.
+    const membershipValue = await services.rooms.membership(roomId, session.userId);
+    if (membershipValue === undefined && !(await services.sync.visibility.mayRead(roomId, session.userId))) throw forbidden(`${session.userId} is not in room ${roomId}`);
     const from = c.req.query('from');
     const to = c.req.query('to');
     const result = await services.sync.messages(roomId, session, {
@@ -413,27 +394,7 @@ export function roomRoutes(app: Hono<Env>): void {
 
   on(app, 'DELETE', '/directory/room/:alias', async (c) => {
     const session = await requireSession(c);
-    const alias = c.req.param('alias')!;
-    const services = c.get('services');
-    const roomId = await services.rooms.resolveAlias(alias);
-    if (!roomId) throw notFound(`Room alias ${alias} not found`);
-    const creator = await services.rooms.aliasCreator(alias);
-    if (creator !== session.userId) {
-      const { user, levels } = await powerLevel(c, roomId, session.userId);
-      const needed = Number(((levels['events'] ?? {}) as Record<string, unknown>)['m.room.canonical_alias'] ?? levels['state_default'] ?? 50);
-      if (user < needed) throw forbidden('You may not delete this alias');
-    }
-    await services.rooms.deleteAlias(alias);
-    // An alias that no longer resolves must not stay the room's canonical one (as Synapse does).
-    const canonical = (await services.rooms.currentStateEvent(roomId, 'm.room.canonical_alias', ''))?.event.content ?? {};
-    const alternatives = Array.isArray(canonical['alt_aliases']) ? canonical['alt_aliases'] : [];
-    if (canonical['alias'] === alias || alternatives.includes(alias)) {
-      const content: JsonObject = { ...(canonical as JsonObject), alt_aliases: alternatives.filter((a) => a !== alias) as JsonObject[] };
-      if (content['alias'] === alias) delete content['alias'];
-      if ((content['alt_aliases'] as unknown[]).length === 0) delete content['alt_aliases'];
-      // The deleter may lack the power to change it: the alias is gone either way, so the answer stays 200.
-      await send(c, roomId, [{ type: 'm.room.canonical_alias', state_key: '', sender: session.userId, content }]).catch(() => undefined);
-    }
+    await deleteRoomAlias(c.get('services').rooms, c.req.param('alias')!, session.userId);
     return c.json({});
   });
 
@@ -455,11 +416,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
     const body = await parseBody(c, z.object({ visibility: z.enum(['public', 'private']).optional() }).loose(), { allowEmpty: true });
-    const services = c.get('services');
-    if (!(await services.rooms.exists(roomId))) throw notFound('Unknown room');
-    const { user, levels } = await powerLevel(c, roomId, session.userId);
-    if (user < Number(levels['state_default'] ?? 50)) throw forbidden('You may not change the room directory');
-    await services.rooms.setPublished(roomId, (body.visibility ?? 'public') === 'public');
+    await setRoomVisibility(c.get('services').rooms, roomId, session.userId, body.visibility ?? 'public');
     return c.json({});
   });
 

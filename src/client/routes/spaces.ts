@@ -1,13 +1,10 @@
 import type { Hono } from 'hono';
-import { DEFAULT_HIERARCHY_LIMIT, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_LIMIT, SpaceHierarchy, type FederationHierarchy } from '../../spaces/hierarchy.ts';
+import { DEFAULT_HIERARCHY_LIMIT, MAX_HIERARCHY_DEPTH, MAX_HIERARCHY_LIMIT } from '../../spaces/hierarchy.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { invalidParam } from '../../http/matrix-error.ts';
 import { requireRoomId } from '../http.ts';
 import { integerQuery } from '../../http/query.ts';
 import { on, V1 } from './route.ts';
-
-/** How long one remote server has to describe a room it holds. */
-const REMOTE_TIMEOUT_MS = 5_000;
 
 /** An optional integer query parameter of at least `min`; M_INVALID_PARAM otherwise. */
 const intParam = (c: Ctx, name: string, min: number, fallback: number, max: number): number => integerQuery(name, c.req.query(name), { min, fallback, max });
@@ -22,14 +19,7 @@ export function spacesRoutes(app: Hono<Env>): void {
       const roomId = requireRoomId(c);
       const suggested = c.req.query('suggested_only');
       if (suggested !== undefined && suggested !== 'true' && suggested !== 'false') throw invalidParam('suggested_only must be true or false');
-      const services = c.get('services');
-      // Rooms held elsewhere are asked of the servers their m.space.child events name.
-      const remote = (server: string, childId: string, suggestedOnly: boolean) =>
-        services.federation.client.request<FederationHierarchy>(server, 'GET', `/_matrix/federation/v1/hierarchy/${encodeURIComponent(childId)}`, {
-          query: { suggested_only: String(suggestedOnly) },
-          signal: AbortSignal.timeout(REMOTE_TIMEOUT_MS),
-        });
-      const page = await new SpaceHierarchy(services.rooms, remote).page({
+      const page = await c.get('services').spaces.page({
         userId: session.userId,
         roomId,
         suggestedOnly: suggested === 'true',

@@ -1,0 +1,50 @@
+import { AuthError, powerLevelsOf, type RoomPowerLevels } from '../events/power-levels.ts';
+import { DEFAULT_ROOM_VERSION, getRoomVersion } from '../events/room-versions.ts';
+import { RoomError } from './errors.ts';
+import type { Rooms, StoredEvent } from './rooms.ts';
+
+/** What the power-level decisions read of the room engine. */
+export type PolicyRooms = Pick<Rooms, 'roomVersion' | 'currentStateEvent'>;
+
+/**
+ * The power levels in force in a room's current state, read as the room's version reads them
+ * (stringy and floaty levels in the old versions; the creator from the create event's sender
+ * from v11, from `content.creator` before).
+ */
+export async function currentPowerLevels(rooms: PolicyRooms, roomId: string): Promise<RoomPowerLevels> {
+  const version = (await rooms.roomVersion(roomId)) ?? getRoomVersion(DEFAULT_ROOM_VERSION)!;
+  const powerLevels = await rooms.currentStateEvent(roomId, 'm.room.power_levels', '');
+  const create = await rooms.currentStateEvent(roomId, 'm.room.create', '');
+  return powerLevelsOf(version, (type) => (type === 'm.room.power_levels' ? powerLevels : create)?.event);
+}
+
+/**
+ * Whether a user's level reaches the one `needed` reads; a level the room's power levels hold
+ * malformed counts as not reached (the auth rules would refuse the write it guards anyway).
+ */
+async function reaches(rooms: PolicyRooms, roomId: string, userId: string, needed: (levels: RoomPowerLevels) => number): Promise<boolean> {
+  const levels = await currentPowerLevels(rooms, roomId);
+  try {
+    return levels.user(userId) >= needed(levels);
+  } catch (error) {
+    if (error instanceof AuthError) return false;
+    throw error;
+  }
+}
+
+/** Anyone may redact their own events; another user's only with the room's `redact` level. */
+export async function requireMayRedact(rooms: PolicyRooms, roomId: string, userId: string, target: StoredEvent): Promise<void> {
+  if (target.event.sender === userId) return;
+  if (!(await reaches(rooms, roomId, userId, (levels) => levels.named('redact')))) throw new RoomError('forbidden', 'You may not redact other users\' events');
+}
+
+/** Deleting an alias someone else made needs the level to send `m.room.canonical_alias`. */
+export async function requireMayDeleteAlias(rooms: PolicyRooms & Pick<Rooms, 'aliasCreator'>, alias: string, roomId: string, userId: string): Promise<void> {
+  if ((await rooms.aliasCreator(alias)) === userId) return;
+  if (!(await reaches(rooms, roomId, userId, (levels) => levels.required('m.room.canonical_alias', true)))) throw new RoomError('forbidden', 'You may not delete this alias');
+}
+
+/** Listing a room in (or taking it off) the public directory needs the room's `state_default` level. */
+export async function requireMayPublish(rooms: PolicyRooms, roomId: string, userId: string): Promise<void> {
+  if (!(await reaches(rooms, roomId, userId, (levels) => levels.stateDefault()))) throw new RoomError('forbidden', 'You may not change the room directory');
+}

@@ -39,8 +39,8 @@ export const surfaces = [
   {
     from: 'src/client',
     to: 'src/federation',
-    only: ['federation.ts', 'client.ts', 'transport.ts', 'memberships.ts'],
-    why: "the client API uses federation's outbound side (joins, leaves, invites and backfill across servers, queries of other servers, the transport contract), never its routes, app or request context",
+    only: ['federation.ts', 'client.ts', 'transport.ts', 'memberships.ts', 'api-error.ts'],
+    why: "the client API uses federation's outbound side (joins, leaves, invites and backfill across servers, queries of other servers, the transport contract, and what a failed request to another server answers), never its routes, app or request context",
   },
   {
     from: 'src/p2p',

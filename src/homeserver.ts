@@ -27,7 +27,7 @@ import { Rooms } from './rooms/rooms.ts';
 import { searchSchema } from './search/schema.ts';
 import { SearchIndex } from './search/search-index.ts';
 import { Search } from './search/search.ts';
-import { spacesFederationRoutes } from './spaces/federation.ts';
+import { hierarchyRoutes } from './federation/routes/hierarchy.ts';
 import { SpaceHierarchy } from './spaces/hierarchy.ts';
 import { remoteHierarchy } from './spaces/remote.ts';
 import type { ComponentSchema, Database } from './storage/database.ts';
@@ -173,7 +173,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     log,
     routes: (app) => {
       mailboxRoutes(app, () => mailbox, options.mailbox !== undefined);
-      spacesFederationRoutes(app, spaces);
+      hierarchyRoutes(app, spaces);
     },
   });
   const mailbox = new Mailbox({

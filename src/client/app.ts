@@ -16,7 +16,6 @@ import { spacesRoutes } from './routes/spaces.ts';
 import { syncRoutes } from './routes/sync.ts';
 import { relationsRoutes } from './routes/relations.ts';
 import type { ClientServices } from './services.ts';
-import { CodedError } from '../util/coded-error.ts';
 
 /** The client-server API as one Request → Response function (Hono routes it). */
 export function createClientApp(services: ClientServices, log: (message: string, error: unknown) => void = () => {}): Hono<Env> {

@@ -4,9 +4,31 @@ import type { Keys } from '../keys/keys.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
-import type { Federation } from './federation.ts';
+import type { RoomEvent } from '../events/event.ts';
+import type { PDU } from '../events/pdu.ts';
+import type { RoomVersion } from '../events/room-versions.ts';
+import type { RoomGraph } from '../rooms/dag.ts';
+import type { MediaContent } from '../media/media.ts';
+import type { Edu } from './queue.ts';
 import type { KeyRing } from './keyring.ts';
-import type { FederationMediaSource } from './routes/media.ts';
+
+/**
+ * What the inbound routes need of the Federation component: a view, not the class,
+ * so that the component can build its app without a cycle back through the routes.
+ */
+export interface InboundFederation {
+  readonly graph: RoomGraph;
+  receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<{ pdus: Record<string, { error?: string }> }>;
+  receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU>;
+  /** Passes an event this server accepted (a join, leave or knock sent to it) on to the rest of the room. */
+  forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
+}
+
+/** What the federation media routes need of the media repository (src/media: Media). */
+export interface FederationMediaSource {
+  serveToServer(mediaId: string, timeoutMs?: number): Promise<MediaContent>;
+  serveThumbnailToServer(mediaId: string, request: { width: number; height: number; method: 'crop' | 'scale'; timeoutMs?: number }): Promise<MediaContent>;
+}
 
 /** What the inbound server-server routes call into. */
 export interface FederationServices {
@@ -17,7 +39,7 @@ export interface FederationServices {
   users: Users;
   keys: Keys;
   sync: Sync;
-  federation: Federation;
+  federation: InboundFederation;
   /** The media repository, for /media/download and /media/thumbnail. */
   media?: FederationMediaSource;
   now: () => number;

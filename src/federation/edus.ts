@@ -5,8 +5,25 @@ import type { DirectToDeviceContent } from '../keys/to-device.ts';
 import type { PresenceStatus } from '../sync/ephemeral.ts';
 import type { ReceiptRow } from '../sync/receipts.ts';
 import { serverAllowedInRoom } from './acl.ts';
-import type { FederationServicesForEdus } from './federation.ts';
-import type { Edu } from './queue.ts';
+import type { Keys } from '../keys/keys.ts';
+import type { Rooms } from '../rooms/rooms.ts';
+import type { Sync } from '../sync/sync.ts';
+import type { Users } from '../users/users.ts';
+import type { FederationClient } from './client.ts';
+import type { Edu, OutgoingQueues } from './queue.ts';
+
+/** What the EDU handlers need; the Federation passes its own. */
+export interface EduServices {
+  serverName: string;
+  rooms: Rooms;
+  users: Users;
+  keys: Keys;
+  sync: Sync;
+  queues: OutgoingQueues;
+  client: FederationClient;
+  now: () => number;
+  log: (message: string, error?: unknown) => void;
+}
 
 const deviceListUpdateSchema = z
   .object({
@@ -58,7 +75,7 @@ const toDeviceSchema = z.object({
  * transaction ID: a lost one breaks encryption.
  */
 export class Edus {
-  constructor(private readonly services: FederationServicesForEdus) {
+  constructor(private readonly services: EduServices) {
     const { sync, keys, queues, log } = services;
     const report = (what: string) => (error: unknown) => log(`federation: sending ${what} failed`, error);
     sync.typing.onLocalChange((roomId, userId, typing) => {

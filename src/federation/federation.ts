@@ -18,12 +18,11 @@ import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
-import type { FederationEnv } from './context.ts';
+import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
-import type { FederationMediaSource } from './routes/media.ts';
 import type { FederationTransport } from './transport.ts';
 
 export interface FederationOptions {
@@ -45,12 +44,6 @@ export interface FederationOptions {
   /** The media repository, served to other servers (routes/media.ts). */
   media?: FederationMediaSource;
 }
-
-/** What the EDU handlers need; the Federation passes itself. */
-export type FederationServicesForEdus = Pick<FederationOptions, 'serverName' | 'rooms' | 'users' | 'keys' | 'sync' | 'now' | 'log'> & {
-  queues: OutgoingQueues;
-  client: FederationClient;
-};
 
 /** Failure of a federated membership change, with what the remote server said. */
 export class FederationJoinError extends CodedError {

@@ -3,14 +3,8 @@ import { unrecognized } from '../../http/matrix-error.ts';
 import { webRandomBytes } from '../../crypto/random.ts';
 import { contentDisposition, parseThumbnailQuery, parseTimeout } from '../../media/http.ts';
 import type { MediaContent } from '../../media/media.ts';
-import type { FederationCtx, FederationEnv } from '../context.ts';
+import type { FederationCtx, FederationEnv, FederationMediaSource } from '../context.ts';
 import { encodeMediaMultipart } from '../../media/multipart.ts';
-
-/** What these routes need of the media repository (src/media: Media). */
-export interface FederationMediaSource {
-  serveToServer(mediaId: string, timeoutMs?: number): Promise<MediaContent>;
-  serveThumbnailToServer(mediaId: string, request: { width: number; height: number; method: 'crop' | 'scale'; timeoutMs?: number }): Promise<MediaContent>;
-}
 
 function source(c: FederationCtx): FederationMediaSource {
   const media = c.get('services').media;

@@ -1,14 +1,14 @@
 import type { Hono } from 'hono';
-import { invalidParam, notFound } from '../http/matrix-error.ts';
-import { isValidRoomId } from '../events/identifiers.ts';
-import type { FederationEnv } from '../federation/context.ts';
-import type { SpaceHierarchy } from './hierarchy.ts';
+import { invalidParam, notFound } from '../../http/matrix-error.ts';
+import { isValidRoomId } from '../../events/identifiers.ts';
+import type { SpaceHierarchy } from '../../spaces/hierarchy.ts';
+import type { FederationEnv } from '../context.ts';
 
 /**
  * GET /_matrix/federation/v1/hierarchy/{roomId} (server-server §Spaces): a room this server holds
  * and its direct children, as the asking server may see them; 404 when it may not see the room.
  */
-export function spacesFederationRoutes(app: Hono<FederationEnv>, hierarchy: SpaceHierarchy): void {
+export function hierarchyRoutes(app: Hono<FederationEnv>, hierarchy: SpaceHierarchy): void {
   app.get('/_matrix/federation/v1/hierarchy/:roomId', async (c) => {
     const roomId = c.req.param('roomId');
     if (!isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);

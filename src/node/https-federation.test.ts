@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:https';
-import type { LookupFunction, AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,16 +8,11 @@ import { fileURLToPath } from 'node:url';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestCa, type TestCa } from '../../test/support/test-ca.ts';
-import { startDnsServer, type TestDnsServer } from '../../test/support/dns-server.ts';
+import { loopbackLookup, startDnsServer, type TestDnsServer } from '../../test/support/dns-server.ts';
 import { FederationUnreachable } from '../federation/transport.ts';
 import { BodyTooLargeError } from '../http/bounded-body.ts';
 import { createHttpsFederationTransport, type HttpsFederationTransport, type HttpsFederationOptions } from './https-federation.ts';
 
-/** Every name a test uses is on this machine. */
-const loopback: LookupFunction = (_host, options, callback) => {
-  if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
-  else callback(null, '127.0.0.1', 4);
-};
 
 interface Seen {
   method: string;
@@ -53,7 +48,7 @@ async function serve(certificate: { key: string; cert: string }, answer: (seen: 
 }
 
 function transport(options: HttpsFederationOptions = {}): HttpsFederationTransport {
-  const t = createHttpsFederationTransport({ extraCa: [ca.cert], lookup: loopback, ...options });
+  const t = createHttpsFederationTransport({ extraCa: [ca.cert], lookup: loopbackLookup, ...options });
   transports.push(t);
   return t;
 }

@@ -1,4 +1,4 @@
-import type { LookupFunction } from 'node:net';
+import { loopbackLookup } from '../../test/support/dns-server.ts';
 import initSqlJs from 'sql.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestCa, type TestCa } from '../../test/support/test-ca.ts';
@@ -16,10 +16,6 @@ import { routeByApi, startHttpsServer } from './https-server.ts';
 
 // Key servers and notaries over real HTTPS on loopback, with a CA of the test's own.
 
-const loopback: LookupFunction = (_host, options, callback) => {
-  if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
-  else callback(null, '127.0.0.1', 4);
-};
 
 let ca: TestCa;
 let certificate: { key: string; cert: string };
@@ -58,7 +54,7 @@ async function host(trustedNotaries: string[] = []): Promise<Host> {
   const server = await startHttpsServer(routeByApi({ client: async () => Response.json({ api: 'client' }), federation }), { ...certificate });
   running.push(server);
   const name = `localhost:${server.port}`;
-  const transport = createHttpsFederationTransport({ extraCa: [ca.cert], lookup: loopback });
+  const transport = createHttpsFederationTransport({ extraCa: [ca.cert], lookup: loopbackLookup });
   running.push(transport);
   const signing = await ServerSigningKeys.open({ storage: memorySigningKeyStorage(), ed25519: tweetnaclBackend, random: webRandomBytes, now: Date.now });
   keys = new ServerKeys({
@@ -103,7 +99,7 @@ describe('server keys over HTTPS', () => {
 
 /** One request from `from`'s HTTPS transport (to itself unless `to` is given). */
 async function fetchVia(from: Host, path: string, to = from.name, headers: Record<string, string> = {}): Promise<Response> {
-  const transport = createHttpsFederationTransport({ extraCa: [ca.cert], lookup: loopback });
+  const transport = createHttpsFederationTransport({ extraCa: [ca.cert], lookup: loopbackLookup });
   try {
     const response = await transport.send(to, new Request(`http://${to}${path}`, { headers }));
     return new Response(await response.arrayBuffer(), response);

@@ -4,7 +4,7 @@
  * Written out (RFC 1035 §4, RFC 2782) rather than taken from a package: it is forty lines.
  */
 import { createSocket } from 'node:dgram';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, LookupFunction } from 'node:net';
 
 export interface SrvAnswer {
   target: string;
@@ -76,3 +76,9 @@ export async function startDnsServer(srv: Record<string, SrvAnswer[]> = {}): Pro
     close: () => new Promise((resolve) => socket.close(() => resolve())),
   };
 }
+
+/** A `lookup` for net/https that puts every name on this machine (127.0.0.1), as a test's names are. */
+export const loopbackLookup: LookupFunction = (_host, options, callback) => {
+  if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
+  else callback(null, '127.0.0.1', 4);
+};

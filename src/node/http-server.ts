@@ -47,7 +47,8 @@ export async function startHttpServer(fetch: (request: Request) => Promise<Respo
   };
 }
 
-async function handle(fetch: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse, hostname: string, maxBytes: number): Promise<void> {
+/** One request of a node:http(s) server through a Request → Response function, its body bounded. */
+export async function handle(fetch: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse, hostname: string, maxBytes: number): Promise<void> {
   try {
     const body = await readBody(req, maxBytes);
     if (body === 'too_large') {

@@ -98,6 +98,26 @@ export async function federatedServers(count: number, options: Partial<Omit<Home
   return { servers, network, close: async () => void (await Promise.all(servers.map((s) => s.homeserver.close()))) };
 }
 
+/** Three servers, each with one user: alice on A, bob on B, carol on C. */
+export interface ThreeServers {
+  a: FederatedServer;
+  b: FederatedServer;
+  c: FederatedServer;
+  alice: Account;
+  bob: Account;
+  carol: Account;
+  network: InProcessNetwork;
+  close(): Promise<void>;
+}
+
+/** The set-up of tests about who hears what: three servers, a user on each (no room yet). */
+export async function threeServers(options: Parameters<typeof federatedServers>[1] = {}): Promise<ThreeServers> {
+  const { servers, network, close } = await federatedServers(3, options);
+  const [a, b, c] = servers as [FederatedServer, FederatedServer, FederatedServer];
+  const [alice, bob, carol] = await Promise.all([a.register('alice'), b.register('bob'), c.register('carol')]);
+  return { a, b, c, alice, bob, carol, network, close };
+}
+
 const enc = encodeURIComponent;
 
 /** A room `owner` creates, which each guest (a user of another server) is invited to and joins. */

@@ -5,7 +5,8 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { api, register, type Account } from '../integration/harness.ts';
-import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page.ts';
+import { httpSyncer, longPollUntil, timelineHas, type SyncBody, type Syncer } from '../support/sync-until.ts';
+import { openHearth, pageFetch, pageServerName, pageSyncer, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, first slice: the leader tab's page runs a libp2p node (the core's seed, WebSockets),
 // bootstraps from /hearth-config.json, and the browser homeserver federates with a Node peer.
@@ -35,7 +36,7 @@ beforeAll(async () => {
   site = await startSite(inject('hearthDist'), { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   context = await site.browser.newContext();
   page = await openHearth(context, site.server.url + '/');
-  browserServerName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+  browserServerName = await pageServerName(page);
 });
 
 afterAll(async () => {
@@ -46,33 +47,11 @@ afterAll(async () => {
   for (const folder of [dir, carolDir]) if (folder) await rm(folder, { recursive: true, force: true });
 });
 
-type SyncBody = { next_batch: string; rooms?: any };
-type Syncer = (since: string | undefined) => Promise<SyncBody>;
-
-/** Long-polls /sync until `done` holds; each poll returns as soon as something happens. */
-async function syncUntil(sync: Syncer, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const body = await sync(since);
-    if (done(body)) return body;
-    if (Date.now() > deadline) throw new Error(`sync never got there; last: ${JSON.stringify(body).slice(0, 500)}`);
-    since = body.next_batch;
-  }
-}
-
-const syncQuery = (since: string | undefined) => `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${encodeURIComponent(since)}` : ''}`;
-const nodeSync = (account: Account): Syncer => async (since) => {
-  const { status, body } = await api(peer, 'GET', syncQuery(since), { token: account.accessToken });
-  if (status !== 200) throw new Error(`node /sync: ${status} ${JSON.stringify(body)}`);
-  return body;
-};
-const pageSync = (token: string, on: () => Page = () => page): Syncer => async (since) => {
-  const { status, body } = await pageFetch(on(), 'GET', syncQuery(since), { token });
-  if (status !== 200) throw new Error(`page /sync: ${status} ${JSON.stringify(body)}`);
-  return body;
-};
-const timelineHas = (roomId: string, text: string) => (body: SyncBody) =>
-  (body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((event: any) => event.content?.body === text);
+/** Long-polls /sync until `done` holds, for up to 30 s. */
+const syncUntil = (sync: Syncer, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> =>
+  longPollUntil(sync, done, { since, timeoutMs: 30_000 });
+const nodeSync = (account: Account): Syncer => httpSyncer(peer, account.accessToken);
+const pageSync = (token: string, on: () => Page = () => page): Syncer => pageSyncer(on, token);
 
 describe('the browser homeserver federates with a Node peer over WebSockets', () => {
   it('the leader tab runs a libp2p node with the server’s identity and connects to the bootstrap peer from /hearth-config.json', async () => {
@@ -187,7 +166,7 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
       // The page's node has C's address only from C's record flooded on the discovery topic.
       const invited = await pageFetch(page, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, { token: alice.token, body: { user_id: carol.userId } });
       expect(invited.status, JSON.stringify(invited.body)).toBe(200);
-      const carolSync: Syncer = async (since) => (await api(c, 'GET', syncQuery(since), { token: carol.accessToken })).body;
+      const carolSync = httpSyncer(c, carol.accessToken);
       await syncUntil(carolSync, (s) => !!s.rooms?.invite?.[roomId]);
       const pagePeers = await page.evaluate(() => (globalThis as any).hearthP2P.node.peers().map((p: any) => p.server_name));
       expect(pagePeers.sort()).toEqual([peer.homeserver.serverName, c.homeserver.serverName].sort());

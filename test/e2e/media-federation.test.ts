@@ -6,7 +6,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { api, register } from '../integration/harness.ts';
-import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page.ts';
+import { openHearth, pageFetch, pageServerName, startSite, type HearthSite } from './hearth-page.ts';
 
 // Media across a browser peer and a Node peer (issue 14): each side's upload is fetched by
 // the other on first use over /_matrix/federation/v1/media/*, through the page's libp2p node
@@ -25,7 +25,7 @@ beforeAll(async () => {
   site = await startSite(inject('hearthDist'), { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   context = await site.browser.newContext();
   page = await openHearth(context, site.server.url + '/');
-  browserServerName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+  browserServerName = await pageServerName(page);
 });
 
 afterAll(async () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { openHearth, startSite, type HearthSite } from './hearth-page.ts';
+import { openHearth, pageServerName, peersOf, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12: the page works with several relays. Two Node relays are the origin's bootstrap
 // peers; the first is down before either page opens. The pages still find each other through
@@ -34,7 +34,7 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     contexts.push(await site.browser.newContext());
     pages.push(await openHearth(contexts[i]!, site.server.url + '/'));
-    names.push(await pages[i]!.evaluate(() => (globalThis as any).hearthHost.state.serverName as string));
+    names.push(await pageServerName(pages[i]!));
   }
 });
 
@@ -46,8 +46,6 @@ afterAll(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
-type Peer = { server_name: string; multiaddrs: string[]; via: string };
-const peersOf = (page: Page): Promise<Peer[]> => page.evaluate(() => (globalThis as any).hearthP2P.node.peers());
 
 describe('two relays, one of them down', () => {
   it('the pages meet through the relay that is up and link directly', async () => {

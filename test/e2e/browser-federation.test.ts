@@ -1,10 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { api, register, type Account } from '../integration/harness.ts';
+import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
 import { httpSyncer, longPollUntil, timelineHas, type SyncBody, type Syncer } from '../support/sync-until.ts';
 import { openHearth, pageFetch, pageServerName, pageSyncer, startSite, type HearthSite } from './hearth-page.ts';
 
@@ -12,15 +9,13 @@ import { openHearth, pageFetch, pageServerName, pageSyncer, startSite, type Hear
 // bootstraps from /hearth-config.json, and the browser homeserver federates with a Node peer.
 // The Node peer runs in this process, listening on WebSockets on 127.0.0.1 (an OS-chosen port).
 
-let dir: string;
-let peer: NodeHost;
+let peer: NodePeer;
 let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
 let browserServerName: string;
 // Set by the invite test for the hand-over test.
-let peerC: NodeHost | undefined;
-let carolDir: string | undefined;
+let peerC: NodePeer | undefined;
 let carolInvite: { carol: Account; roomId: string } | undefined;
 let peerStopped = false;
 const stopPeer = async () => {
@@ -31,8 +26,7 @@ const stopPeer = async () => {
 let shared: { roomId: string; alice: { userId: string; token: string }; bob: Account; bobSince: string; aliceSince: string } | undefined;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-'));
-  peer = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  peer = await startNodePeer();
   site = await startSite(inject('hearthDist'), { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   context = await site.browser.newContext();
   page = await openHearth(context, site.server.url + '/');
@@ -44,7 +38,6 @@ afterAll(async () => {
   await site?.close();
   if (peer) await stopPeer();
   await peerC?.close();
-  for (const folder of [dir, carolDir]) if (folder) await rm(folder, { recursive: true, force: true });
 });
 
 /** Long-polls /sync until `done` holds, for up to 30 s. */
@@ -154,8 +147,7 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
 
   it('reaches a Node peer it was never given, knowing only its server name: discovery through the bootstrap peer', async () => {
     const { alice } = shared!;
-    carolDir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-c-'));
-    const c = await startNodeHost({ dataDir: carolDir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], bootstrap: peer.p2p.multiaddrs(), rateLimits: false });
+    const c = await startNodePeer({ bootstrap: peer.p2p.multiaddrs() });
     peerC = c;
     {
       const carol = await register(c, 'carol');

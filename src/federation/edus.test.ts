@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { federatedServers, sharedRoom, syncUntil, until, type Account, type FederatedServer } from '../../test/support/federated-homeservers.ts';
+import { sharedRoom, syncUntil, threeServers, until, type Account, type FederatedServer, type ThreeServers } from '../../test/support/federated-homeservers.ts';
 import { validateFederationRequest, validateFederationResponse } from '../../test/support/spec-schema.ts';
 import type { Edu } from './queue.ts';
 
@@ -8,7 +8,7 @@ import type { Edu } from './queue.ts';
 // (B shares the room, C does not), B applies it, and B's client sees it in /sync.
 
 const enc = encodeURIComponent;
-let servers: Awaited<ReturnType<typeof federatedServers>>;
+let servers: ThreeServers;
 let a: FederatedServer;
 let b: FederatedServer;
 let c: FederatedServer;
@@ -19,11 +19,8 @@ let roomId: string;
 let txn = 0;
 
 beforeAll(async () => {
-  servers = await federatedServers(3);
-  [a, b, c] = servers.servers as [FederatedServer, FederatedServer, FederatedServer];
-  alice = await a.register('alice');
-  bob = await b.register('bob');
-  carol = await c.register('carol');
+  servers = await threeServers();
+  ({ a, b, c, alice, bob, carol } = servers);
   roomId = await sharedRoom(a, alice, [[b, bob]]);
 });
 afterAll(() => servers.close());

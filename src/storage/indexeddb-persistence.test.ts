@@ -17,6 +17,12 @@ async function chunkKeys(factory: IDBFactory, name: string): Promise<IDBValidKey
 /** Just enough of the Web Locks API: exclusive locks with ifAvailable, held until the callback's promise settles. */
 class FakeLockManager {
   readonly held = new Set<string>();
+  private onRelease: Array<() => void> = [];
+  /** Resolves when a held lock is next let go. */
+  released(): Promise<void> {
+    return new Promise((resolve) => this.onRelease.push(resolve));
+  }
+
   async request(name: string, options: { ifAvailable?: boolean }, callback: (lock: { name: string } | null) => unknown): Promise<unknown> {
     if (this.held.has(name)) {
       if (!options.ifAvailable) throw new Error('waiting is not faked');
@@ -27,6 +33,7 @@ class FakeLockManager {
       return await callback({ name });
     } finally {
       this.held.delete(name);
+      for (const resolve of this.onRelease.splice(0)) resolve();
     }
   }
 }
@@ -35,14 +42,22 @@ describe('IndexedDB persistence', () => {
   it('deletes the chunks an interrupted snapshot left, and keeps the current snapshot', async () => {
     const factory = new IDBFactory();
     let halt = false;
-    const hooks: PersistenceHooks = { at: (step) => (halt && step === 'snapshot:partial' ? new Promise(() => undefined) : undefined) };
+    let halted!: () => void;
+    const stopped = new Promise<void>((resolve) => (halted = resolve));
+    const hooks: PersistenceHooks = {
+      at(step) {
+        if (!halt || step !== 'snapshot:partial') return;
+        halted();
+        return new Promise(() => undefined);
+      },
+    };
     const options = { name: 'orphans', indexedDB: factory, locks: null, chunkBytes: 4, chunksPerTransaction: 1, hooks };
     const first = await openIndexedDbPersistence(options);
     await first.load();
     await first.writeSnapshot({ coversSeq: 1, image: new Uint8Array(10).fill(1), checksum: 11 });
     halt = true;
     void first.writeSnapshot({ coversSeq: 2, image: new Uint8Array(10).fill(2), checksum: 22 });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await stopped; // the first chunk is written; the process "dies" there
     await first.close();
     expect(await chunkKeys(factory, 'orphans')).toEqual([[1, 0], [1, 1], [1, 2], [2, 0]]);
 
@@ -86,8 +101,9 @@ describe('IndexedDB persistence', () => {
     expect(locks.held).toEqual(new Set(['hearth-storage:locked']));
     // A different realm (another tab) has its own IDBFactory but shares the origin's locks.
     await expect(openIndexedDbPersistence({ ...options, indexedDB: new IDBFactory() })).rejects.toMatchObject({ code: 'locked' });
+    const released = locks.released();
     await first.close();
-    await new Promise((resolve) => setTimeout(resolve, 0));
+    await released;
     expect(locks.held.size).toBe(0);
     const second = await openIndexedDbPersistence(options);
     await second.close();

@@ -1,20 +1,15 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
 import { openHearth, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, the settings of the peers panel: bootstrap peers the person adds beyond the
 // origin's /hearth-config.json list (here: none), kept in localStorage, dialled at once
 // and by every later leader tab; a bad address is refused in words; they can be removed.
 
-let dir: string;
-let dir2: string;
-let peer: NodeHost;
+let peer: NodePeer;
 /** Added from a follower tab: the leader hears of it and dials it. */
-let peer2: NodeHost;
+let peer2: NodePeer;
 let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
@@ -26,10 +21,8 @@ async function nodeRunning(page: Page): Promise<void> {
 }
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-bootstrap-'));
-  dir2 = await mkdtemp(join(tmpdir(), 'hearth-e2e-bootstrap-2-'));
-  peer = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
-  peer2 = await startNodeHost({ dataDir: dir2, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  peer = await startNodePeer();
+  peer2 = await startNodePeer();
   // No bootstrap list: the only way to the peer is the panel. Loopback ws needs private addresses allowed.
   site = await startSite(inject('hearthDist'), { config: { bootstrap: [], iceServers: [], allowPrivateAddresses: true } });
   context = await site.browser.newContext();
@@ -43,7 +36,6 @@ afterAll(async () => {
   await site?.close();
   await peer?.close();
   await peer2?.close();
-  for (const d of [dir, dir2]) if (d) await rm(d, { recursive: true, force: true });
 });
 
 describe('bootstrap peers added in the panel', () => {

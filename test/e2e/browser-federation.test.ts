@@ -1,25 +1,21 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { api, register, type Account } from '../integration/harness.ts';
-import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page.ts';
+import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
+import { httpSyncer, longPollUntil, timelineHas, type SyncBody, type Syncer } from '../support/sync-until.ts';
+import { openHearth, pageFetch, pageServerName, pageSyncer, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, first slice: the leader tab's page runs a libp2p node (the core's seed, WebSockets),
 // bootstraps from /hearth-config.json, and the browser homeserver federates with a Node peer.
 // The Node peer runs in this process, listening on WebSockets on 127.0.0.1 (an OS-chosen port).
 
-let dir: string;
-let peer: NodeHost;
+let peer: NodePeer;
 let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
 let browserServerName: string;
 // Set by the invite test for the hand-over test.
-let peerC: NodeHost | undefined;
-let carolDir: string | undefined;
+let peerC: NodePeer | undefined;
 let carolInvite: { carol: Account; roomId: string } | undefined;
 let peerStopped = false;
 const stopPeer = async () => {
@@ -30,12 +26,11 @@ const stopPeer = async () => {
 let shared: { roomId: string; alice: { userId: string; token: string }; bob: Account; bobSince: string; aliceSince: string } | undefined;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-'));
-  peer = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  peer = await startNodePeer();
   site = await startSite(inject('hearthDist'), { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   context = await site.browser.newContext();
   page = await openHearth(context, site.server.url + '/');
-  browserServerName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+  browserServerName = await pageServerName(page);
 });
 
 afterAll(async () => {
@@ -43,36 +38,13 @@ afterAll(async () => {
   await site?.close();
   if (peer) await stopPeer();
   await peerC?.close();
-  for (const folder of [dir, carolDir]) if (folder) await rm(folder, { recursive: true, force: true });
 });
 
-type SyncBody = { next_batch: string; rooms?: any };
-type Syncer = (since: string | undefined) => Promise<SyncBody>;
-
-/** Long-polls /sync until `done` holds; each poll returns as soon as something happens. */
-async function syncUntil(sync: Syncer, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const body = await sync(since);
-    if (done(body)) return body;
-    if (Date.now() > deadline) throw new Error(`sync never got there; last: ${JSON.stringify(body).slice(0, 500)}`);
-    since = body.next_batch;
-  }
-}
-
-const syncQuery = (since: string | undefined) => `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${encodeURIComponent(since)}` : ''}`;
-const nodeSync = (account: Account): Syncer => async (since) => {
-  const { status, body } = await api(peer, 'GET', syncQuery(since), { token: account.accessToken });
-  if (status !== 200) throw new Error(`node /sync: ${status} ${JSON.stringify(body)}`);
-  return body;
-};
-const pageSync = (token: string, on: () => Page = () => page): Syncer => async (since) => {
-  const { status, body } = await pageFetch(on(), 'GET', syncQuery(since), { token });
-  if (status !== 200) throw new Error(`page /sync: ${status} ${JSON.stringify(body)}`);
-  return body;
-};
-const timelineHas = (roomId: string, text: string) => (body: SyncBody) =>
-  (body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((event: any) => event.content?.body === text);
+/** Long-polls /sync until `done` holds, for up to 30 s. */
+const syncUntil = (sync: Syncer, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> =>
+  longPollUntil(sync, done, { since, timeoutMs: 30_000 });
+const nodeSync = (account: Account): Syncer => httpSyncer(peer, account.accessToken);
+const pageSync = (token: string, on: () => Page = () => page): Syncer => pageSyncer(on, token);
 
 describe('the browser homeserver federates with a Node peer over WebSockets', () => {
   it('the leader tab runs a libp2p node with the server’s identity and connects to the bootstrap peer from /hearth-config.json', async () => {
@@ -175,8 +147,7 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
 
   it('reaches a Node peer it was never given, knowing only its server name: discovery through the bootstrap peer', async () => {
     const { alice } = shared!;
-    carolDir = await mkdtemp(join(tmpdir(), 'hearth-e2e-peer-c-'));
-    const c = await startNodeHost({ dataDir: carolDir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], bootstrap: peer.p2p.multiaddrs(), rateLimits: false });
+    const c = await startNodePeer({ bootstrap: peer.p2p.multiaddrs() });
     peerC = c;
     {
       const carol = await register(c, 'carol');
@@ -187,7 +158,7 @@ describe('the browser homeserver federates with a Node peer over WebSockets', ()
       // The page's node has C's address only from C's record flooded on the discovery topic.
       const invited = await pageFetch(page, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, { token: alice.token, body: { user_id: carol.userId } });
       expect(invited.status, JSON.stringify(invited.body)).toBe(200);
-      const carolSync: Syncer = async (since) => (await api(c, 'GET', syncQuery(since), { token: carol.accessToken })).body;
+      const carolSync = httpSyncer(c, carol.accessToken);
       await syncUntil(carolSync, (s) => !!s.rooms?.invite?.[roomId]);
       const pagePeers = await page.evaluate(() => (globalThis as any).hearthP2P.node.peers().map((p: any) => p.server_name));
       expect(pagePeers.sort()).toEqual([peer.homeserver.serverName, c.homeserver.serverName].sort());

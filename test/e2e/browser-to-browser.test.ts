@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page.ts';
+import { longPollUntil, timelineHas, type SyncBody } from '../support/sync-until.ts';
+import { openHearth, pageFetch, pageServerName, pageSyncer, peersOf, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, WebRTC slice: two browser contexts (separate storage, so two homeservers) meet through a
 // Node relay (in this process, WebSockets on 127.0.0.1, limits lifted), open a direct WebRTC link,
@@ -32,11 +33,10 @@ beforeAll(async () => {
   relayPort = Number(/\/tcp\/(\d+)\/ws/.exec(relay.p2p.multiaddrs()[0]!)![1]);
   site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
-  const serverName = (page: Page) => page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
   pageA = await openHearth(contexts[0]!, site.server.url + '/');
   pageB = await openHearth(contexts[1]!, site.server.url + '/');
-  nameA = await serverName(pageA);
-  nameB = await serverName(pageB);
+  nameA = await pageServerName(pageA);
+  nameB = await pageServerName(pageB);
 });
 
 afterAll(async () => {
@@ -46,21 +46,9 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-type SyncBody = { next_batch: string; rooms?: any };
-
-/** Long-polls the page's /sync until `done` holds; each poll returns as soon as something happens. */
-async function syncUntil(page: Page, token: string, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> {
-  for (;;) {
-    const { status, body } = await pageFetch(page, 'GET', `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${encodeURIComponent(since)}` : ''}`, { token });
-    if (status !== 200) throw new Error(`/sync: ${status} ${JSON.stringify(body)}`);
-    if (done(body)) return body;
-    since = body.next_batch;
-  }
-}
-const timelineHas = (roomId: string, text: string) => (body: SyncBody) => (body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((event: any) => event.content?.body === text);
-
-type Peer = { server_name: string; multiaddrs: string[]; via: string };
-const peersOf = (page: Page): Promise<Peer[]> => page.evaluate(() => (globalThis as any).hearthP2P.node.peers());
+/** Long-polls the page's /sync until `done` holds. */
+const syncUntil = (page: Page, token: string, done: (body: SyncBody) => boolean, since?: string): Promise<SyncBody> =>
+  longPollUntil(pageSyncer(page, token), done, { since });
 const linkTo = async (page: Page, serverName: string) => (await peersOf(page)).find((p) => p.server_name === serverName);
 
 describe('two browsers, each its own homeserver, linked directly by WebRTC', () => {

@@ -1,5 +1,6 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { serveStatic, type StaticServer, type StaticServerOptions } from '../../scripts/static-server.ts';
+import { syncPath, type Syncer } from '../support/sync-until.ts';
 import { launchChromium } from './chromium.ts';
 
 /** The built page served on 127.0.0.1, and one Chromium to open it in. */
@@ -59,6 +60,22 @@ export function pageFetch(page: Page, method: string, path: string, options: { t
     { method, path, token: options.token, body: options.body, rawBody: options.rawBody },
   );
 }
+
+/** /sync from inside the page (through the service worker), long-polling up to 10 s; `page` may be a getter, read at each poll. */
+export function pageSyncer(page: Page | (() => Page), token: string): Syncer {
+  return async (since) => {
+    const { status, body } = await pageFetch(typeof page === 'function' ? page() : page, 'GET', syncPath(since, 10_000), { token });
+    if (status !== 200) throw new Error(`page /sync: ${status} ${JSON.stringify(body)}`);
+    return body;
+  };
+}
+
+/** The server name of the homeserver the page's host runs. */
+export const pageServerName = (page: Page): Promise<string> => page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+
+/** A libp2p peer the page's node knows, and how it reaches it. */
+export type Peer = { server_name: string; multiaddrs: string[]; via: string };
+export const peersOf = (page: Page): Promise<Peer[]> => page.evaluate(() => (globalThis as any).hearthP2P.node.peers());
 
 /** The session the built-in client stored after signing in. */
 export async function storedSession(page: Page): Promise<{ userId: string; accessToken: string; deviceId: string }> {

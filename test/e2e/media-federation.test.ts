@@ -1,38 +1,32 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import sharp from 'sharp';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { api, register } from '../integration/harness.ts';
-import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page.ts';
+import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
+import { openHearth, pageFetch, pageServerName, startSite, type HearthSite } from './hearth-page.ts';
 
 // Media across a browser peer and a Node peer (issue 14): each side's upload is fetched by
 // the other on first use over /_matrix/federation/v1/media/*, through the page's libp2p node
 // and the page ↔ Worker bridge, multipart/mixed bytes intact.
 
-let dir: string;
-let peer: NodeHost;
+let peer: NodePeer;
 let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
 let browserServerName: string;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-media-peer-'));
-  peer = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false });
+  peer = await startNodePeer();
   site = await startSite(inject('hearthDist'), { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   context = await site.browser.newContext();
   page = await openHearth(context, site.server.url + '/');
-  browserServerName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+  browserServerName = await pageServerName(page);
 });
 
 afterAll(async () => {
   await context?.close();
   await site?.close();
   await peer?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type { HearthStatus } from '../../src/p2p/node.ts';
 import { launchChromium } from './chromium.ts';
-import { openHearth } from './hearth-page.ts';
+import { openHearth, pageServerName } from './hearth-page.ts';
 
 // `npm start` as a person runs it (scripts/start.ts, on the build the suite made): it serves
 // the page and runs a Node peer whose WebSocket address the page learns from /hearth-config.json.
@@ -60,7 +60,7 @@ describe('npm start', () => {
     const browser = await launchChromium();
     cleanups.push(() => browser.close());
     const page = await openHearth(await browser.newContext(), started.url + '/');
-    const browserName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+    const browserName = await pageServerName(page);
     await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
     const peersOfPeer = async () => ((await (await fetch(`${peerApi}/_hearth/status`)).json()) as HearthStatus).peers.map((p) => p.server_name);
     await expect.poll(peersOfPeer, { timeout: 20_000 }).toEqual([browserName]);

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { shortUserId } from '../../src/ui/ids.ts';
 import { api, register, type Account } from '../integration/harness.ts';
-import { createRoomThroughUi, openHearth, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+import { httpSyncer, longPollUntil } from '../support/sync-until.ts';
+import { createRoomThroughUi, openHearth, pageServerName, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, the page: the peers panel, your Matrix ID and invite link, inviting and the
 // P2P demo room, the offline indicator, and messages shown as pending until every remote
@@ -33,16 +34,8 @@ const startC = (port = 0, alsoBootstrap: string[] = []) =>
   startNodeHost({ dataDir: dirC, port: 0, listen: [`/ip4/127.0.0.1/tcp/${port}/ws`], bootstrap: [...peerA.p2p.multiaddrs(), ...alsoBootstrap], rateLimits: false });
 
 /** Long-polls a Node user's /sync until `done` holds. */
-async function nodeSyncUntil(host: NodeHost, account: Account, done: (body: any) => boolean): Promise<any> {
-  let since: string | undefined;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const { body } = await api(host, 'GET', `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${encodeURIComponent(since)}` : ''}`, { token: account.accessToken });
-    if (done(body)) return body;
-    if (Date.now() > deadline) throw new Error(`sync never got there: ${JSON.stringify(body).slice(0, 300)}`);
-    since = body.next_batch;
-  }
-}
+const nodeSyncUntil = (host: NodeHost, account: Account, done: (body: any) => boolean): Promise<any> =>
+  longPollUntil(httpSyncer(host, account.accessToken), done, { timeoutMs: 30_000, who: account.userId });
 
 beforeAll(async () => {
   dirA = await mkdtemp(join(tmpdir(), 'hearth-e2e-ui-a-'));
@@ -53,7 +46,7 @@ beforeAll(async () => {
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: site.server.url });
   page = await openHearth(context, site.server.url + '/');
   await registerThroughUi(page, 'alice');
-  const serverName = await page.evaluate(() => (globalThis as any).hearthHost.state.serverName as string);
+  const serverName = await pageServerName(page);
   aliceId = `@alice:${serverName}`;
   bob = await register(peerA, 'bob');
 });

@@ -1,28 +1,20 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { openHearth, startSite, type HearthSite } from './hearth-page.ts';
+import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
+import { openHearth, pageServerName, peersOf, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12: the page works with several relays. Two Node relays are the origin's bootstrap
 // peers; the first is down before either page opens. The pages still find each other through
 // the second, link directly by WebRTC, and each holds a reservation on the relay that is up.
 
-const dirs: string[] = [];
-let down: NodeHost | undefined;
-let up: NodeHost;
+let down: NodePeer | undefined;
+let up: NodePeer;
 let site: HearthSite;
 const contexts: BrowserContext[] = [];
 const pages: Page[] = [];
 const names: string[] = [];
 
-const startRelay = async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-relays-'));
-  dirs.push(dir);
-  return startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
-};
+const startRelay = () => startNodePeer({ relay: true });
 
 beforeAll(async () => {
   down = await startRelay();
@@ -34,7 +26,7 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     contexts.push(await site.browser.newContext());
     pages.push(await openHearth(contexts[i]!, site.server.url + '/'));
-    names.push(await pages[i]!.evaluate(() => (globalThis as any).hearthHost.state.serverName as string));
+    names.push(await pageServerName(pages[i]!));
   }
 });
 
@@ -43,11 +35,8 @@ afterAll(async () => {
   await site?.close();
   await up?.close();
   await down?.close();
-  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
-type Peer = { server_name: string; multiaddrs: string[]; via: string };
-const peersOf = (page: Page): Promise<Peer[]> => page.evaluate(() => (globalThis as any).hearthP2P.node.peers());
 
 describe('two relays, one of them down', () => {
   it('the pages meet through the relay that is up and link directly', async () => {

@@ -2,28 +2,24 @@
 // afterwards: history takes its place by the DAG, across pages, whatever order it
 // arrived in. The backfiller takes the history from the room's other server, a real
 // room engine, as federation's /backfill would.
-import initSqlJs from 'sql.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { defaultEd25519Backend } from '../../src/crypto/ed25519.ts';
-import { createHomeserver, homeserverSchemas, type Homeserver } from '../../src/homeserver.ts';
-import { startHttpServer, type RunningHttpServer } from '../../src/node/http-server.ts';
+import type { Homeserver } from '../../src/homeserver.ts';
 import { creationEvents } from '../../src/rooms/create-room.ts';
 import type { Rooms, StoredEvent } from '../../src/rooms/rooms.ts';
-import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
 import { backfillFrom, joinFromAfar, roomServer, wire } from '../support/federated-rooms.ts';
-import { api, register, type Account } from './harness.ts';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let homeserver: Homeserver;
-let http: RunningHttpServer;
+let http: TestServer;
 let remote: Rooms;
 let backfiller: ReturnType<typeof backfillFrom>;
 let bob: Account;
 
 beforeAll(async () => {
   const seed = crypto.getRandomValues(new Uint8Array(32));
-  const database = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas });
-  homeserver = await createHomeserver({ database, seed, rateLimits: false, passwordIterations: 1000 });
-  http = await startHttpServer(homeserver.fetch);
+  http = await startTestServer({ seed });
+  homeserver = http.homeserver;
   const local = { rooms: homeserver.services.rooms, signingKey: await (await defaultEd25519Backend()).keyFromSeed(seed) };
   remote = (await roomServer()).rooms;
   backfiller = backfillFrom(remote, local.rooms);
@@ -31,10 +27,7 @@ beforeAll(async () => {
   bob = await register(http, 'bob');
   joinRoom = (roomId) => joinFromAfar(remote, local, roomId, bob.userId);
 });
-afterAll(async () => {
-  await http.close();
-  await homeserver.close();
-});
+afterAll(() => http.close());
 
 let joinRoom: (roomId: string) => Promise<StoredEvent>;
 let roomId: string;

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clientCalls, V3 } from '../support/client-calls.ts';
+import { validateClientResponse } from '../support/spec-schema.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 // Raw HTTP through the endpoints the SDK tests do not reach; every request and
@@ -135,7 +137,7 @@ describe('rooms', () => {
     expect(members.body.chunk.map((e: any) => e.state_key).sort()).toEqual([alice.userId, bob.userId].sort());
     const before = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/members?at=${beforeBob}`, { token: bob.accessToken });
     expect(before.body.chunk.map((e: any) => e.state_key)).toEqual([alice.userId]);
-    // Unset avatars come as null, as Synapse sends them, where the spec's schema has strings (client-behaviours.test.ts, item 4).
+    // Unset avatars come as null, as Synapse sends them, where the spec's schema has strings (see 'joined members' below).
     const joined = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/joined_members`, { token: bob.accessToken, unchecked: true });
     expect(Object.keys(joined.body.joined).sort()).toEqual([alice.userId, bob.userId].sort());
     expect((await api(server, 'GET', '/_matrix/client/v3/joined_rooms', { token: bob.accessToken })).body.joined_rooms).toContain(roomId);
@@ -203,5 +205,119 @@ describe('rooms', () => {
     await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/forget`, { token: bob.accessToken, body: {} });
     const sync = await api(server, 'GET', `/_matrix/client/v3/sync?filter=${enc(JSON.stringify({ room: { include_leave: true } }))}`, { token: bob.accessToken });
     expect(sync.body.rooms.leave[roomId]).toBeUndefined();
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 1).
+describe('registration', () => {
+  it('lower-cases a username given with capitals, as Synapse and Dendrite do, and still refuses other characters', async () => {
+    const r = await api(server, 'POST', `${V3}/register`, { body: { username: 'Mixed.Case', password: PASSWORD, auth: { type: 'm.login.dummy' } } });
+    expect(r.status).toBe(200);
+    expect(r.body.user_id).toBe(`@mixed.case:${server.homeserver.serverName}`);
+    const again = await api(server, 'POST', `${V3}/register`, { body: { username: 'mixed.case', password: PASSWORD, auth: { type: 'm.login.dummy' } } });
+    expect([again.status, again.body.errcode]).toEqual([400, 'M_USER_IN_USE']);
+    const available = await api(server, 'GET', `${V3}/register/available?username=MIXED.CASE`);
+    expect([available.status, available.body.errcode]).toEqual([400, 'M_USER_IN_USE']);
+    expect((await api(server, 'GET', `${V3}/register/available?username=Fresh.Name`)).body).toEqual({ available: true });
+    const signIn = await api(server, 'POST', `${V3}/login`, { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'Mixed.Case' }, password: PASSWORD } });
+    expect(signIn.body.user_id).toBe(r.body.user_id);
+    const bad = await api(server, 'POST', `${V3}/register`, { body: { username: 'Has Space', password: PASSWORD, auth: { type: 'm.login.dummy' } } });
+    expect([bad.status, bad.body.errcode]).toEqual([400, 'M_INVALID_USERNAME']);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 3).
+describe('deleting devices', () => {
+  const { newUser, passwordAuth, login } = clientCalls(() => server);
+  it('needs the password of the user who owns the device: another user’s password is refused', async () => {
+    const alice = await newUser('alice');
+    const mallory = await newUser('mallory');
+    const phone = await login(alice);
+    const path = `${V3}/devices/${enc(phone.deviceId)}`;
+    const challenge = await api(server, 'DELETE', path, { token: alice.accessToken, body: {} });
+    expect(challenge.status).toBe(401);
+    const session = challenge.body.session as string;
+    // Mallory's own, correct, password, with and without naming herself.
+    for (const auth of [passwordAuth(mallory, PASSWORD, session), { type: 'm.login.password', password: PASSWORD, session, user: mallory.userId }]) {
+      const refused = await api(server, 'DELETE', path, { token: alice.accessToken, body: { auth } });
+      expect([refused.status, refused.body.errcode]).toEqual([401, 'M_FORBIDDEN']);
+    }
+    // Mallory, signed in as herself, cannot delete Alice's device with Alice's device ID either.
+    const viaMallory = await api(server, 'POST', `${V3}/delete_devices`, { token: mallory.accessToken, body: { devices: [phone.deviceId], auth: passwordAuth(mallory) } });
+    expect(viaMallory.status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/account/whoami`, { token: phone.accessToken })).status).toBe(200);
+    expect((await api(server, 'GET', path, { token: alice.accessToken })).status).toBe(200);
+    // Alice's own password does it.
+    const ok = await api(server, 'DELETE', path, { token: alice.accessToken, body: { auth: passwordAuth(alice, PASSWORD, session) } });
+    expect(ok.status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/account/whoami`, { token: phone.accessToken })).status).toBe(401);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 4).
+describe('joined members', () => {
+  const { newUser, createRoom, join } = clientCalls(() => server);
+  it('gives display_name and avatar_url for each member, null when unset, as Synapse does', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    await api(server, 'PUT', `${V3}/profile/${enc(alice.userId)}/avatar_url`, { token: alice.accessToken, body: { avatar_url: 'mxc://example.org/alice' } });
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const path = `${V3}/rooms/${enc(roomId)}/joined_members`;
+    // The spec's schema types both as strings; Synapse and Dendrite send null for an unset one.
+    const r = await api(server, 'GET', path, { token: bob.accessToken, unchecked: true });
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({
+      joined: {
+        [alice.userId]: { display_name: alice.userId.slice(1).split(':')[0], avatar_url: 'mxc://example.org/alice' },
+        [bob.userId]: { display_name: bob.userId.slice(1).split(':')[0], avatar_url: null },
+      },
+    });
+    const withoutNulls = JSON.parse(JSON.stringify(r.body, (_key, value) => (value === null ? undefined : value)));
+    validateClientResponse('GET', path, 200, withoutNulls);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 5).
+describe('joining with a body', () => {
+  const { newUser, createRoom, getState } = clientCalls(() => server);
+  it('keeps the body’s reason and extra fields in the membership event, on both join endpoints', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const carol = await newUser('carol');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    const viaJoin = await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: bob.accessToken, body: { reason: 'hello', 'org.example.colour': 'green' } });
+    expect(viaJoin.status).toBe(200);
+    const viaRoom = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/join`, { token: carol.accessToken, body: { reason: 'hi too', 'org.example.size': 3 } });
+    expect(viaRoom.status).toBe(200);
+    expect(await getState(alice, roomId, 'm.room.member', bob.userId)).toMatchObject({ membership: 'join', reason: 'hello', 'org.example.colour': 'green' });
+    expect(await getState(alice, roomId, 'm.room.member', carol.userId)).toMatchObject({ membership: 'join', reason: 'hi too', 'org.example.size': 3 });
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 10).
+describe('profiles in rooms', () => {
+  const { newUser, createRoom, join, leave, getState } = clientCalls(() => server);
+  it('a display name or avatar change updates the member event in every room the user is joined to, and no other', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const own = await createRoom(alice, { preset: 'private_chat' });
+    const bobs = await createRoom(bob, { preset: 'public_chat' });
+    const left = await createRoom(bob, { preset: 'public_chat' });
+    await join(alice, bobs);
+    await join(alice, left);
+    await leave(alice, left);
+    const leftBefore = await api(server, 'GET', `${V3}/rooms/${enc(left)}/state/m.room.member/${enc(alice.userId)}?format=event`, { token: bob.accessToken, unchecked: true });
+    await api(server, 'PUT', `${V3}/profile/${enc(alice.userId)}/displayname`, { token: alice.accessToken, body: { displayname: 'Alice Liddell' } });
+    await api(server, 'PUT', `${V3}/profile/${enc(alice.userId)}/avatar_url`, { token: alice.accessToken, body: { avatar_url: 'mxc://example.org/rabbit' } });
+    for (const roomId of [own, bobs]) {
+      expect(await getState(alice, roomId, 'm.room.member', alice.userId)).toEqual({
+        membership: 'join', displayname: 'Alice Liddell', avatar_url: 'mxc://example.org/rabbit',
+      });
+    }
+    const leftAfter = await api(server, 'GET', `${V3}/rooms/${enc(left)}/state/m.room.member/${enc(alice.userId)}?format=event`, { token: bob.accessToken, unchecked: true });
+    expect(leftAfter.body.event_id).toBe(leftBefore.body.event_id);
+    const joined = await api(server, 'GET', `${V3}/rooms/${enc(bobs)}/joined_members`, { token: bob.accessToken, unchecked: true });
+    expect(joined.body.joined[alice.userId]).toEqual({ display_name: 'Alice Liddell', avatar_url: 'mxc://example.org/rabbit' });
   });
 });

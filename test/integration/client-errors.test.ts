@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bodies, clientCalls, enc, V3 } from '../support/client-calls.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 // Raw HTTP: every failure gets the spec's error code and status, and the
@@ -172,5 +173,39 @@ describe('rate limits', () => {
     } finally {
       await limited.close();
     }
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 2).
+describe('request bodies that are not UTF-8', () => {
+  const { newUser, createRoom, history } = clientCalls(() => server);
+  const invalidUtf8 = (before: string, after: string) =>
+    new Uint8Array([...new TextEncoder().encode(before), 0xff, 0xfe, 0xc3, ...new TextEncoder().encode(after)]);
+
+  it('M_NOT_JSON for a body that is not valid UTF-8, before any other check', async () => {
+    const alice = await newUser('alice');
+    const headers = { 'content-type': 'application/json' };
+    // A username the decoder would otherwise turn into U+FFFD and refuse as M_INVALID_USERNAME.
+    const registration = await api(server, 'POST', `${V3}/register`, { rawBody: invalidUtf8('{"username":"x', '","auth":{"type":"m.login.dummy"}}'), headers });
+    expect([registration.status, registration.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    const roomId = await createRoom(alice);
+    const message = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/utf8`, {
+      token: alice.accessToken, rawBody: invalidUtf8('{"msgtype":"m.text","body":"', '"}'), headers,
+    });
+    expect([message.status, message.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    expect(bodies(await history(alice, roomId))).toEqual([]);
+    // Before the path, the auth and the shape are looked at.
+    const badRoom = await api(server, 'PUT', `${V3}/rooms/not-a-room/send/m.room.message/utf8`, {
+      token: alice.accessToken, rawBody: invalidUtf8('{"body":"', '"}'), headers, unchecked: true,
+    });
+    expect([badRoom.status, badRoom.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    const noToken = await api(server, 'POST', `${V3}/createRoom`, { rawBody: invalidUtf8('{"name":"', '"}'), headers });
+    expect([noToken.status, noToken.body.errcode]).toEqual([400, 'M_NOT_JSON']);
+    // Valid UTF-8 beyond ASCII is still welcome.
+    const fine = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/utf8-ok`, {
+      token: alice.accessToken, rawBody: new TextEncoder().encode('{"msgtype":"m.text","body":"naïve ☃ 🐈"}'), headers,
+    });
+    expect(fine.status).toBe(200);
+    expect(bodies(await history(alice, roomId))).toEqual(['naïve ☃ 🐈']);
   });
 });

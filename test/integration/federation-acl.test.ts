@@ -3,7 +3,7 @@
 // an error per event, typing ignored) and C's requests about the room are refused, while
 // B, still allowed, goes on as before.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { federatedServers, sharedRoom, syncUntil, until, type Account, type FederatedServer } from '../support/federated-homeservers.ts';
+import { sharedRoom, syncUntil, threeServers, until, type Account, type FederatedServer } from '../support/federated-homeservers.ts';
 
 let a: FederatedServer;
 let b: FederatedServer;
@@ -20,10 +20,8 @@ const say = (server: FederatedServer, account: Account, body: string) =>
 const bodiesIn = (sync: any) => (sync.rooms?.join?.[roomId]?.timeline?.events ?? []).map((e: any) => e.content?.body).filter(Boolean);
 
 beforeAll(async () => {
-  const network = await federatedServers(3);
-  [a, b, c] = network.servers as [FederatedServer, FederatedServer, FederatedServer];
-  close = network.close;
-  [alice, bob, carol] = await Promise.all([a.register('alice'), b.register('bob'), c.register('carol')]);
+  const network = await threeServers();
+  ({ a, b, c, alice, bob, carol, close } = network);
   roomId = await sharedRoom(a, alice, [[b, bob], [c, carol]]);
   const acl = await a.api('PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.server_acl/`, { token: alice.accessToken, body: { allow: ['*'], deny: [c.serverName], allow_ip_literals: false } });
   expect(acl.status).toBe(200);

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { federatedServers, type Account, type FederatedServer } from '../support/federated-homeservers.ts';
+import { federatedServers, syncUntil as syncUntilOn, type Account, type FederatedServer } from '../support/federated-homeservers.ts';
 
 // Real homeservers federating in one process (test/support/federated-homeservers.ts),
 // for the logic of rooms shared across servers; three-peers.test.ts runs the same
@@ -17,16 +17,9 @@ afterEach(async () => {
   net = undefined;
 });
 
-/** Syncs until the predicate holds (each long-poll wakes on news); fails after `rounds` empty polls. */
-async function syncUntil(server: FederatedServer, account: Account, predicate: (body: any) => boolean, since?: string, rounds = 60): Promise<any> {
-  let token = since;
-  for (let i = 0; i < rounds; i++) {
-    const { body } = await server.api('GET', `/_matrix/client/v3/sync?timeout=1000${token ? `&since=${token}` : ''}`, { token: account.accessToken });
-    if (predicate(body)) return body;
-    token = body.next_batch;
-  }
-  throw new Error(`${account.userId}'s sync never showed ${predicate.toString().slice(0, 200)}`);
-}
+/** Syncs until the predicate holds, with more patience than the default: these flows wait out backoff. */
+const syncUntil = (server: FederatedServer, account: Account, predicate: (body: any) => boolean, since?: string) =>
+  syncUntilOn(server, account, predicate, since, { rounds: 60, pollMs: 1000 });
 
 describe('federation between homeservers (in process)', () => {
   it('invites a remote user, who joins; messages cross both ways', async () => {

@@ -10,12 +10,11 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-/** A homeserver on 127.0.0.1 over real HTTP, with an in-memory database. */
-export async function startTestServer(options: Partial<Omit<HomeserverOptions, 'database' | 'seed'>> = {}): Promise<TestServer> {
-  const database = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas });
+/** A homeserver on 127.0.0.1 over real HTTP, with an in-memory database and a random seed unless given others. */
+export async function startTestServer(options: Partial<HomeserverOptions> = {}): Promise<TestServer> {
   const homeserver = await createHomeserver({
-    database,
-    seed: crypto.getRandomValues(new Uint8Array(32)),
+    database: options.database ?? (await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas })),
+    seed: options.seed ?? crypto.getRandomValues(new Uint8Array(32)),
     rateLimits: false,
     passwordIterations: 1000,
     log: (message, error) => console.error(message, error),

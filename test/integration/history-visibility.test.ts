@@ -2,6 +2,7 @@
 // joins later sees what was sent while the room was `shared`, not what was sent while it was
 // `joined` (before they joined), and again what came after their join. Raw HTTP.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bodies, clientCalls } from '../support/client-calls.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
@@ -38,5 +39,65 @@ describe('history visibility changes', () => {
     const sync = await api(server, 'GET', `${V3}/sync?timeout=0&filter=${enc(JSON.stringify({ room: { timeline: { limit: 50 } } }))}`, { token: bob.accessToken });
     const timeline = sync.body.rooms.join[roomId].timeline.events.filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body);
     expect(timeline).toEqual(['shared 1', 'shared 2', 'after the join']);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 16).
+describe('history visibility', () => {
+  const { newUser, createRoom, join, leave, send, putState, getState, sync, history } = clientCalls(() => server);
+  for (const visibility of ['joined', 'invited'] as const) {
+    it(`under ${visibility} visibility, a new member gets the room's current state, with many messages before and after the join`, async () => {
+      const alice = await newUser('alice');
+      const bob = await newUser('bob');
+      const roomId = await createRoom(alice, { preset: 'private_chat', name: `Only ${visibility}`, initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: visibility } }] });
+      for (let i = 0; i < 25; i++) await send(alice, roomId, `early ${i}`);
+      await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId } });
+      await send(alice, roomId, 'while invited');
+      const beforeJoin = (await sync(bob)).next_batch;
+      await join(bob, roomId);
+      // Incremental /sync across the join, and a fresh one, each with few and many messages after it.
+      const expectState = (room: any) => {
+        const all = [...room.state.events, ...room.timeline.events];
+        const keys = all.filter((e: any) => e.state_key !== undefined).map((e: any) => `${e.type}|${e.state_key}`);
+        expect(keys).toEqual(expect.arrayContaining([
+          'm.room.create|', 'm.room.power_levels|', 'm.room.join_rules|', 'm.room.history_visibility|', 'm.room.name|', `m.room.member|${alice.userId}`, `m.room.member|${bob.userId}`,
+        ]));
+        expect(all.find((e: any) => e.type === 'm.room.name').content.name).toBe(`Only ${visibility}`);
+        expect(bodies(room.timeline.events).some((b: string) => b.startsWith('early'))).toBe(false);
+      };
+      for (const after of [2, 25]) {
+        for (let i = 0; i < after; i++) await send(alice, roomId, `late ${i}`);
+        for (const query of [{ since: beforeJoin }, {}] as Record<string, string>[]) {
+          const room = (await sync(bob, query)).rooms.join[roomId];
+          expectState(room);
+          expect(bodies(room.timeline.events).at(-1)).toBe(`late ${after - 1}`);
+        }
+      }
+      // Paging back shows nothing from before bob could see.
+      const seen = bodies(await history(bob, roomId));
+      expect(seen.some((b) => b.startsWith('early'))).toBe(false);
+      expect(seen.includes('while invited')).toBe(visibility === 'invited');
+      expect(seen.filter((b) => b.startsWith('late'))).toHaveLength(27);
+    });
+  }
+
+  it('a room the user left shows only history from before the leave', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Shared' });
+    for (let i = 0; i < 15; i++) await send(alice, roomId, `before ${i}`);
+    await join(bob, roomId);
+    for (let i = 0; i < 15; i++) await send(alice, roomId, `during ${i}`);
+    await leave(bob, roomId);
+    for (let i = 0; i < 15; i++) await send(alice, roomId, `after ${i}`);
+    await putState(alice, roomId, 'm.room.name', '', { name: 'Renamed after bob left' });
+    // Shared history: bob, once a member, sees what came before his join, up to his leave.
+    const seen = bodies(await history(bob, roomId));
+    expect(seen).toEqual([...Array.from({ length: 15 }, (_, i) => `before ${i}`), ...Array.from({ length: 15 }, (_, i) => `during ${i}`)]);
+    const left = (await sync(bob, { filter: { room: { include_leave: true, timeline: { limit: 5 } } } })).rooms.leave[roomId];
+    expect(left.timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: bob.userId, content: { membership: 'leave' } });
+    expect(bodies(left.timeline.events)).toEqual(['during 11', 'during 12', 'during 13', 'during 14']);
+    expect(left.state.events.find((e: any) => e.type === 'm.room.name').content.name).toBe('Shared');
+    expect((await getState(bob, roomId, 'm.room.name')).name).toBe('Shared');
   });
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signJson } from '../../src/crypto/signing.ts';
+import { clientCalls } from '../support/client-calls.ts';
 import { crossSigningKey, crossSigningSet, deviceKeys, newKey } from '../support/e2ee-keys.ts';
 import { api, nextLongPoll, register, type Account, startTestServer, type TestServer } from './harness.ts';
 
@@ -514,5 +515,43 @@ describe('key backup', () => {
     const deleted = await api(server, 'DELETE', `${V3}/room_keys/keys/${encodeURIComponent(room)}/s2?version=1`, { token: alice.accessToken });
     expect(deleted.body).toEqual({ etag: '3', count: 1 });
     expect((await api(server, 'DELETE', `${V3}/room_keys/keys?version=1`, { token: alice.accessToken })).body.count).toBe(0);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 17).
+describe('device keys', () => {
+  const { createRoom, join, leave, sync } = clientCalls(() => server);
+  it('/keys/upload takes key strings as opaque once the structure is right; /keys/query returns them; changes and leaves reach /sync and /keys/changes', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const since = (await sync(alice)).next_batch;
+    const deviceKeys = {
+      user_id: bob.userId, device_id: bob.deviceId, algorithms: ['m.olm.v1.curve25519-aes-sha2', 'm.megolm.v1.aes-sha2'],
+      keys: { [`curve25519:${bob.deviceId}`]: 'an opaque curve key', [`ed25519:${bob.deviceId}`]: 'an opaque ed25519 key' },
+      signatures: { [bob.userId]: { [`ed25519:${bob.deviceId}`]: 'an opaque signature' } },
+    };
+    const upload = await api(server, 'POST', `${V3}/keys/upload`, { token: bob.accessToken, body: { device_keys: deviceKeys } });
+    expect(upload.status).toBe(200);
+    const query = await api(server, 'POST', `${V3}/keys/query`, { token: alice.accessToken, body: { device_keys: { [bob.userId]: [] } } });
+    expect(query.body.device_keys[bob.userId][bob.deviceId]).toMatchObject(deviceKeys);
+    const changed = await sync(alice, { since });
+    expect(changed.device_lists.changed).toContain(bob.userId);
+    expect((await api(server, 'GET', `${V3}/keys/changes?from=${since}&to=${changed.next_batch}`, { token: alice.accessToken })).body.changed).toContain(bob.userId);
+
+    // The structure is still checked.
+    const otherUser = await api(server, 'POST', `${V3}/keys/upload`, { token: bob.accessToken, body: { device_keys: { ...deviceKeys, user_id: alice.userId } } });
+    expect(otherUser.status).toBe(400);
+    const otherDevice = await api(server, 'POST', `${V3}/keys/upload`, { token: bob.accessToken, body: { device_keys: { ...deviceKeys, device_id: 'NOTMINE' } } });
+    expect(otherDevice.status).toBe(400);
+    const wrongType = await api(server, 'POST', `${V3}/keys/upload`, { token: bob.accessToken, body: { device_keys: { ...deviceKeys, keys: { [`ed25519:${bob.deviceId}`]: 5 } } }, unchecked: true });
+    expect([wrongType.status, wrongType.body.errcode]).toEqual([400, 'M_BAD_JSON']);
+
+    // Bob leaves: alice no longer shares a room with him, and hears so.
+    await leave(bob, roomId);
+    const gone = await sync(alice, { since: changed.next_batch });
+    expect(gone.device_lists.left).toContain(bob.userId);
+    expect((await api(server, 'GET', `${V3}/keys/changes?from=${changed.next_batch}&to=${gone.next_batch}`, { token: alice.accessToken })).body.left).toContain(bob.userId);
   });
 });

@@ -10,6 +10,7 @@ import type { Homeserver } from '../../src/homeserver.ts';
 import { sealLetter } from '../../src/mailbox/letter.ts';
 import { depositPath, lettersPath, type CollectOutcome, type DepositOutcome } from '../../src/mailbox/mailbox.ts';
 import { startP2PHomeserver, type P2PHomeserver, type P2PHomeserverOptions } from '../support/p2p-homeserver.ts';
+import { httpSyncer, longPollUntil, timelineHas } from '../support/sync-until.ts';
 import { api, register, type Account } from './harness.ts';
 
 // Store-and-forward over real libp2p on 127.0.0.1: A sends, M is a mailbox, B is away
@@ -84,13 +85,7 @@ const send = async (peer: P2PHomeserver, account: Account, roomId: string, body:
 
 /** Long-polls /sync (each poll wakes on news) until the room's timeline has shown `body`. */
 async function syncUntilSaid(peer: P2PHomeserver, account: Account, roomId: string, body: string): Promise<void> {
-  let since: string | undefined;
-  for (let round = 0; round < 30; round++) {
-    const { body: sync } = await api(peer, 'GET', `/_matrix/client/v3/sync?timeout=10000${since ? `&since=${since}` : ''}`, { token: account.accessToken });
-    if ((sync.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === body)) return;
-    since = sync.next_batch;
-  }
-  throw new Error(`${account.userId} never saw "${body}"`);
+  await longPollUntil(httpSyncer(peer, account.accessToken), timelineHas(roomId, body), { rounds: 30, who: account.userId });
 }
 
 async function messages(peer: P2PHomeserver, account: Account, roomId: string): Promise<string[]> {

@@ -2,9 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import type { NodeHost } from '../../src/node/node-host.ts';
 import type { HearthStatus } from '../../src/p2p/node.ts';
 import { spawnHearth, stopAllHearths } from '../support/hearth-process.ts';
+import { startNodePeer } from '../support/node-peer.ts';
 
 // The Node host's libp2p side: /_hearth/status over real HTTP, and what `npm run serve` prints.
 
@@ -21,7 +22,7 @@ async function dataDir(): Promise<string> {
 }
 
 async function host(listen: string[], bootstrap: string[] = []): Promise<NodeHost> {
-  const started = await startNodeHost({ dataDir: await dataDir(), port: 0, listen, bootstrap, rateLimits: false });
+  const started = await startNodePeer({ listen, bootstrap });
   cleanups.push(() => started.close());
   return started;
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { federatedServers, sharedRoom, until, type Account, type FederatedServer } from '../support/federated-homeservers.ts';
+import { sharedRoom, threeServers, until, type Account, type FederatedServer, type ThreeServers } from '../support/federated-homeservers.ts';
 
 // Issue 12, offline-first: a message for a remote server waits in the durable queue, and
 // GET /_matrix/client/unstable/org.hearth/pending tells its sender so until it is delivered.
@@ -7,7 +7,7 @@ import { federatedServers, sharedRoom, until, type Account, type FederatedServer
 const PENDING = '/_matrix/client/unstable/org.hearth/pending';
 const enc = encodeURIComponent;
 
-let net: Awaited<ReturnType<typeof federatedServers>>;
+let net: ThreeServers;
 let a: FederatedServer;
 let b: FederatedServer;
 let c: FederatedServer;
@@ -17,9 +17,8 @@ let carol: Account;
 let roomId: string;
 
 beforeAll(async () => {
-  net = await federatedServers(3);
-  [a, b, c] = net.servers as [FederatedServer, FederatedServer, FederatedServer];
-  [alice, bob, carol] = await Promise.all([a.register('alice'), b.register('bob'), c.register('carol')]);
+  net = await threeServers();
+  ({ a, b, c, alice, bob, carol } = net);
   roomId = await sharedRoom(a, alice, [[b, bob], [c, carol]]);
   // Nothing of the set-up still waits.
   await until(async () => (await a.homeserver.federation.component.queues.pending()) === 0);

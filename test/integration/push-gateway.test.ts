@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fetchPushGateway } from '../../src/sync/push-delivery.ts';
+import { clientCalls } from '../support/client-calls.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
@@ -120,5 +121,69 @@ describe('push gateways', () => {
     await server.homeserver.services.sync.pushDelivery!.idle();
     const left = await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken });
     expect(left.body.pushers.map((p: any) => p.pushkey)).toEqual(['alice-phone']);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 7).
+describe('pushers', () => {
+  const { newUser, passwordAuth, login } = clientCalls(() => server);
+  const pusher = (pushkey: string, extra: object = {}) => ({
+    kind: 'http', app_id: 'org.example.app', pushkey, app_display_name: 'Example', device_display_name: 'Phone', lang: 'en',
+    data: { url: 'https://push.example.org/_matrix/push/v1/notify', format: 'event_id_only', 'org.example.custom': 1 }, ...extra,
+  });
+
+  it('sets, lists, replaces and deletes pushers, and refuses incomplete ones', async () => {
+    const alice = await newUser('alice');
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body).toEqual({ pushers: [] });
+    expect((await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('k1', { profile_tag: 'tag' }) })).status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body).toEqual({ pushers: [pusher('k1', { profile_tag: 'tag' })] });
+    // The same app and key again updates it.
+    await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('k1', { lang: 'fr' }) });
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers).toEqual([pusher('k1', { lang: 'fr' })]);
+    await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('k2') });
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['k1', 'k2']);
+    // kind null deletes.
+    await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: { kind: null, app_id: 'org.example.app', pushkey: 'k1' } });
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['k2']);
+    // Another user taking the same app and key takes it over, unless appending.
+    const bob = await newUser('bob');
+    await api(server, 'POST', `${V3}/pushers/set`, { token: bob.accessToken, body: pusher('k2') });
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers).toEqual([]);
+    await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('k2', { append: true }) });
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['k2']);
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: bob.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['k2']);
+
+    const missing = await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: { kind: 'http', app_id: 'org.example.app', pushkey: 'k3', data: {} } });
+    expect([missing.status, missing.body.errcode]).toEqual([400, 'M_MISSING_PARAM']);
+    const noUrl = await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('k3', { data: {} }) });
+    expect([noUrl.status, noUrl.body.errcode]).toEqual([400, 'M_MISSING_PARAM']);
+    const badPath = await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('k3', { data: { url: 'https://push.example.org/notify' } }) });
+    expect([badPath.status, badPath.body.errcode]).toEqual([400, 'M_INVALID_PARAM']);
+    const longKey = await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('k'.repeat(513)) });
+    expect([longKey.status, longKey.body.errcode]).toEqual([400, 'M_INVALID_PARAM']);
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['k2']);
+  });
+
+  it('on a password change, deletes the pushers other access tokens made and keeps the current token’s', async () => {
+    const alice = await newUser('alice');
+    const phone = await login(alice);
+    const laptop = await login(alice);
+    await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('mine') });
+    await api(server, 'POST', `${V3}/pushers/set`, { token: phone.accessToken, body: pusher('phone') });
+    await api(server, 'POST', `${V3}/pushers/set`, { token: laptop.accessToken, body: pusher('laptop') });
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['mine', 'phone', 'laptop']);
+    const changed = await api(server, 'POST', `${V3}/account/password`, { token: alice.accessToken, body: { new_password: 'a new password', auth: passwordAuth(alice) } });
+    expect(changed.status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['mine']);
+    for (const other of [phone, laptop]) expect((await api(server, 'GET', `${V3}/account/whoami`, { token: other.accessToken })).status).toBe(401);
+  });
+
+  it('a device deleted or logged out takes its token’s pushers with it', async () => {
+    const alice = await newUser('alice');
+    const phone = await login(alice);
+    await api(server, 'POST', `${V3}/pushers/set`, { token: alice.accessToken, body: pusher('mine') });
+    await api(server, 'POST', `${V3}/pushers/set`, { token: phone.accessToken, body: pusher('phone') });
+    await api(server, 'POST', `${V3}/logout`, { token: phone.accessToken, body: {} });
+    expect((await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken })).body.pushers.map((p: any) => p.pushkey)).toEqual(['mine']);
   });
 });

@@ -3,6 +3,7 @@
 // and after place them, server-default rules can be disabled and given new actions but not
 // deleted, and the listing of one kind. Raw HTTP, checked against the spec.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clientCalls } from '../support/client-calls.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
@@ -57,5 +58,112 @@ describe('push rule CRUD', () => {
     expect((await api(server, 'DELETE', `${V3}/pushrules/global/override/first`, { token: alice.accessToken })).status).toBe(200);
     expect(await ids('override')).not.toContain('first');
     expect((await api(server, 'GET', `${V3}/pushrules/global/override/first`, { token: alice.accessToken })).status).toBe(404);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 18).
+describe('push rules', () => {
+  const { newUser, createRoom, join, send, sync } = clientCalls(() => server);
+  const sendContent = async (account: Account, roomId: string, content: object, type = 'm.room.message') => {
+    const r = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/${type}/${enc(`t${Math.random()}`)}`, { token: account.accessToken, body: content });
+    expect(r.status).toBe(200);
+    return r.body.event_id as string;
+  };
+  const text = (body: string, extra: object = {}) => ({ msgtype: 'm.text', body, ...extra });
+  const putRule = async (account: Account, kind: string, ruleId: string, body: object) =>
+    expect((await api(server, 'PUT', `${V3}/pushrules/global/${kind}/${enc(ruleId)}`, { token: account.accessToken, body })).status).toBe(200);
+  const setup = async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const carol = await newUser('carol');
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Counts' });
+    await join(bob, roomId);
+    await join(carol, roomId);
+    return { alice, bob, carol, roomId };
+  };
+
+  it('unread notification and highlight counts come from the push rules: the defaults with m.mentions, keywords, room and sender rules', async () => {
+    const { alice, bob, carol, roomId } = await setup();
+    const counts = async () => (await sync(bob, { filter: { room: { rooms: [roomId] } } })).rooms.join[roomId].unread_notifications;
+    const expectCounts = async (notification_count: number, highlight_count: number) => expect(await counts()).toEqual({ notification_count, highlight_count });
+    await expectCounts(0, 0); // the joins are member events, which do not notify
+    await send(alice, roomId, 'hello');
+    await expectCounts(1, 0);
+    await sendContent(alice, roomId, { msgtype: 'm.notice', body: 'a bot speaking' });
+    await expectCounts(1, 0);
+    await sendContent(alice, roomId, text('hey you', { 'm.mentions': { user_ids: [bob.userId] } }));
+    await expectCounts(2, 1);
+    // @room needs the sender to hold the notifications.room level (50): carol does not, alice does.
+    await sendContent(carol, roomId, text('everyone!', { 'm.mentions': { room: true } }));
+    await expectCounts(3, 1);
+    await sendContent(alice, roomId, text('everyone!', { 'm.mentions': { room: true } }));
+    await expectCounts(4, 2);
+    // An edit does not notify again.
+    const original = await send(alice, roomId, 'tpyo');
+    await sendContent(alice, roomId, text('* typo', { 'm.new_content': text('typo'), 'm.relates_to': { rel_type: 'm.replace', event_id: original } }));
+    await expectCounts(5, 2);
+    // A keyword, on word boundaries.
+    await putRule(bob, 'content', 'cake', { pattern: 'cake', actions: ['notify', { set_tweak: 'highlight' }] });
+    await send(alice, roomId, 'Who baked the CAKE?');
+    await expectCounts(6, 3);
+    await send(alice, roomId, 'pancakes');
+    await expectCounts(7, 3);
+    // A sender muted, then the room muted and unmuted.
+    await putRule(bob, 'sender', carol.userId, { actions: [] });
+    await send(carol, roomId, 'you will not hear me');
+    await expectCounts(7, 3);
+    await putRule(bob, 'room', roomId, { actions: [] });
+    const muted = await send(alice, roomId, 'muted room');
+    await expectCounts(7, 3);
+    expect((await api(server, 'DELETE', `${V3}/pushrules/global/room/${enc(roomId)}`, { token: bob.accessToken })).status).toBe(200);
+    await send(alice, roomId, 'unmuted');
+    await expectCounts(8, 3);
+    // Reading resets them; the master rule silences everything.
+    const last = await send(alice, roomId, 'last one');
+    await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/receipt/m.read/${enc(last)}`, { token: bob.accessToken, body: {} });
+    await expectCounts(0, 0);
+    await api(server, 'PUT', `${V3}/pushrules/global/override/.m.rule.master/enabled`, { token: bob.accessToken, body: { enabled: true } });
+    await sendContent(alice, roomId, text('hey you', { 'm.mentions': { user_ids: [bob.userId] } }));
+    await expectCounts(0, 0);
+    void muted;
+    // Counts are per user: alice's own messages never count for her; carol's count follows her own (default) rules.
+    const aliceCounts = (await sync(alice, { filter: { room: { rooms: [roomId] } } })).rooms.join[roomId].unread_notifications;
+    expect(aliceCounts.notification_count).toBe(2); // carol's two messages
+    const carolCounts = (await sync(carol, { filter: { room: { rooms: [roomId] } } })).rooms.join[roomId].unread_notifications;
+    expect(carolCounts).toEqual({ notification_count: 10, highlight_count: 1 }); // alice's ten, one an @room
+  });
+
+  it('one-to-one and encrypted rooms notify by the underride rules; a display name in the body does not highlight (that legacy rule is gone)', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'private_chat', invite: [bob.userId], initial_state: [{ type: 'm.room.encryption', content: { algorithm: 'm.megolm.v1.aes-sha2' } }] });
+    await join(bob, roomId);
+    await sendContent(alice, roomId, { algorithm: 'm.megolm.v1.aes-sha2', ciphertext: 'opaque', sender_key: 'k', session_id: 's', device_id: 'D' }, 'm.room.encrypted');
+    await send(alice, roomId, `${bob.userId.slice(1).split(':')[0]} are you there?`);
+    expect((await sync(bob)).rooms.join[roomId].unread_notifications).toEqual({ notification_count: 2, highlight_count: 0 });
+  });
+
+  it('/notifications lists what notified, newest first, with the actions, whether it was read, only=highlight and pages', async () => {
+    const { alice, bob, roomId } = await setup();
+    const other = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, other);
+    const first = await send(alice, roomId, 'one');
+    await sendContent(alice, roomId, { msgtype: 'm.notice', body: 'not a notification' });
+    const mention = await sendContent(alice, other, text('two', { 'm.mentions': { user_ids: [bob.userId] } }));
+    const third = await send(alice, roomId, 'three');
+    await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/receipt/m.read/${enc(first)}`, { token: bob.accessToken, body: {} });
+    const all = (await api(server, 'GET', `${V3}/notifications`, { token: bob.accessToken })).body;
+    expect(all.notifications.map((n: any) => [n.event.event_id, n.room_id, n.read])).toEqual([[third, roomId, false], [mention, other, false], [first, roomId, true]]);
+    expect(all.notifications[1].actions).toEqual(['notify', { set_tweak: 'sound', value: 'default' }, { set_tweak: 'highlight' }]);
+    expect(all.notifications[0].actions).toEqual(['notify']);
+    expect(all.notifications.every((n: any) => typeof n.ts === 'number' && n.event.content.body)).toBe(true);
+    expect(all.next_token).toBeUndefined();
+    const highlights = (await api(server, 'GET', `${V3}/notifications?only=highlight`, { token: bob.accessToken })).body;
+    expect(highlights.notifications.map((n: any) => n.event.event_id)).toEqual([mention]);
+    const page1 = (await api(server, 'GET', `${V3}/notifications?limit=2`, { token: bob.accessToken })).body;
+    expect(page1.notifications.map((n: any) => n.event.event_id)).toEqual([third, mention]);
+    const page2 = (await api(server, 'GET', `${V3}/notifications?limit=2&from=${page1.next_token}`, { token: bob.accessToken })).body;
+    expect(page2.notifications.map((n: any) => n.event.event_id)).toEqual([first]);
+    expect(page2.next_token).toBeUndefined();
   });
 });

@@ -1,11 +1,10 @@
 import initSqlJs from 'sql.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHomeserver, homeserverSchemas } from '../../src/homeserver.ts';
-import { startHttpServer } from '../../src/node/http-server.ts';
+import { homeserverSchemas } from '../../src/homeserver.ts';
 import { openDurableDatabase } from '../../src/storage/durable-database.ts';
 import type { PersistenceHooks, PersistenceStep } from '../../src/storage/persistence.ts';
 import { indexedDbBackend, type BackendFixture } from '../unit/storage/backends.ts';
-import { api, register } from './harness.ts';
+import { api, register, startTestServer } from './harness.ts';
 
 // When storage fails (the quota is full), the API caller hears it and nothing
 // of the request is kept.
@@ -26,8 +25,7 @@ describe('storage failure through the API', () => {
     fixture = await indexedDbBackend.create();
     const quota = new Quota();
     const database = await openDurableDatabase({ sqlJs: await initSqlJs(), persistence: await fixture.open(quota), schemas: homeserverSchemas });
-    const homeserver = await createHomeserver({ database, seed: new Uint8Array(32).fill(4), rateLimits: false, passwordIterations: 1000 });
-    const http = await startHttpServer(homeserver.fetch);
+    const http = await startTestServer({ database, seed: new Uint8Array(32).fill(4) });
     try {
       const alice = await register(http, 'alice');
       const roomId = (await api(http, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: {} })).body.room_id;
@@ -45,7 +43,6 @@ describe('storage failure through the API', () => {
       expect(bodies).toEqual(['after']);
     } finally {
       await http.close();
-      await homeserver.close();
     }
   });
 });

@@ -2,6 +2,7 @@
 // 400 (stored or inline), `event_format: federation` and `event_fields` are honoured, and
 // `set_presence` on /sync sets the user's presence. Raw HTTP, checked against the spec.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bodies, clientCalls } from '../support/client-calls.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
@@ -53,5 +54,51 @@ describe('sync filters', () => {
     expect((await sync('set_presence=unavailable')).status).toBe(200);
     const presence = await api(server, 'GET', `${V3}/presence/${enc(alice.userId)}/status`, { token: alice.accessToken });
     expect(presence.body.presence).toBe('unavailable');
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 12).
+describe('timeline limits', () => {
+  const { newUser, createRoom, send, putState, sync } = clientCalls(() => server);
+  it('honours a filter’s timeline limit and sets limited exactly when events were left out', async () => {
+    const alice = await newUser('alice');
+    const roomId = await createRoom(alice, { preset: 'private_chat' });
+    const limit = (n: number, extra: object = {}) => ({ room: { rooms: [roomId], timeline: { limit: n, ...extra } } });
+    const initial = await sync(alice, { filter: limit(3) });
+    expect(initial.rooms.join[roomId].timeline.events).toHaveLength(3);
+    expect(initial.rooms.join[roomId].timeline.limited).toBe(true);
+    const everything = await sync(alice, { filter: limit(50) });
+    expect(everything.rooms.join[roomId].timeline.events[0].type).toBe('m.room.create');
+    expect(everything.rooms.join[roomId].timeline.limited).toBe(false);
+
+    for (let i = 0; i < 3; i++) await send(alice, roomId, `m${i}`);
+    await putState(alice, roomId, 'm.room.topic', '', { topic: 'after the messages' });
+    // Only messages: the three there are fit, whatever else the room holds.
+    const onlyMessages = await sync(alice, { filter: limit(3, { types: ['m.room.message'] }) });
+    expect(bodies(onlyMessages.rooms.join[roomId].timeline.events)).toEqual(['m0', 'm1', 'm2']);
+    expect(onlyMessages.rooms.join[roomId].timeline.limited).toBe(false);
+    const fewer = await sync(alice, { filter: limit(2, { types: ['m.room.message'] }) });
+    expect(bodies(fewer.rooms.join[roomId].timeline.events)).toEqual(['m1', 'm2']);
+    expect(fewer.rooms.join[roomId].timeline.limited).toBe(true);
+
+    // Incremental: exactly the limit is not limited; one more is.
+    let since = (await sync(alice, { filter: limit(3) })).next_batch;
+    for (let i = 0; i < 3; i++) await send(alice, roomId, `n${i}`);
+    const exact = await sync(alice, { filter: limit(3), since });
+    expect(bodies(exact.rooms.join[roomId].timeline.events)).toEqual(['n0', 'n1', 'n2']);
+    expect(exact.rooms.join[roomId].timeline.limited).toBe(false);
+    since = exact.next_batch;
+    for (let i = 0; i < 4; i++) await send(alice, roomId, `o${i}`);
+    const over = await sync(alice, { filter: limit(3), since });
+    expect(bodies(over.rooms.join[roomId].timeline.events)).toEqual(['o1', 'o2', 'o3']);
+    expect(over.rooms.join[roomId].timeline.limited).toBe(true);
+    // A large limit is honoured too.
+    const big = await sync(alice, { filter: limit(150) });
+    expect(big.rooms.join[roomId].timeline.events[0].type).toBe('m.room.create');
+    expect(big.rooms.join[roomId].timeline.limited).toBe(false);
+    for (let i = 0; i < 150; i++) await send(alice, roomId, `p${i}`);
+    const many = await sync(alice, { filter: limit(150) });
+    expect(many.rooms.join[roomId].timeline.events).toHaveLength(150);
+    expect(many.rooms.join[roomId].timeline.limited).toBe(true);
   });
 });

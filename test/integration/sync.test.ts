@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bodies, clientCalls, V3 } from '../support/client-calls.ts';
 import { api, nextLongPoll, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
@@ -197,5 +198,96 @@ describe('idempotent sends', () => {
     const messages = await api(server, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=20`, { token: alice.accessToken });
     expect(messages.body.chunk.filter((e: any) => e.content.body === 'once')).toHaveLength(1);
     expect(messages.body.chunk.find((e: any) => e.content.body === 'once').unsigned.transaction_id).toBe('same-txn');
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 9).
+describe('typing', () => {
+  const { newUser, createRoom, join, sync } = clientCalls(() => server);
+  it('typing expires after its timeout, and a waiting /sync hears that the user stopped', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const typing = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/typing/${enc(alice.userId)}`, { token: alice.accessToken, body: { typing: true, timeout: 300 } });
+    expect(typing.status).toBe(200);
+    const now = await sync(bob);
+    const typingNow = now.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.typing');
+    expect(typingNow.content.user_ids).toEqual([alice.userId]);
+    const started = Date.now();
+    const later = await sync(bob, { since: now.next_batch, timeout: 20_000 });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const stopped = later.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.typing');
+    expect(stopped.content.user_ids).toEqual([]);
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 11).
+describe('a room joined since the token', () => {
+  const { newUser, createRoom, join, send, sync } = clientCalls(() => server);
+  it('incremental /sync gives its full state, its recent timeline and its members’ presence', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(bob, { preset: 'public_chat', name: 'Joined later', topic: 'about it' });
+    for (let i = 0; i < 3; i++) await send(bob, roomId, `before ${i}`);
+    await api(server, 'PUT', `${V3}/presence/${enc(bob.userId)}/status`, { token: bob.accessToken, body: { presence: 'unavailable', status_msg: 'gardening' } });
+    const since = (await sync(alice)).next_batch;
+    await join(alice, roomId);
+    const r = await sync(alice, { since });
+    const room = r.rooms.join[roomId];
+    const types = [...room.state.events, ...room.timeline.events].filter((e: any) => e.state_key !== undefined).map((e: any) => `${e.type}|${e.state_key}`);
+    expect(types).toEqual(expect.arrayContaining([
+      'm.room.create|', 'm.room.power_levels|', 'm.room.join_rules|', 'm.room.name|', 'm.room.topic|', 'm.room.history_visibility|',
+      `m.room.member|${bob.userId}`, `m.room.member|${alice.userId}`,
+    ]));
+    expect(room.timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: alice.userId });
+    expect(bodies(room.timeline.events)).toEqual(['before 0', 'before 1', 'before 2']);
+    expect(r.presence.events.find((e: any) => e.sender === bob.userId)?.content).toMatchObject({ presence: 'unavailable', status_msg: 'gardening' });
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 14).
+describe('display name changes in /sync', () => {
+  const { newUser, createRoom, join, sync } = clientCalls(() => server);
+  it('appear in incremental /sync as a member event in the timeline, not as the whole state again', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Renames' });
+    await join(bob, roomId);
+    for (const [account, name] of [[alice, 'Alice Again'], [bob, 'Bob Again']] as const) {
+      const sinceAlice = (await sync(alice)).next_batch;
+      const sinceBob = (await sync(bob)).next_batch;
+      await api(server, 'PUT', `${V3}/profile/${enc(account.userId)}/displayname`, { token: account.accessToken, body: { displayname: name } });
+      for (const [viewer, since] of [[alice, sinceAlice], [bob, sinceBob]] as const) {
+        const room = (await sync(viewer, { since })).rooms.join[roomId];
+        expect(room.timeline.events.map((e: any) => [e.type, e.state_key, e.content.displayname])).toEqual([['m.room.member', account.userId, name]]);
+        expect(room.timeline.limited).toBe(false);
+        expect(room.state.events).toEqual([]);
+      }
+    }
+  });
+});
+
+// What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 15).
+describe('joined and left in one sync window', () => {
+  const { newUser, createRoom, join, leave, send, sync } = clientCalls(() => server);
+  it('the next /sync has the room under leave, with its state', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat', name: 'Briefly' });
+    await send(alice, roomId, 'before bob');
+    const since = (await sync(bob)).next_batch;
+    await join(bob, roomId);
+    await send(alice, roomId, 'while bob is here');
+    await leave(bob, roomId);
+    await send(alice, roomId, 'after bob');
+    const r = await sync(bob, { since });
+    expect(r.rooms.join[roomId]).toBeUndefined();
+    const left = r.rooms.leave[roomId];
+    expect(left.timeline.events.at(-1)).toMatchObject({ type: 'm.room.member', state_key: bob.userId, content: { membership: 'leave' } });
+    expect(bodies(left.timeline.events)).not.toContain('after bob');
+    const state = [...left.state.events, ...left.timeline.events].filter((e: any) => e.state_key !== undefined).map((e: any) => `${e.type}|${e.state_key}`);
+    expect(state).toEqual(expect.arrayContaining(['m.room.create|', 'm.room.name|', 'm.room.power_levels|', `m.room.member|${alice.userId}`]));
+    expect(left.state.events.find((e: any) => e.type === 'm.room.name').content.name).toBe('Briefly');
   });
 });

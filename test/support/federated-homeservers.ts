@@ -8,6 +8,7 @@ import type { FederationTransport } from '../../src/federation/transport.ts';
 import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
 import { InProcessNetwork } from './in-process-federation.ts';
 import { validateClientRequest, validateClientResponse } from './spec-schema.ts';
+import { longPollUntil, syncPath, type Syncer } from './sync-until.ts';
 
 /** One request a server sent to another, and the answer it got. */
 export interface Exchange {
@@ -98,6 +99,26 @@ export async function federatedServers(count: number, options: Partial<Omit<Home
   return { servers, network, close: async () => void (await Promise.all(servers.map((s) => s.homeserver.close()))) };
 }
 
+/** Three servers, each with one user: alice on A, bob on B, carol on C. */
+export interface ThreeServers {
+  a: FederatedServer;
+  b: FederatedServer;
+  c: FederatedServer;
+  alice: Account;
+  bob: Account;
+  carol: Account;
+  network: InProcessNetwork;
+  close(): Promise<void>;
+}
+
+/** The set-up of tests about who hears what: three servers, a user on each (no room yet). */
+export async function threeServers(options: Parameters<typeof federatedServers>[1] = {}): Promise<ThreeServers> {
+  const { servers, network, close } = await federatedServers(3, options);
+  const [a, b, c] = servers as [FederatedServer, FederatedServer, FederatedServer];
+  const [alice, bob, carol] = await Promise.all([a.register('alice'), b.register('bob'), c.register('carol')]);
+  return { a, b, c, alice, bob, carol, network, close };
+}
+
 const enc = encodeURIComponent;
 
 /** A room `owner` creates, which each guest (a user of another server) is invited to and joins. */
@@ -115,15 +136,10 @@ export async function sharedRoom(owner: FederatedServer, ownerAccount: Account, 
   return roomId;
 }
 
-/** Long-polls /sync until `predicate` holds for a response; returns that response. */
-export async function syncUntil(server: FederatedServer, account: Account, predicate: (body: any) => boolean, since?: string): Promise<any> {
-  let token = since;
-  for (let i = 0; i < 20; i++) {
-    const { body } = await server.api('GET', `/_matrix/client/v3/sync?timeout=500${token ? `&since=${token}` : ''}`, { token: account.accessToken });
-    if (predicate(body)) return body;
-    token = body.next_batch;
-  }
-  throw new Error(`/sync on ${server.serverName.slice(0, 8)} never showed it`);
+/** Long-polls /sync until `predicate` holds for a response; returns that response. By default 20 polls of up to 500 ms. */
+export function syncUntil(server: FederatedServer, account: Account, predicate: (body: any) => boolean, since?: string, options: { rounds?: number; pollMs?: number } = {}): Promise<any> {
+  const sync: Syncer = async (from) => (await server.api('GET', syncPath(from, options.pollMs ?? 500), { token: account.accessToken })).body;
+  return longPollUntil(sync, predicate, { since, rounds: options.rounds ?? 20, who: `${account.userId}'s (on ${server.serverName.slice(0, 8)})` });
 }
 
 /** Waits for a condition that background work (queues, notifiers) makes true. */

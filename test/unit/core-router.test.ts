@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CoreRouter } from '../../worker/core-router.ts';
 import { MAX_REQUEST_BODY_BYTES, type CoreMessage, type RouterMessage } from '../../worker/protocol.ts';
 import { servePort } from '../../worker/serve-port.ts';
@@ -9,6 +9,7 @@ const BASE = 'http://hearth.test';
 const open: MessagePort[] = [];
 
 afterEach(() => {
+  vi.useRealTimers();
   for (const port of open.splice(0)) port.close();
 });
 
@@ -55,16 +56,21 @@ describe('CoreRouter', () => {
   });
 
   it('queues requests until a port arrives, asking for one, and answers them all', async () => {
+    // The asking interval runs on a fake clock, so the test moves time itself; messages still flow for real.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     let asks = 0;
     const router = new CoreRouter({ requestPort: () => asks++, askIntervalMs: 10 });
     const responses = Promise.all(Array.from({ length: 5 }, (_, i) => router.forward(new Request(`${BASE}/_matrix/client/v3/r${i}`))));
-    await until(() => asks >= 2);
+    await until(() => asks >= 1);
+    vi.advanceTimersByTime(10);
+    expect(asks).toBe(2); // once at once, then again each interval
     router.connect(echoCore('a'), 'a');
     const bodies = await Promise.all((await responses).map((r) => r.json()));
     expect(bodies.map((b) => b.path)).toEqual(['/_matrix/client/v3/r0', '/_matrix/client/v3/r1', '/_matrix/client/v3/r2', '/_matrix/client/v3/r3', '/_matrix/client/v3/r4']);
     const asksAfter = asks;
-    await new Promise((r) => setTimeout(r, 40));
+    vi.advanceTimersByTime(40);
     expect(asks).toBe(asksAfter); // it stops asking once connected
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it('when another core takes over, resends what the old one never applied or what is safe to repeat', async () => {

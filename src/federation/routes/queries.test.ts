@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeBase64 } from '../../crypto/base64.ts';
 import { defaultEd25519Backend } from '../../crypto/ed25519.ts';
 import { signJson } from '../../crypto/signing.ts';
-import { federatedServers, sharedRoom, type Account, type Exchange, type FederatedServer } from '../../../test/support/federated-homeservers.ts';
+import { sharedRoom, threeServers, type Account, type Exchange, type FederatedServer, type ThreeServers } from '../../../test/support/federated-homeservers.ts';
 import { validateFederationResponse } from '../../../test/support/spec-schema.ts';
 import { FederationRequestError } from '../client.ts';
 
@@ -10,19 +10,18 @@ import { FederationRequestError } from '../client.ts';
 // another through its signed client, and the client-server lookups built on them.
 
 const enc = encodeURIComponent;
-let servers: Awaited<ReturnType<typeof federatedServers>>;
+let servers: ThreeServers;
 let a: FederatedServer;
 let b: FederatedServer;
 let c: FederatedServer;
 let alice: Account;
 let bob: Account;
+let carol: Account;
 let counter = 0;
 
 beforeAll(async () => {
-  servers = await federatedServers(3);
-  [a, b, c] = servers.servers as [FederatedServer, FederatedServer, FederatedServer];
-  alice = await a.register('alice');
-  bob = await b.register('bob');
+  servers = await threeServers();
+  ({ a, b, c, alice, bob, carol } = servers);
 });
 afterAll(() => servers.close());
 
@@ -85,7 +84,6 @@ describe('directory queries', () => {
     const roomId = await sharedRoom(a, alice, [[b, bob]]);
     const alias = `#lounge${++counter}:${a.serverName}`;
     expect((await a.api('PUT', `/_matrix/client/v3/directory/room/${enc(alias)}`, { token: alice.accessToken, body: { room_id: roomId } })).status).toBe(200);
-    const carol = await c.register('carol');
 
     const resolved = await c.api('GET', `/_matrix/client/v3/directory/room/${enc(alias)}`, { token: carol.accessToken });
     expect(resolved.status).toBe(200);

@@ -17,6 +17,8 @@ export interface BackendFixture {
   damageEntry(fromEnd: number): Promise<void>;
   /** Adds bytes after the newest entry, as a crash after extending a file but before writing it would. */
   appendGarbage?(bytes: Uint8Array): Promise<void>;
+  /** The folder the files backend keeps its files in (none for IndexedDB). */
+  directory?: string;
   cleanup(): Promise<void>;
 }
 
@@ -74,6 +76,7 @@ export const fileBackend: BackendKind = {
       return offsets;
     };
     return {
+      directory,
       open: (hooks) => openFilePersistence({ directory, hooks }),
       async tearLastEntry(bytes) {
         const path = await lastSegment();

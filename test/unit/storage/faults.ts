@@ -10,6 +10,7 @@ type Action = { kind: 'halt' } | { kind: 'fail'; error: unknown };
 export class Faults implements PersistenceHooks {
   private readonly plans: Array<{ step: PersistenceStep; remaining: number; action: Action }> = [];
   private readonly seen = new Map<PersistenceStep, number>();
+  private waiters: Array<{ step: PersistenceStep; resolve: () => void }> = [];
   private onHalt!: (step: PersistenceStep) => void;
   /** Resolves with the step where the simulated crash happened. */
   readonly halted = new Promise<PersistenceStep>((resolve) => (this.onHalt = resolve));
@@ -24,12 +25,19 @@ export class Faults implements PersistenceHooks {
     return this;
   }
 
+  /** Resolves the next time `step` is reached (to wait for background work, such as an idle snapshot, to get there). */
+  reached(step: PersistenceStep): Promise<void> {
+    return new Promise((resolve) => this.waiters.push({ step, resolve }));
+  }
+
   count(step: PersistenceStep): number {
     return this.seen.get(step) ?? 0;
   }
 
   at(step: PersistenceStep): void | Promise<void> {
     this.seen.set(step, this.count(step) + 1);
+    for (const waiter of this.waiters.filter((w) => w.step === step)) waiter.resolve();
+    this.waiters = this.waiters.filter((w) => w.step !== step);
     for (const plan of this.plans) {
       if (plan.step !== step || plan.remaining === 0) continue;
       if (--plan.remaining > 0) continue;

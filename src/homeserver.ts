@@ -75,8 +75,12 @@ export interface HomeserverOptions {
 
 /** What a host hands the core for federation and is told by it. */
 export interface HomeserverFederation {
-  /** An inbound server-server request; `remoteServerName` is the peer the transport authenticated. */
-  fetch(request: Request, remoteServerName: string): Promise<Response>;
+  /**
+   * An inbound server-server request; `remoteServerName` is the peer the transport authenticated
+   * (the X-Matrix origin must be it), or undefined from a transport that authenticates no one
+   * (HTTPS), where the X-Matrix signature with the origin's key is the whole authentication.
+   */
+  fetch(request: Request, remoteServerName: string | undefined): Promise<Response>;
   /** A peer connected or reconnected: its queue wakes at once. */
   peerConnected(serverName: string): void;
 }

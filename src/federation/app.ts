@@ -10,6 +10,7 @@ import { apiMatrixError } from './api-error.ts';
 import { queryRoutes } from './routes/queries.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 import { parseAuthorization, verifyRequest } from './x-matrix.ts';
+import { IMPLEMENTATION } from '../util/version.ts';
 
 /** Bodies above this are refused before they are parsed (a transaction of 50 PDUs of 64 KiB fits). */
 export const MAX_FEDERATION_BODY_BYTES = 4 * 1024 * 1024;
@@ -25,8 +26,9 @@ const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|federation\/v1\/
 /**
  * The server-server API as one Request → Response function. Every request but the
  * key server and the version must carry a valid X-Matrix signature from the origin
- * it names, and that origin must be the peer the transport says sent it: a request
- * that fails either check gets 401 and nothing of it is processed.
+ * it names, for this server when it names a `destination`, and when the transport
+ * names the peer that sent it (`remoteServerName`), that origin must be that peer: a
+ * request that fails a check gets 401 and nothing of it is processed.
  */
 export function createFederationApp(services: FederationServices, extraRoutes?: (app: Hono<FederationEnv>) => void): Hono<FederationEnv> {
   const app = new Hono<FederationEnv>();
@@ -50,10 +52,16 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
 
     const credentials = parseAuthorization(c.req.header('authorization'));
     if (!credentials) throw unauthorized('missing or malformed X-Matrix Authorization header');
-    if (credentials.origin !== c.env.remoteServerName) {
-      throw unauthorized(`the request claims origin ${credentials.origin}, but the connection is from ${c.env.remoteServerName}`);
+    // A transport that authenticated the peer (libp2p) names it, and the origin must be that peer;
+    // one that did not (HTTPS) names none, and the signature below is all the authentication.
+    const remote = c.env.remoteServerName;
+    if (remote !== undefined && credentials.origin !== remote) {
+      throw unauthorized(`the request claims origin ${credentials.origin}, but the connection is from ${remote}`);
     }
     if (credentials.origin === services.serverName) throw unauthorized('a request may not claim to come from this server');
+    if (credentials.destination !== undefined && credentials.destination !== services.serverName) {
+      throw unauthorized(`the request is for ${credentials.destination}, not this server`);
+    }
     const key = await services.keyRing.verifyKey(credentials.origin, credentials.key);
     if (!key) throw unauthorized(`no verify key ${credentials.key} for ${credentials.origin}`);
     const uri = url.pathname + url.search;
@@ -67,7 +75,7 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
 
   app.get('/_matrix/key/v2/server', async (c) => c.json(await services.keyRing.serverKeys()));
   app.get('/_matrix/key/v2/server/:keyId', async (c) => c.json(await services.keyRing.serverKeys()));
-  app.get('/_matrix/federation/v1/version', (c) => c.json({ server: { name: 'Hearth', version: '0.1.0' } }));
+  app.get('/_matrix/federation/v1/version', (c) => c.json({ server: { ...IMPLEMENTATION } }));
   app.get('/_matrix/federation/v1/openid/userinfo', async (c) => {
     const token = c.req.query('access_token');
     const userId = token ? await services.users.openIdUser(token) : undefined;

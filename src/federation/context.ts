@@ -54,6 +54,11 @@ export type FederationEnv = {
     /** The parsed JSON body (undefined for requests without one). */
     body: unknown;
   };
-  Bindings: { remoteServerName: string };
+  /**
+   * The peer the transport authenticated (libp2p: the connection's remote peer), which the
+   * X-Matrix origin must then be; undefined for a transport that authenticates no one (HTTPS),
+   * where the X-Matrix signature alone says who sent the request.
+   */
+  Bindings: { remoteServerName: string | undefined };
 };
 export type FederationCtx = Context<FederationEnv>;

@@ -96,8 +96,11 @@ export class Federation {
     return this.options.serverName;
   }
 
-  /** The inbound server-server API; `remoteServerName` is who the transport says sent it. */
-  fetch(request: Request, remoteServerName: string): Promise<Response> {
+  /**
+   * The inbound server-server API; `remoteServerName` is who the transport says sent it, or
+   * undefined when the transport authenticates no one (HTTPS: the X-Matrix signature decides).
+   */
+  fetch(request: Request, remoteServerName: string | undefined): Promise<Response> {
     return Promise.resolve(this.app.fetch(request, { remoteServerName }));
   }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { backoffDelay, isRefusal } from './backoff.ts';
 import { KeyedLock } from './keyed-lock.ts';
+import { IMPLEMENTATION } from './version.ts';
 
 describe('KeyedLock', () => {
   it('runs tasks of one key in order and lets other keys run meanwhile', async () => {
@@ -36,5 +37,13 @@ describe('backoffDelay', () => {
   });
   it('counts 4xx other than 429 as a refusal', () => {
     expect([400, 403, 429, 500, undefined].map(isRefusal)).toEqual([true, true, false, false, false]);
+  });
+});
+
+describe('IMPLEMENTATION', () => {
+  it("carries package.json's version", async () => {
+    const { readFile } = await import('node:fs/promises');
+    const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(IMPLEMENTATION).toEqual({ name: 'Hearth', version: pkg.version });
   });
 });

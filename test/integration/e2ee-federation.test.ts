@@ -118,7 +118,7 @@ const aliceSyncs: SyncSeen[] = [];
 let onAliceSync: ((seen: SyncSeen) => void) | undefined;
 /** B's onPeerConnected calls, and the federation requests B answered, with their times. */
 const connectedAtB: { server: string; at: number }[] = [];
-const answeredByB: { origin: string; method: string; path: string; status: number; at: number }[] = [];
+const answeredByB: { origin: string | undefined; method: string; path: string; status: number; at: number }[] = [];
 /** B's outbound transactions, with the EDU types they carried. */
 const sentByB: { destination: string; path: string; status: number; eduTypes: string[]; at: number }[] = [];
 let onAnsweredByB: (() => void) | undefined;

@@ -8,10 +8,11 @@ import { makeMembership, sendJoin, sendKnock, sendLeave, type InboundMembershipD
 import { isPduShaped } from '../pdus.ts';
 
 const inviteSchema = z.object({ room_version: z.string(), event: z.record(z.string(), z.unknown()), invite_room_state: z.array(z.unknown()).optional() }).loose();
+const inviteV1Schema = z.object({ unsigned: z.object({ invite_room_state: z.array(z.unknown()).optional() }).loose().optional() }).loose();
 
 /**
- * make_join / send_join (v2), make_leave / send_leave (v2), make_knock / send_knock
- * and invite (v2): how other servers' users come and go in rooms we are in.
+ * make_join / send_join (v2 and v1), make_leave / send_leave (v2 and v1), make_knock /
+ * send_knock and invite (v2 and v1): how other servers' users come and go in rooms we are in.
  */
 export function membershipRoutes(app: Hono<FederationEnv>): void {
   const deps = (c: FederationCtx): InboundMembershipDeps => {
@@ -27,21 +28,36 @@ export function membershipRoutes(app: Hono<FederationEnv>): void {
   app.get('/_matrix/federation/v1/make_knock/:roomId/:userId', make('knock'));
 
   const sendRequest = (c: FederationCtx): SendMembershipRequest => ({ origin: c.get('origin'), roomId: c.req.param('roomId')!, eventId: c.req.param('eventId'), body: c.get('body') });
-  app.put('/_matrix/federation/v2/send_join/:roomId/:eventId', async (c) => c.json(await sendJoin(deps(c), sendRequest(c))));
-  app.put('/_matrix/federation/v2/send_leave/:roomId/:eventId', async (c) => {
+  const join = async (c: FederationCtx) => sendJoin(deps(c), sendRequest(c));
+  const leave = async (c: FederationCtx) => {
     await sendLeave(deps(c), sendRequest(c));
-    return c.json({});
-  });
+    return {};
+  };
+  app.put('/_matrix/federation/v2/send_join/:roomId/:eventId', async (c) => c.json(await join(c)));
+  app.put('/_matrix/federation/v2/send_leave/:roomId/:eventId', async (c) => c.json(await leave(c)));
+  // The v1 forms, which older servers still call: the same, answered as `[200, body]` (a
+  // historical quirk the spec kept until MSC4376 removed them).
+  app.put('/_matrix/federation/v1/send_join/:roomId/:eventId', async (c) => c.json([200, await join(c)]));
+  app.put('/_matrix/federation/v1/send_leave/:roomId/:eventId', async (c) => c.json([200, await leave(c)]));
   app.put('/_matrix/federation/v1/send_knock/:roomId/:eventId', async (c) => c.json(await sendKnock(deps(c), sendRequest(c))));
 
-  app.put('/_matrix/federation/v2/invite/:roomId/:eventId', async (c) => {
-    const { federation } = c.get('services');
-    const body = validate(inviteSchema, c.get('body'));
-    const pdu = body.event;
+  const invite = async (c: FederationCtx, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]) => {
+    const { federation, rooms } = c.get('services');
     if (!isPduShaped(pdu) || pdu.room_id !== c.req.param('roomId')) throw new MatrixError(400, 'M_BAD_JSON', 'the invite is not an event for this room');
     // A room we hold has its ACL; for one we do not, the inviting server is all we know of it.
-    if (await c.get('services').rooms.roomVersion(pdu.room_id)) await requireAllowedByAcl(c, pdu.room_id);
-    const signed = await federation.receiveInvite(c.get('origin'), body.room_version, pdu, body.invite_room_state ?? []);
-    return c.json({ event: signed });
+    const held = await rooms.roomVersion(pdu.room_id);
+    if (held) await requireAllowedByAcl(c, pdu.room_id);
+    // v1 names no version: the room's when we hold it, else 1 (v1 is for rooms of versions 1 and 2,
+    // whose events differ only in state resolution, which an invite does not use).
+    return { event: await federation.receiveInvite(c.get('origin'), roomVersion ?? held?.id ?? '1', pdu, inviteRoomState) };
+  };
+  app.put('/_matrix/federation/v2/invite/:roomId/:eventId', async (c) => {
+    const body = validate(inviteSchema, c.get('body'));
+    return c.json(await invite(c, body.room_version, body.event, body.invite_room_state ?? []));
+  });
+  // v1: the body is the invite event itself, its room's stripped state in `unsigned`.
+  app.put('/_matrix/federation/v1/invite/:roomId/:eventId', async (c) => {
+    const body = validate(inviteV1Schema, c.get('body'));
+    return c.json([200, await invite(c, undefined, body, body.unsigned?.invite_room_state ?? [])]);
   });
 }

@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { PROJECT_ROOT } from '../../scripts/build.ts';
@@ -17,8 +17,6 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   await mkdir(join(PROJECT_ROOT, 'build'), { recursive: true });
   const outDir = await mkdtemp(join(PROJECT_ROOT, 'build', 'test-node-'));
-  // Readable by the other uid a test runs a host as (mkdtemp makes it 0700).
-  await chmod(outDir, 0o755);
   project.provide('hearthServeEntry', await buildNodeHost(outDir, { typeErrors: 'warn' }));
   return () => rm(outDir, { recursive: true, force: true });
 }

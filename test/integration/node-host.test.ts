@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -37,8 +37,6 @@ afterEach(async () => {
 interface SpawnOptions {
   /** Its own process group, so the whole group can be killed as a crash would. */
   detached?: boolean;
-  /** Run as this uid and gid (root cannot be refused a write by permissions). */
-  uid?: number;
   /**
    * In a process group and session of its own (setsid), under a parent outside it that
    * never reaps (as under a container's PID 1 that does not): killed, it stays a zombie.
@@ -57,7 +55,6 @@ function spawnServe(dir: string, args: string[], options: SpawnOptions): ChildPr
   const child = spawn(command[0]!, command.slice(1), {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached ?? false,
-    ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.uid }),
   });
   children.push(child);
   return child;
@@ -212,10 +209,17 @@ describe('the Node host', () => {
     const dir = join(parent, 'data');
     await mkdir(dir);
     await chmod(dir, 0o555);
-    await chmod(parent, 0o755); // reachable by the unprivileged user below
-    // Permissions do not stop root: run it as nobody then.
-    const result = await serveFails(dir, [], process.getuid?.() === 0 ? { uid: 65534 } : {});
-    expect(result.code).not.toBe(0);
-    expectOneClearLine(result.stderr, /data folder .*data is not writable \(EACCES\)/);
+    // Permissions do not stop root, and running the host as another user needs every folder above
+    // the checkout to be open to that user (a clone under /root or a mktemp -d folder is not):
+    // as root, the folder is made immutable instead, which root cannot write either (EPERM).
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) execFileSync('chattr', ['+i', dir]);
+    try {
+      const result = await serveFails(dir);
+      expect(result.code).not.toBe(0);
+      expectOneClearLine(result.stderr, asRoot ? /data folder .*data is not writable \(EPERM\)/ : /data folder .*data is not writable \(EACCES\)/);
+    } finally {
+      if (asRoot) execFileSync('chattr', ['-i', dir]);
+    }
   });
 });

@@ -24,6 +24,7 @@ import { routeByApi, startHttpsServer } from './https-server.ts';
 import { FileMediaStore } from './media-files.ts';
 import { SharpThumbnailer } from './media-thumbnailer.ts';
 import { signingKeyFile } from './signing-key-file.ts';
+import { traceFederation } from './federation-trace.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
@@ -60,6 +61,8 @@ export interface NodeHostOptions {
   rotateKey?: boolean;
   /** How the HTTPS federation transport resolves and trusts (tests: their DNS server, their CA). */
   https?: HttpsFederationOptions;
+  /** A file that gets every inbound server-server exchange as a JSON line (`federation-trace.ts`). */
+  traceFederation?: string;
 }
 
 export interface NodeHost {
@@ -165,6 +168,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       pushGateway: options.pushGateway ?? fetchPushGateway,
     });
     undo.push(() => homeserver.close());
+    const inbound = options.traceFederation ? traceFederation(homeserver.federation.fetch, options.traceFederation) : homeserver.federation.fetch;
     const peers = new FsDatastore(join(options.dataDir, 'peers'));
     await peers.open();
     undo.push(() => peers.close());
@@ -176,7 +180,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       bootstrap: options.bootstrap ?? [],
       relay: options.relay,
       datastore: peers,
-      handler: homeserver.federation.fetch,
+      handler: inbound,
       // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
       onPeerConnected: homeserver.federation.peerConnected,
       onPeerDiscovered: homeserver.federation.peerConnected,
@@ -187,7 +191,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     const node = p2p;
     undo.push(() => node.stop());
     await homeserver.start();
-    federationHandler = homeserver.federation.fetch;
+    federationHandler = inbound;
     // /_hearth/status: who we are on the network and who we are connected to.
     handler = async (request: Request): Promise<Response> =>
       new URL(request.url).pathname === '/_hearth/status' ? Response.json(node.status() satisfies HearthStatus, { headers: { 'access-control-allow-origin': '*' } }) : homeserver.fetch(request);

@@ -11,7 +11,8 @@
 // NAME` (repeatable) is a notary asked for keys of servers that cannot be reached; `--rotate-key` makes a
 // new signing key before start, the old one still served under old_verify_keys.
 // A start-up failure (database in use, port taken, data folder not writable) prints one line and exits 1;
-// HEARTH_DEBUG=1 prints the error in full as well.
+// HEARTH_DEBUG=1 prints the error in full as well. HEARTH_TRACE_FEDERATION=FILE appends every inbound
+// server-server exchange to FILE as a JSON line (src/node/federation-trace.ts).
 import './polyfills.ts';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -109,6 +110,7 @@ try {
     federationPort,
     trustedKeyServers: values['trusted-key-server'],
     rotateKey: values['rotate-key'],
+    traceFederation: process.env['HEARTH_TRACE_FEDERATION'] || undefined,
   });
 } catch (error) {
   console.error(startupFailure(error, { dataDir: values.data!, port, host: values.host! }));

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import { startHttpsServer } from '../../src/node/https-server.ts';
 import type { RunningHttpServer } from '../../src/node/http-server.ts';
 import { spawnHearth, stopAllHearths, type HearthProcess } from '../support/hearth-process.ts';
 import { httpsFetch } from '../support/https-fetch.ts';
-import { validateFederationResponse } from '../support/spec-schema.ts';
+import { validateFederationRequest, validateFederationResponse } from '../support/spec-schema.ts';
 import { createTestCa, type TestCa } from '../support/test-ca.ts';
 import { api, register, type Account } from './harness.ts';
 import { sdk, startClient, waitFor } from './sdk.ts';
@@ -43,6 +43,8 @@ let ca: TestCa;
 let certFile: string;
 let keyFile: string;
 let leaf: { cert: string; key: string };
+/** Where each host writes the server-server exchanges it answered (HEARTH_TRACE_FEDERATION), one file per host. */
+let traceDir: string;
 const fetchFn = (() => {
   let f: ReturnType<typeof httpsFetch> | undefined;
   return () => (f ??= httpsFetch(ca.cert));
@@ -66,7 +68,7 @@ async function startHost(port: number, dataDir: string, extra: string[] = []): P
     port,
     listen: [],
     args: ['--server-name', name, '--tls-cert', certFile, '--tls-key', keyFile, ...extra],
-    env: { NODE_EXTRA_CA_CERTS: ca.certFile },
+    env: { NODE_EXTRA_CA_CERTS: ca.certFile, HEARTH_TRACE_FEDERATION: join(traceDir, `${port}.jsonl`) },
   });
   expect(child.serverName).toBe(name);
   return { name, port, dataDir, url: `https://localhost:${port}`, fetch: fetchFn(), process: child };
@@ -135,6 +137,7 @@ beforeAll(async () => {
   leaf = ca.issue(['localhost', '127.0.0.1']);
   const dir = await mkdtemp(join(tmpdir(), 'hearth-https-tls-'));
   directories.push(dir);
+  traceDir = dir;
   certFile = join(dir, 'cert.pem');
   keyFile = join(dir, 'key.pem');
   await writeFile(certFile, leaf.cert);
@@ -332,5 +335,30 @@ describe('keys: rotation, X-Matrix verified with the fetched key, and a notary',
       const noNotary = await signedGet(b, profilePath(bob.userId));
       expect(noNotary.status).toBe(401);
     });
+  });
+});
+
+describe('what crossed between the hosts', () => {
+  it('every server-server exchange they answered matches the spec’s OpenAPI', async () => {
+    const exchanges: { origin: string; method: string; path: string; status: number; request?: unknown; response?: unknown }[] = [];
+    for (const file of (await readdir(traceDir)).filter((f) => f.endsWith('.jsonl'))) {
+      for (const line of (await readFile(join(traceDir, file), 'utf8')).split('\n').filter(Boolean)) exchanges.push(JSON.parse(line));
+    }
+    const failures: string[] = [];
+    for (const x of exchanges) {
+      const path = x.path.split('?')[0]!;
+      try {
+        if (x.request !== undefined) validateFederationRequest(x.method, path, x.request);
+        if (x.response !== undefined) validateFederationResponse(x.method, path, x.status, x.response);
+      } catch (error) {
+        failures.push(`${x.method} ${x.path} → ${x.status}: ${(error as Error).message}`);
+      }
+    }
+    expect(failures).toEqual([]);
+    // The whole of it went over HTTPS: transactions, joins, invites, backfill, directory, device lists, keys.
+    const kinds = new Set(exchanges.map((x) => x.path.split('/').slice(0, 5).join('/').split('?')[0]));
+    for (const kind of ['/_matrix/federation/v1/send', '/_matrix/federation/v1/make_join', '/_matrix/federation/v2/send_join', '/_matrix/federation/v2/invite', '/_matrix/federation/v1/backfill', '/_matrix/federation/v1/query', '/_matrix/federation/v1/user', '/_matrix/key/v2/server', '/_matrix/key/v2/query']) {
+      expect(kinds, kind).toContain(kind);
+    }
   });
 });

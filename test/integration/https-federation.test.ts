@@ -3,7 +3,6 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CryptoEvent } from 'matrix-js-sdk/lib/crypto-api/index.js';
 import { defaultEd25519Backend } from '../../src/crypto/ed25519.ts';
 import { webRandomBytes } from '../../src/crypto/random.ts';
 import { memorySigningKeyStorage, ServerSigningKeys } from '../../src/federation/signing-keys.ts';
@@ -16,7 +15,7 @@ import { httpsFetch } from '../support/https-fetch.ts';
 import { validateFederationRequest, validateFederationResponse } from '../support/spec-schema.ts';
 import { createTestCa, type TestCa } from '../support/test-ca.ts';
 import { api, register, type Account } from './harness.ts';
-import { sdk, startClient, waitFor } from './sdk.ts';
+import { decryptedBodies as decrypted, knownDevices, sdk, startClient, startEncryptedRoom, until, waitFor } from './sdk.ts';
 
 // Two Hearth hosts with DNS names, `localhost:P1` and `localhost:P2`, each `npm run serve --
 // --server-name … --tls-cert … --tls-key …` in a process of its own, federating over real HTTPS
@@ -101,29 +100,6 @@ async function keyServer(host: Host): Promise<any> {
 }
 
 const bodies = (c: sdk.MatrixClient, roomId: string) => c.getRoom(roomId)?.getLiveTimeline().getEvents().filter((e) => e.getType() === 'm.room.message').map((e) => e.getContent()['body'] as string) ?? [];
-const decrypted = (c: sdk.MatrixClient, roomId: string) =>
-  c.getRoom(roomId)?.getLiveTimeline().getEvents().filter((e) => e.isEncrypted() && !e.isDecryptionFailure() && e.getType() === 'm.room.message').map((e) => e.getContent()['body'] as string) ?? [];
-
-/** Resolves once `check` holds, run on each client event that may make it true (async checks too). */
-function until(c: sdk.MatrixClient, check: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const events = [sdk.ClientEvent.Sync, sdk.RoomEvent.Timeline, sdk.MatrixEventEvent.Decrypted, sdk.RoomEvent.MyMembership, CryptoEvent.DevicesUpdated] as const;
-  const emitter = c as unknown as NodeJS.EventEmitter;
-  return new Promise((resolve, reject) => {
-    let done = false;
-    const finish = (error?: Error) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      for (const e of events) emitter.off(e, run);
-      error ? reject(error) : resolve();
-    };
-    const run = () => void Promise.resolve(check()).then((ok) => ok && finish(), (error: Error) => finish(error));
-    const timer = setTimeout(() => finish(new Error(`timed out waiting for ${what}`)), timeoutMs);
-    for (const e of events) emitter.on(e, run);
-    run();
-  });
-}
-
 let a: Host;
 let b: Host;
 let alice: Account;
@@ -216,15 +192,7 @@ describe('two DNS-named Hearth hosts over HTTPS, driven by matrix-js-sdk', () =>
   it('end-to-end encryption with Rust crypto: messages decrypt both ways, and a new device of bob’s is learnt and gets the keys', async () => {
     const aliceE2ee = await client(a, await login(a, 'alice'), true);
     const bobE2ee = await client(b, await login(b, 'bob'), true);
-    const { room_id: secret } = await aliceE2ee.createRoom({
-      preset: sdk.Preset.PrivateChat,
-      invite: [bob.userId],
-      initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
-    });
-    await until(bobE2ee, () => bobE2ee.getRoom(secret)?.getMyMembership() === 'invite', 'the invite on B');
-    await bobE2ee.joinRoom(secret);
-    await until(aliceE2ee, () => aliceE2ee.getRoom(secret)?.getMember(bob.userId)?.membership === 'join', "bob's join on A");
-    await until(bobE2ee, () => bobE2ee.getRoom(secret)?.hasEncryptionStateEvent() ?? false, 'the room encrypted on B');
+    const secret = await startEncryptedRoom(aliceE2ee, bobE2ee);
 
     await aliceE2ee.sendTextMessage(secret, 'a secret for bob');
     await until(bobE2ee, () => decrypted(bobE2ee, secret).includes('a secret for bob'), 'the secret decrypted on B');
@@ -236,8 +204,7 @@ describe('two DNS-named Hearth hosts over HTTPS, driven by matrix-js-sdk', () =>
     // A new device: its keys reach A as an m.device_list_update, and alice's client learns of it.
     const bob3 = await login(b, 'bob');
     const bob3Client = await client(b, bob3, true);
-    const devicesOfBob = async () => [...((await aliceE2ee.getCrypto()!.getUserDeviceInfo([bob.userId])).get(bob.userId)?.keys() ?? [])];
-    await until(aliceE2ee, async () => (await devicesOfBob()).includes(bob3.deviceId), "alice's client learning bob's new device");
+    await until(aliceE2ee, async () => (await knownDevices(aliceE2ee, bob.userId)).includes(bob3.deviceId), "alice's client learning bob's new device");
     await aliceE2ee.sendTextMessage(secret, 'for your new device too');
     await until(bob3Client, () => decrypted(bob3Client, secret).includes('for your new device too'), 'the message decrypted on the new device');
     await until(bobE2ee, () => decrypted(bobE2ee, secret).includes('for your new device too'), 'the message decrypted on the first device');

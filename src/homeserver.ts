@@ -7,6 +7,9 @@ import { HEARTH_KEY_ID, serverNameFromPublicKey } from './crypto/identity.ts';
 import { Federation } from './federation/federation.ts';
 import { Memberships } from './federation/memberships.ts';
 import { federationSchema } from './federation/schema.ts';
+import { SqlServerKeyStore, serverKeysSchema } from './federation/server-key-store.ts';
+import { ServerKeys, transportKeyFetcher } from './federation/server-keys.ts';
+import type { ServerSigningKeys } from './federation/signing-keys.ts';
 import type { PushGateway } from './sync/push-delivery.ts';
 import { FederationUnreachable, type FederationTransport } from './federation/transport.ts';
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
@@ -39,7 +42,7 @@ import { Users } from './users/users.ts';
 import type { BackoffPolicy } from './util/backoff.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, mailboxSchema, mediaSchema, searchSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, serverKeysSchema, mailboxSchema, mediaSchema, searchSchema];
 
 /** A host with no federation transport (yet): every destination is unreachable. */
 const NO_TRANSPORT: FederationTransport = {
@@ -63,6 +66,14 @@ export interface HomeserverOptions {
   random?: RandomBytes;
   ed25519?: Ed25519Backend;
   log?: (message: string, error?: unknown) => void;
+  /**
+   * A server with a DNS name (the Node host's `--server-name`): that name, its own signing keys
+   * (`ed25519:a_…`, kept by the host) and the notaries asked for the keys of a server that cannot
+   * be reached (`--trusted-key-server`). Other servers' keys are then fetched and kept
+   * (`ServerKeys`). Without it the name is the hex of the seed's public key, under `ed25519:hearth`,
+   * and the seed signs.
+   */
+  dnsIdentity?: { serverName: string; signingKeys: ServerSigningKeys; trustedKeyServers?: string[] };
   /** How this server reaches other servers; without it, nothing crosses servers. */
   federation?: { transport: FederationTransport; backoff?: BackoffPolicy };
   /** How to reach push gateways (the Node host: fetch); without one, pushers are kept but nothing is pushed. */
@@ -107,9 +118,13 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const now = options.now ?? Date.now;
   const random = options.random ?? webRandomBytes;
   const ed25519 = options.ed25519 ?? (await defaultEd25519Backend());
-  const signingKey = await ed25519.keyFromSeed(options.seed);
-  const serverName = serverNameFromPublicKey(signingKey.publicKey);
+  const seedKey = await ed25519.keyFromSeed(options.seed);
+  const named = options.dnsIdentity;
+  const serverName = named?.serverName ?? serverNameFromPublicKey(seedKey.publicKey);
+  const keyId = named?.signingKeys.keyId ?? HEARTH_KEY_ID;
+  const signingKey = named?.signingKeys.signingKey ?? seedKey;
   const db = options.database;
+  const transport = options.federation?.transport ?? NO_TRANSPORT;
 
   // Components report stream changes; the sync notifier wakes long-polls.
   let sync: Sync | undefined;
@@ -119,13 +134,13 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const rooms = new Rooms({
     db,
     serverName,
-    keyId: HEARTH_KEY_ID,
+    keyId,
     signingKey,
     ed25519,
     now,
     random,
     notify,
-    resolveVerifyKey: (server, keyId) => federation.keyRing.verifyKey(server, keyId),
+    resolveVerifyKey: (server, id, at) => federation.keyRing.verifyKey(server, id, at),
   });
   sync = new Sync(db, rooms, users, now);
   // The search index is written inside each event's own write, through the room engine's hook.
@@ -163,15 +178,19 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const federation: Federation = new Federation({
     db,
     serverName,
-    keyId: HEARTH_KEY_ID,
+    keyId,
     signingKey,
     ed25519,
     rooms,
     users,
     keys,
     sync,
-    transport: options.federation?.transport ?? NO_TRANSPORT,
+    transport,
     backoff: options.federation?.backoff,
+    // A DNS-named server fetches other servers' keys (through the same transport) and is a notary.
+    keyRing: named
+      ? new ServerKeys({ serverName, signingKeys: named.signingKeys, ed25519, store: new SqlServerKeyStore(db), fetcher: transportKeyFetcher(transport), trustedNotaries: named.trustedKeyServers, now, log })
+      : undefined,
     media,
     now,
     log,
@@ -183,10 +202,10 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const mailbox = new Mailbox({
     db,
     serverName,
-    keyId: HEARTH_KEY_ID,
+    keyId,
     signingKey,
     ed25519,
-    verifyKey: (server, keyId) => federation.keyRing.verifyKey(server, keyId),
+    verifyKey: (server, id) => federation.keyRing.verifyKey(server, id),
     client: federation.client,
     receiveTransaction: (origin, txnId, pdus, edus) => federation.receiveTransaction(origin, txnId, pdus, edus),
     now,
@@ -225,7 +244,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
 
   return {
     serverName,
-    keyId: HEARTH_KEY_ID,
+    keyId,
     publicKey: signingKey.publicKey,
     fetch: async (request) => app.fetch(request),
     services,

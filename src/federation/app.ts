@@ -18,10 +18,10 @@ export const MAX_FEDERATION_BODY_BYTES = 4 * 1024 * 1024;
 const unauthorized = (message: string) => new MatrixError(401, 'M_UNAUTHORIZED', message);
 
 /**
- * Paths served without X-Matrix: the key server, the version, and OpenID's userinfo (asked by
+ * Paths served without X-Matrix: the key server and the notary's key queries, the version, and OpenID's userinfo (asked by
  * widgets and integration managers, which are not servers; the token is the credential).
  */
-const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|federation\/v1\/version|federation\/v1\/openid\/userinfo)\/?$/;
+const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|key\/v2\/query(\/[^/]*)?|federation\/v1\/version|federation\/v1\/openid\/userinfo)\/?$/;
 
 /**
  * The server-server API as one Request → Response function. Every request but the
@@ -75,6 +75,16 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
 
   app.get('/_matrix/key/v2/server', async (c) => c.json(await services.keyRing.serverKeys()));
   app.get('/_matrix/key/v2/server/:keyId', async (c) => c.json(await services.keyRing.serverKeys()));
+  // The notary (server-server §Querying keys through another server): a key ring that is one (ServerKeys) answers.
+  app.get('/_matrix/key/v2/query/:serverName', async (c) => {
+    if (!services.keyRing.notaryQuery) throw unrecognized();
+    const minimum = c.req.query('minimum_valid_until_ts');
+    return c.json(await services.keyRing.notaryQuery(c.req.param('serverName'), minimum && /^\d+$/.test(minimum) ? Number(minimum) : undefined));
+  });
+  app.post('/_matrix/key/v2/query', async (c) => {
+    if (!services.keyRing.notaryBatch) throw unrecognized();
+    return c.json(await services.keyRing.notaryBatch(c.get('body')));
+  });
   app.get('/_matrix/federation/v1/version', (c) => c.json({ server: { ...IMPLEMENTATION } }));
   app.get('/_matrix/federation/v1/openid/userinfo', async (c) => {
     const token = c.req.query('access_token');

@@ -10,7 +10,7 @@ import type { RoomVersion } from '../events/room-versions.ts';
 import type { RoomGraph } from '../rooms/dag.ts';
 import type { MediaContent } from '../media/media.ts';
 import type { Edu } from './queue.ts';
-import type { KeyRing } from './keyring.ts';
+import type { VerifyKeys } from './keyring.ts';
 
 /**
  * What the inbound routes need of the Federation component: a view, not the class,
@@ -33,7 +33,7 @@ export interface FederationMediaSource {
 /** What the inbound server-server routes call into. */
 export interface FederationServices {
   serverName: string;
-  keyRing: KeyRing;
+  keyRing: VerifyKeys;
   ed25519: Ed25519Backend;
   rooms: Rooms;
   users: Users;

@@ -20,7 +20,7 @@ import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
-import { KeyRing } from './keyring.ts';
+import { KeyRing, type VerifyKeys } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import type { FederationTransport } from './transport.ts';
@@ -43,6 +43,8 @@ export interface FederationOptions {
   routes?: (app: Hono<FederationEnv>) => void;
   /** The media repository, served to other servers (routes/media.ts). */
   media?: FederationMediaSource;
+  /** Other servers' verify keys and our key document; a hex name's `KeyRing` when not given (a DNS name's is `ServerKeys`). */
+  keyRing?: VerifyKeys;
 }
 
 /** Failure of a federated membership change, with what the remote server said. */
@@ -68,7 +70,7 @@ const MISSING_EVENTS_LIMIT = 20;
 export class Federation {
   readonly client: FederationClient;
   readonly queues: OutgoingQueues;
-  readonly keyRing: KeyRing;
+  readonly keyRing: VerifyKeys;
   readonly graph: RoomGraph;
   readonly edus: Edus;
   private readonly app: Hono<FederationEnv>;
@@ -78,7 +80,7 @@ export class Federation {
     const { db, serverName, keyId, signingKey, transport, now, log } = options;
     this.client = new FederationClient(transport, serverName, keyId, signingKey);
     this.queues = new OutgoingQueues(db, this.client, serverName, now, log, options.backoff);
-    this.keyRing = new KeyRing(serverName, signingKey, now);
+    this.keyRing = options.keyRing ?? new KeyRing(serverName, signingKey, now);
     this.graph = new RoomGraph(options.rooms);
     this.edus = new Edus({ ...options, queues: this.queues, client: this.client });
     this.app = createFederationApp({ ...options, keyRing: this.keyRing, federation: this }, options.routes);
@@ -474,7 +476,7 @@ export class Federation {
   /** Whether a server's signature on an event verifies, under any of its key IDs. */
   private async signedBy(pdu: PDU, version: RoomVersion, server: string): Promise<boolean> {
     for (const keyId of Object.keys(pdu.signatures?.[server] ?? {})) {
-      const key = await this.keyRing.verifyKey(server, keyId);
+      const key = await this.keyRing.verifyKey(server, keyId, pdu.origin_server_ts);
       if (key && (await verifyEventSignature(pdu, version, server, keyId, key, this.options.ed25519))) return true;
     }
     return false;

@@ -7,13 +7,26 @@ import { signJson } from '../crypto/signing.ts';
 const KEY_VALIDITY_MS = 7 * 24 * 60 * 60 * 1000;
 
 /**
+ * What federation needs of a key ring: the verify key of a server's key ID (`at`: when the
+ * signature was made, an event's origin_server_ts; none for a request, which needs a current
+ * key), our own key document, and, for a server that is a notary (`ServerKeys`, a host with a
+ * DNS name), the answers of `/_matrix/key/v2/query`.
+ */
+export interface VerifyKeys {
+  verifyKey(serverName: string, keyId: string, at?: number): Promise<Uint8Array | undefined>;
+  serverKeys(): Promise<Record<string, unknown>>;
+  notaryQuery?(serverName: string, minimumValidUntilTs?: number): Promise<{ server_keys: Record<string, unknown>[] }>;
+  notaryBatch?(body: unknown): Promise<{ server_keys: Record<string, unknown>[] }>;
+}
+
+/**
  * Server name → verify key, for room events and for requests alike. A Hearth server
  * name is the hex of its ed25519 public key under the fixed key ID, so the key of
  * any Hearth peer follows from its name: no key fetch, no notary, no trust on first
  * use. Names that are not Hearth names have no key here (Hearth federates only with
  * Hearth peers, which have no DNS names to fetch keys from).
  */
-export class KeyRing {
+export class KeyRing implements VerifyKeys {
   constructor(
     private readonly serverName: string,
     private readonly signingKey: SigningKey,

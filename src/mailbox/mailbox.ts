@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
+import { publicKeyFromServerName } from '../crypto/identity.ts';
 import { FederationRequestError, type FederationClient, type TransactionBody } from '../federation/client.ts';
 import type { Edu, MailDrop } from '../federation/queue.ts';
 import type { Database } from '../storage/database.ts';
@@ -123,6 +124,8 @@ export class Mailbox implements MailDrop {
    * True once at least one has durably taken it.
    */
   async deposit(destination: string, txnId: string, body: TransactionBody): Promise<boolean> {
+    // Mailboxes hold mail for Hearth peers only (a hex name, collected over libp2p); a server with a DNS name is retried.
+    if (!publicKeyFromServerName(destination)) return false;
     const mailboxes = [...this.known].filter((m) => m !== destination && m !== this.options.serverName);
     if (mailboxes.length === 0 || this.stopped) return false;
     const { serverName, keyId, signingKey, client } = this.options;

@@ -35,14 +35,14 @@ interface Host {
   signing: ServerSigningKeys;
   server: RunningHttpServer;
   /** What reached the federation side, with the sender it was given. */
-  inbound: { path: string; remoteServerName: string }[];
+  inbound: { path: string; remoteServerName: string | undefined }[];
 }
 
 /** A server `localhost:PORT` whose key server and notary endpoints answer over HTTPS. */
 async function host(trustedNotaries: string[] = []): Promise<Host> {
   const inbound: Host['inbound'] = [];
   let keys!: ServerKeys;
-  const federation = async (request: Request, remoteServerName: string): Promise<Response> => {
+  const federation = async (request: Request, remoteServerName: string | undefined): Promise<Response> => {
     const url = new URL(request.url);
     inbound.push({ path: url.pathname, remoteServerName });
     if (url.pathname === '/_matrix/key/v2/server') return Response.json(await keys.serverKeys());
@@ -73,7 +73,7 @@ describe('server keys over HTTPS', () => {
   it("fetches another server's key document from its key server and checks it", async () => {
     const [a, b] = [await host(), await host()];
     expect(await b.keys.verifyKey(a.name, a.signing.keyId)).toEqual(a.signing.signingKey.publicKey);
-    expect(a.inbound).toEqual([{ path: '/_matrix/key/v2/server', remoteServerName: '' }]);
+    expect(a.inbound).toEqual([{ path: '/_matrix/key/v2/server', remoteServerName: undefined }]);
     validateFederationResponse('GET', '/_matrix/key/v2/server', 200, await a.keys.serverKeys());
   });
 
@@ -92,7 +92,7 @@ describe('server keys over HTTPS', () => {
     const [a, b] = [await host(), await host()];
     const authorization = await authorizationHeader('GET', '/_matrix/federation/v1/version', b.name, a.name, undefined, b.signing.keyId, b.signing.signingKey);
     await fetchVia(b, '/_matrix/federation/v1/version', a.name, { authorization });
-    expect(a.inbound.at(-1)).toEqual({ path: '/_matrix/federation/v1/version', remoteServerName: b.name });
+    expect(a.inbound.at(-1)).toEqual({ path: '/_matrix/federation/v1/version', remoteServerName: undefined });
     expect(await (await fetchVia(b, '/_matrix/client/versions', a.name)).json()).toEqual({ api: 'client' });
   });
 });

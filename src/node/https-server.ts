@@ -1,13 +1,12 @@
 /**
  * The HTTPS listener of a host with a DNS name: the client-server and the server-server API on
  * one port, as Synapse's federation listener can. Over HTTPS nothing below the request says
- * who sent it, so a server-server request's sender is the origin its X-Matrix header names;
- * the federation app then verifies that signature with the origin's key (and `destination`
- * against our name) before anything else, and refuses with 401 what does not verify.
+ * who sent it, so the federation app is told no sender: its X-Matrix signature, checked with the
+ * origin's fetched key (and `destination` against our name), is the whole authentication, and
+ * what does not verify is refused with 401 before anything else.
  */
 import { createServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
-import { parseAuthorization } from '../federation/x-matrix.ts';
 import { mediaAnswerBytes } from '../http/bounded-body.ts';
 import { handle, type RunningHttpServer } from './http-server.ts';
 
@@ -20,21 +19,17 @@ export interface HttpsServerOptions {
   maxRequestBytes?: number;
 }
 
-/** The two APIs a host serves: the client API, and the federation app with the sender it is told. */
+/** The two APIs a host serves: the client API, and the federation app with the sender the transport authenticated (none, over HTTPS). */
 export interface HttpsHandlers {
   client: (request: Request) => Promise<Response>;
-  federation: (request: Request, remoteServerName: string) => Promise<Response>;
+  federation: (request: Request, remoteServerName: string | undefined) => Promise<Response>;
 }
 
 const SERVER_SERVER = /^\/_matrix\/(federation|key)\//;
 
-/** One Request → Response function for both APIs: server-server paths go to federation, named by their X-Matrix origin. */
+/** One Request → Response function for both APIs: server-server paths go to federation, authenticated by their signature alone. */
 export function routeByApi(handlers: HttpsHandlers): (request: Request) => Promise<Response> {
-  return (request) => {
-    if (!SERVER_SERVER.test(new URL(request.url).pathname)) return handlers.client(request);
-    // No header (the key server, the version): the app serves those unauthenticated and refuses the rest.
-    return handlers.federation(request, parseAuthorization(request.headers.get('authorization'))?.origin ?? '');
-  };
+  return (request) => (SERVER_SERVER.test(new URL(request.url).pathname) ? handlers.federation(request, undefined) : handlers.client(request));
 }
 
 export async function startHttpsServer(fetch: (request: Request) => Promise<Response>, options: HttpsServerOptions): Promise<RunningHttpServer> {

@@ -5,7 +5,10 @@ import { webSockets } from '@libp2p/websockets';
 import { FsDatastore } from 'datastore-fs';
 import initSqlJs from 'sql.js';
 import type { RateLimitConfig } from '../client/rate-limit.ts';
-import { SEED_LENGTH } from '../crypto/ed25519.ts';
+import { defaultEd25519Backend, SEED_LENGTH } from '../crypto/ed25519.ts';
+import { webRandomBytes } from '../crypto/random.ts';
+import { ServerSigningKeys } from '../federation/signing-keys.ts';
+import { transportByName } from '../federation/transport-by-name.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
 import { mediaAnswerBytes } from '../http/bounded-body.ts';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
@@ -15,9 +18,13 @@ import type { MailboxLimits } from '../mailbox/store.ts';
 import { openDurableDatabase } from '../storage/durable-database.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
 import { fsyncDirectory, openFilePersistence } from './file-persistence.ts';
-import { startHttpServer } from './http-server.ts';
+import { startHttpServer, type RunningHttpServer } from './http-server.ts';
+import { createHttpsFederationTransport, type HttpsFederationOptions, type HttpsFederationTransport } from './https-federation.ts';
+import { routeByApi, startHttpsServer } from './https-server.ts';
 import { FileMediaStore } from './media-files.ts';
 import { SharpThumbnailer } from './media-thumbnailer.ts';
+import { signingKeyFile } from './signing-key-file.ts';
+import { traceFederation } from './federation-trace.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
@@ -38,10 +45,30 @@ export interface NodeHostOptions {
   mailbox?: boolean | Partial<MailboxLimits>;
   /** How notifications reach push gateways; fetch unless a test gives another. */
   pushGateway?: PushGateway;
+  /**
+   * A DNS name (or IP literal), with an optional port (`--server-name`): the host is an ordinary
+   * Matrix homeserver of that name over HTTPS, `tls` its certificate. Its signing key lives in
+   * `<data>/signing-keys.json`; other names are reached over HTTPS, hex names over libp2p.
+   */
+  serverName?: string;
+  /** PEM certificate chain and key (`--tls-cert`, `--tls-key`); required with serverName. */
+  tls?: { cert: string; key: string };
+  /** A second HTTPS port that serves the server-server API (`--federation-port`). */
+  federationPort?: number;
+  /** Notaries asked for the keys of a server that cannot be reached (`--trusted-key-server`). */
+  trustedKeyServers?: string[];
+  /** A new signing key before start; the old one stays served under old_verify_keys (`--rotate-key`). */
+  rotateKey?: boolean;
+  /** How the HTTPS federation transport resolves and trusts (tests: their DNS server, their CA). */
+  https?: HttpsFederationOptions;
+  /** A file that gets every inbound server-server exchange as a JSON line (`federation-trace.ts`). */
+  traceFederation?: string;
 }
 
 export interface NodeHost {
   url: string;
+  /** The --federation-port listener's URL, when there is one. */
+  federationUrl?: string;
   homeserver: Homeserver;
   p2p: P2PNode;
   close(): Promise<void>;
@@ -78,10 +105,30 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
   let markReady!: () => void;
   const ready = new Promise<void>((resolve) => (markReady = resolve));
   // Uploads as large as the media config allows, plus a request's framing, reach the core.
-  const maxUploadBytes = { ...DEFAULT_MEDIA_CONFIG, ...options.media }.maxUploadBytes;
-  const http = await startHttpServer(async (request) => (await ready, handler!(request)), options.port ?? 8008, options.host ?? '127.0.0.1', mediaAnswerBytes(maxUploadBytes));
+  const maxRequestBytes = mediaAnswerBytes({ ...DEFAULT_MEDIA_CONFIG, ...options.media }.maxUploadBytes);
+  const hostname = options.host ?? '127.0.0.1';
+  const client = async (request: Request) => (await ready, handler!(request));
+  let federationHandler: ((request: Request, remoteServerName: string) => Promise<Response>) | undefined;
+  const federation = async (request: Request, remoteServerName: string) => (await ready, federationHandler!(request, remoteServerName));
+  if (options.serverName !== undefined && !options.tls) throw new Error('a host with a server name needs a TLS certificate and key');
+  const tls = options.serverName !== undefined ? options.tls : undefined;
+  // A DNS-named host speaks HTTPS, the client and the server-server API on one port (and on --federation-port the latter).
+  const http = tls
+    ? await startHttpsServer(routeByApi({ client, federation }), { ...tls, port: options.port ?? 8448, host: hostname, maxRequestBytes })
+    : await startHttpServer(client, options.port ?? 8008, hostname, maxRequestBytes);
   const undo: (() => Promise<unknown>)[] = [() => http.close()];
   try {
+    let federationListener: RunningHttpServer | undefined;
+    if (tls && options.federationPort !== undefined) {
+      federationListener = await startHttpsServer(routeByApi({ client: async () => Response.json({ errcode: 'M_UNRECOGNIZED', error: 'this port serves the server-server API only' }, { status: 404 }), federation }), {
+        ...tls,
+        port: options.federationPort,
+        host: hostname,
+        maxRequestBytes,
+      });
+      const listener = federationListener;
+      undo.push(() => listener.close());
+    }
     await mkdir(options.dataDir, { recursive: true });
     const seed = await loadOrCreateSeed(join(options.dataDir, 'identity.seed'));
     const persistence = await openFilePersistence({ directory: join(options.dataDir, 'db') });
@@ -91,10 +138,23 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     // The core exists before libp2p starts, so the first request from a redialled peer finds it;
     // its outbound transport is the P2P node's, once that is up.
     let p2p: P2PNode | undefined;
-    const transport: FederationTransport = {
+    const libp2pTransport: FederationTransport = {
       send: (destination, request, sendOptions) => (p2p ? p2p.transport.send(destination, request, sendOptions) : Promise.reject(new FederationUnreachable(destination, 'libp2p is not up yet'))),
     };
+    // A DNS-named host: its own ed25519 key (ed25519:a_…) kept in the data folder, and HTTPS for every name that is not a Hearth peer's.
+    let https: HttpsFederationTransport | undefined;
+    let dnsIdentity: { serverName: string; signingKeys: ServerSigningKeys; trustedKeyServers?: string[] } | undefined;
+    if (tls) {
+      const signingKeys = await ServerSigningKeys.open({ storage: signingKeyFile(join(options.dataDir, 'signing-keys.json')), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
+      if (options.rotateKey) await signingKeys.rotate();
+      dnsIdentity = { serverName: options.serverName!, signingKeys, trustedKeyServers: options.trustedKeyServers };
+      const transport = createHttpsFederationTransport(options.https);
+      https = transport;
+      undo.push(async () => transport.close());
+    }
+    const transport = https ? transportByName({ hearth: libp2pTransport, https }) : libp2pTransport;
     const homeserver = await createHomeserver({
+      dnsIdentity,
       database,
       seed,
       registrationEnabled: options.registrationEnabled,
@@ -108,6 +168,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       pushGateway: options.pushGateway ?? fetchPushGateway,
     });
     undo.push(() => homeserver.close());
+    const inbound = options.traceFederation ? traceFederation(homeserver.federation.fetch, options.traceFederation) : homeserver.federation.fetch;
     const peers = new FsDatastore(join(options.dataDir, 'peers'));
     await peers.open();
     undo.push(() => peers.close());
@@ -119,7 +180,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       bootstrap: options.bootstrap ?? [],
       relay: options.relay,
       datastore: peers,
-      handler: homeserver.federation.fetch,
+      handler: inbound,
       // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
       onPeerConnected: homeserver.federation.peerConnected,
       onPeerDiscovered: homeserver.federation.peerConnected,
@@ -130,16 +191,20 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     const node = p2p;
     undo.push(() => node.stop());
     await homeserver.start();
+    federationHandler = inbound;
     // /_hearth/status: who we are on the network and who we are connected to.
     handler = async (request: Request): Promise<Response> =>
       new URL(request.url).pathname === '/_hearth/status' ? Response.json(node.status() satisfies HearthStatus, { headers: { 'access-control-allow-origin': '*' } }) : homeserver.fetch(request);
     markReady();
     return {
       url: http.url,
+      ...(federationListener ? { federationUrl: federationListener.url } : {}),
       homeserver,
       p2p: node,
       close: async () => {
         await http.close();
+        await federationListener?.close();
+        https?.close();
         await node.stop();
         await peers.close();
         await homeserver.close();

@@ -5,10 +5,18 @@
 // `--relay` makes it a circuit relay v2 for browsers (they take reservations on it and signal WebRTC
 // through it), with libp2p's relay limits lifted; give it a `/ws` --listen address, browsers dial only WebSockets.
 // `--mailbox` makes it a mailbox: it holds signed mail for peers that cannot be reached until they collect it.
+// `--server-name NAME --tls-cert FILE --tls-key FILE` makes it an ordinary Matrix homeserver named NAME
+// (a DNS name or IP literal, optionally with a port) over HTTPS: --port serves the client and the
+// server-server API; `--federation-port Q` serves the latter on a second port too. `--trusted-key-server
+// NAME` (repeatable) is a notary asked for keys of servers that cannot be reached; `--rotate-key` makes a
+// new signing key before start, the old one still served under old_verify_keys.
 // A start-up failure (database in use, port taken, data folder not writable) prints one line and exits 1;
-// HEARTH_DEBUG=1 prints the error in full as well.
+// HEARTH_DEBUG=1 prints the error in full as well. HEARTH_TRACE_FEDERATION=FILE appends every inbound
+// server-server exchange to FILE as a JSON line (src/node/federation-trace.ts).
 import './polyfills.ts';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { isValidServerName } from '../events/identifiers.ts';
 import { StorageError } from '../storage/errors.ts';
 import { startNodeHost, type NodeHost } from './node-host.ts';
 
@@ -23,14 +31,41 @@ const { values } = parseArgs({
     bootstrap: { type: 'string', multiple: true, default: [] },
     relay: { type: 'boolean', default: false },
     mailbox: { type: 'boolean', default: false },
+    'server-name': { type: 'string' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+    'federation-port': { type: 'string' },
+    'trusted-key-server': { type: 'string', multiple: true, default: [] },
+    'rotate-key': { type: 'boolean', default: false },
   },
 });
 
-const port = Number(values.port);
-if (!Number.isInteger(port) || port < 0 || port > 65535) {
-  console.error(`--port must be a port number, not ${values.port}`);
+const usage = (message: string): never => {
+  console.error(message);
   process.exit(2);
+};
+
+const portNumber = (flag: string, value: string): number => {
+  const n = Number(value);
+  return Number.isInteger(n) && n >= 0 && n <= 65535 ? n : usage(`--${flag} must be a port number, not ${value}`);
+};
+const port = portNumber('port', values.port!);
+const serverName = values['server-name'];
+if (serverName !== undefined && !isValidServerName(serverName)) usage(`--server-name must be a DNS name or IP literal with an optional port, not ${serverName}`);
+if (serverName !== undefined && (!values['tls-cert'] || !values['tls-key'])) usage('--server-name needs --tls-cert FILE and --tls-key FILE');
+if (serverName === undefined && (values['tls-cert'] || values['tls-key'] || values['federation-port'] || values['trusted-key-server'].length > 0 || values['rotate-key'])) {
+  usage('--tls-cert, --tls-key, --federation-port, --trusted-key-server and --rotate-key need --server-name');
 }
+for (const notary of values['trusted-key-server']) if (!isValidServerName(notary)) usage(`--trusted-key-server must be a server name, not ${notary}`);
+const federationPort = values['federation-port'] === undefined ? undefined : portNumber('federation-port', values['federation-port']);
+const readPem = (flag: string, path: string): string => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    return usage(`hearth: cannot start: --${flag} ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+};
+const tls = serverName !== undefined ? { cert: readPem('tls-cert', values['tls-cert']!), key: readPem('tls-key', values['tls-key']!) } : undefined;
 
 /** The errno-style code of an error or of one it wraps (a StorageError keeps the fs error as its cause). */
 function systemCode(error: unknown): string | undefined {
@@ -70,6 +105,12 @@ try {
     bootstrap: values.bootstrap,
     relay: values.relay,
     mailbox: values.mailbox,
+    serverName,
+    tls,
+    federationPort,
+    trustedKeyServers: values['trusted-key-server'],
+    rotateKey: values['rotate-key'],
+    traceFederation: process.env['HEARTH_TRACE_FEDERATION'] || undefined,
   });
 } catch (error) {
   console.error(startupFailure(error, { dataDir: values.data!, port, host: values.host! }));
@@ -77,7 +118,9 @@ try {
   process.exit(1);
 }
 console.log(`Hearth homeserver listening on ${host.url}`);
+if (host.federationUrl) console.log(`server-server API also on ${host.federationUrl}`);
 console.log(`server name: ${host.homeserver.serverName}`);
+if (serverName !== undefined) console.log(`signing key: ${host.homeserver.keyId}`);
 console.log(`peer ID: ${host.p2p.peerId}`);
 if (values.relay) console.log('circuit relay: on (browsers can reserve and meet here)');
 if (values.mailbox) console.log('mailbox: on (holds mail for peers that cannot be reached)');

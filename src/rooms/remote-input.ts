@@ -146,7 +146,7 @@ export class RemoteInput {
       const keys = Object.keys(pdu.signatures?.[origin] ?? {}).filter((k) => k.startsWith('ed25519:'));
       let verified = false;
       for (const keyId of keys) {
-        const key = await this.store.options.resolveVerifyKey(origin, keyId);
+        const key = await this.store.options.resolveVerifyKey(origin, keyId, pdu.origin_server_ts);
         if (key && (await verifyEventSignature(pdu, version, origin, keyId, key, this.store.options.ed25519))) {
           verified = true;
           break;

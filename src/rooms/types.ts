@@ -63,8 +63,8 @@ export interface EventIndexHook {
 /** Lets another server countersign an event before it is stored (an invite of a remote user). */
 export type Countersign = (event: RoomEvent, version: RoomVersion) => Promise<RoomEvent>;
 
-/** Looks up a server's verify key, for events that come from elsewhere. */
-export type VerifyKeyResolver = (serverName: string, keyId: string) => Promise<Uint8Array | undefined>;
+/** Looks up a server's verify key, for events that come from elsewhere; `at` is when the event says it was signed (its origin_server_ts). */
+export type VerifyKeyResolver = (serverName: string, keyId: string, at?: number) => Promise<Uint8Array | undefined>;
 
 export interface RoomsOptions {
   db: Database;

@@ -1,12 +1,11 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CryptoEvent } from 'matrix-js-sdk/lib/crypto-api/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnHearth, stopAllHearths, type HearthProcess } from '../support/hearth-process.ts';
 import { startP2PHomeserver, type P2PHomeserver } from '../support/p2p-homeserver.ts';
 import { api, register, type Account } from './harness.ts';
-import { sdk, startClient } from './sdk.ts';
+import { decryptedBodies, knownDevices, sdk, startClient, startEncryptedRoom, until } from './sdk.ts';
 
 // End-to-end encryption between two Node hosts federating over libp2p on 127.0.0.1,
 // driven by matrix-js-sdk with its Rust crypto stack (issue 11): alice on A,
@@ -52,41 +51,8 @@ function observedFetch(target: () => string, traffic: Traffic[], syncs: SyncSeen
   };
 }
 
-/** Resolves when `check` (run on each of the client's events that may make it true) holds. */
-function until(client: sdk.MatrixClient, check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
-  const events = [sdk.ClientEvent.Sync, sdk.RoomEvent.Timeline, sdk.MatrixEventEvent.Decrypted, sdk.RoomMemberEvent.Membership, sdk.RoomEvent.MyMembership, CryptoEvent.DevicesUpdated] as const;
-  const emitter = client as unknown as NodeJS.EventEmitter;
-  return new Promise((resolve, reject) => {
-    let done = false;
-    const finish = (error?: Error) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      for (const e of events) emitter.off(e, run);
-      error ? reject(error) : resolve();
-    };
-    const run = () => {
-      if (done) return;
-      Promise.resolve(check()).then((ok) => ok && finish(), (error: Error) => finish(error));
-    };
-    const timer = setTimeout(() => finish(new Error(`timed out waiting for ${what}`)), timeoutMs);
-    for (const e of events) emitter.on(e, run);
-    run();
-  });
-}
-
-const decryptedBodies = (client: sdk.MatrixClient, roomId: string): string[] =>
-  client.getRoom(roomId)?.getLiveTimeline().getEvents()
-    .filter((e) => e.getType() === 'm.room.message' && e.isEncrypted() && !e.isDecryptionFailure())
-    .map((e) => e.getContent()['body'] as string) ?? [];
-
 const decrypts = (client: sdk.MatrixClient, roomId: string, body: string) =>
   until(client, () => decryptedBodies(client, roomId).includes(body), `"${body}" decrypted by ${client.getUserId()} on ${client.getDeviceId()}`);
-
-async function knownDevices(client: sdk.MatrixClient, userId: string): Promise<string[]> {
-  const devices = (await client.getCrypto()!.getUserDeviceInfo([userId])).get(userId);
-  return [...(devices?.keys() ?? [])].sort();
-}
 
 /** Room keys (olm-encrypted to-device messages) alice's client sent, as user → device IDs. */
 function roomKeyRecipients(traffic: Traffic[], userId: string): string[] {
@@ -171,15 +137,7 @@ afterAll(async () => {
 
 describe('end-to-end encryption across two Hearth hosts over libp2p', () => {
   it('an encrypted room between alice on A and bob on B: messages decrypt both ways', async () => {
-    ({ room_id: roomId } = await aliceClient.createRoom({
-      preset: sdk.Preset.PrivateChat,
-      invite: [bob.userId],
-      initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
-    }));
-    await until(bobClient, () => bobClient.getRoom(roomId)?.getMyMembership() === 'invite', 'the invite on B');
-    await bobClient.joinRoom(roomId);
-    await until(aliceClient, () => aliceClient.getRoom(roomId)?.getMember(bob.userId)?.membership === 'join', "bob's join on A");
-    await until(bobClient, () => bobClient.getRoom(roomId)?.hasEncryptionStateEvent() ?? false, 'the room encrypted on B');
+    roomId = await startEncryptedRoom(aliceClient, bobClient);
 
     await aliceClient.sendTextMessage(roomId, 'hello bob, from A');
     await decrypts(bobClient, roomId, 'hello bob, from A');

@@ -49,10 +49,11 @@ export interface Account {
 /**
  * Raw HTTP against a test server, returning status and parsed body. Requests and
  * responses are checked against the spec's OpenAPI definitions unless `unchecked`
- * (for paths the spec does not define, or bodies that are wrong on purpose).
+ * (for paths the spec does not define, or bodies that are wrong on purpose). A server with a
+ * `fetch` of its own is asked through it (an HTTPS host under a test CA: test/support/https-fetch.ts).
  */
 export async function api(
-  server: { url: string },
+  server: { url: string; fetch?: typeof fetch },
   method: string,
   path: string,
   options: { token?: string; body?: unknown; rawBody?: string | Uint8Array<ArrayBuffer>; headers?: Record<string, string>; unchecked?: boolean } = {},
@@ -65,7 +66,7 @@ export async function api(
     body = JSON.stringify(options.body);
     headers['content-type'] = 'application/json';
   }
-  const response = await fetch(server.url + path, { method, headers, body });
+  const response = await (server.fetch ?? fetch)(server.url + path, { method, headers, body });
   const text = await response.text();
   let parsed: unknown = text;
   try {
@@ -77,7 +78,7 @@ export async function api(
   return { status: response.status, body: parsed, headers: response.headers };
 }
 
-export async function register(server: { url: string }, username: string, password = 'correct horse battery staple'): Promise<Account> {
+export async function register(server: { url: string; fetch?: typeof fetch }, username: string, password = 'correct horse battery staple'): Promise<Account> {
   const { status, body } = await api(server, 'POST', '/_matrix/client/v3/register', {
     body: { username, password, auth: { type: 'm.login.dummy' } },
   });

@@ -1,5 +1,6 @@
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
 import * as sdk from 'matrix-js-sdk';
+import { CryptoEvent } from 'matrix-js-sdk/lib/crypto-api/index.js';
 import { logger, type Logger } from 'matrix-js-sdk/lib/logger.js';
 import type { Account } from './harness.ts';
 
@@ -68,6 +69,56 @@ export function waitFor<T>(client: sdk.MatrixClient, predicate: () => T | undefi
     for (const e of events) (client as unknown as NodeJS.EventEmitter).on(e, check);
     check();
   });
+}
+
+/** Resolves when `check` (run on each of the client's events that may make it true, crypto's too; it may be async) holds. */
+export function until(client: sdk.MatrixClient, check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+  const events = [sdk.ClientEvent.Sync, sdk.RoomEvent.Timeline, sdk.MatrixEventEvent.Decrypted, sdk.RoomMemberEvent.Membership, sdk.RoomEvent.MyMembership, CryptoEvent.DevicesUpdated] as const;
+  const emitter = client as unknown as NodeJS.EventEmitter;
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const finish = (error?: Error) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      for (const e of events) emitter.off(e, run);
+      error ? reject(error) : resolve();
+    };
+    const run = () => {
+      if (done) return;
+      Promise.resolve(check()).then((ok) => ok && finish(), (error: Error) => finish(error));
+    };
+    const timer = setTimeout(() => finish(new Error(`timed out waiting for ${what}`)), timeoutMs);
+    for (const e of events) emitter.on(e, run);
+    run();
+  });
+}
+
+/** The bodies of the encrypted messages a client has decrypted in a room's live timeline. */
+export const decryptedBodies = (client: sdk.MatrixClient, roomId: string): string[] =>
+  client.getRoom(roomId)?.getLiveTimeline().getEvents()
+    .filter((e) => e.getType() === 'm.room.message' && e.isEncrypted() && !e.isDecryptionFailure())
+    .map((e) => e.getContent()['body'] as string) ?? [];
+
+/** The device IDs a client's crypto knows for a user, sorted. */
+export async function knownDevices(client: sdk.MatrixClient, userId: string): Promise<string[]> {
+  const devices = (await client.getCrypto()!.getUserDeviceInfo([userId])).get(userId);
+  return [...(devices?.keys() ?? [])].sort();
+}
+
+/** An encrypted private room made by `inviter`, which `invitee` (on whichever server) is invited to and has joined; its ID. */
+export async function startEncryptedRoom(inviter: sdk.MatrixClient, invitee: sdk.MatrixClient): Promise<string> {
+  const inviteeId = invitee.getUserId()!;
+  const { room_id: roomId } = await inviter.createRoom({
+    preset: sdk.Preset.PrivateChat,
+    invite: [inviteeId],
+    initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
+  });
+  await until(invitee, () => invitee.getRoom(roomId)?.getMyMembership() === 'invite', `the invite of ${inviteeId}`);
+  await invitee.joinRoom(roomId);
+  await until(inviter, () => inviter.getRoom(roomId)?.getMember(inviteeId)?.membership === 'join', `${inviteeId}'s join seen by ${inviter.getUserId()}`);
+  await until(invitee, () => invitee.getRoom(roomId)?.hasEncryptionStateEvent() ?? false, `the room encrypted for ${inviteeId}`);
+  return roomId;
 }
 
 export { sdk };

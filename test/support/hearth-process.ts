@@ -18,22 +18,26 @@ export interface HearthProcess {
 
 const running = new Set<HearthProcess>();
 
-/** Starts a peer on 127.0.0.1 with OS-chosen ports unless `listen` names one. */
-export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean }): Promise<HearthProcess> {
+/**
+ * Starts a peer on 127.0.0.1 with OS-chosen ports unless `port` or `listen` names one. `args` go
+ * to serve as they are (`--server-name`, `--tls-cert`…), and `env` to the child's environment
+ * (NODE_EXTRA_CA_CERTS for a test CA).
+ */
+export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean; port?: number; args?: string[]; env?: Record<string, string> }): Promise<HearthProcess> {
   // The compiled host, as `npm run serve` runs it (test/integration/global-setup.ts builds it).
-  const args = [inject('hearthServeEntry'), '--port', '0', '--data', options.dataDir, '--no-rate-limits'];
+  const args = [inject('hearthServeEntry'), '--port', String(options.port ?? 0), '--data', options.dataDir, '--no-rate-limits', ...(options.args ?? [])];
   for (const address of options.listen ?? ['/ip4/127.0.0.1/tcp/0']) args.push('--listen', address);
   for (const address of options.bootstrap ?? []) args.push('--bootstrap', address);
   if (options.mailbox) args.push('--mailbox');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(options.env ? { env: { ...process.env, ...options.env } } : {}) });
     let output = '';
     const exited = new Promise<void>((done) => child.once('exit', () => done()));
     const onOutput = (chunk: Buffer) => {
       output += chunk.toString();
       // serve prints its data folder last, once everything else is up.
       if (!/^data: /m.test(output)) return;
-      const url = /listening on (http:\S+)/.exec(output)?.[1];
+      const url = /listening on (https?:\S+)/.exec(output)?.[1];
       const serverName = /server name: (\S+)/.exec(output)?.[1];
       const peerId = /peer ID: (\S+)/.exec(output)?.[1];
       if (!url || !serverName || !peerId) return;

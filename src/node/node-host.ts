@@ -108,8 +108,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
   const maxRequestBytes = mediaAnswerBytes({ ...DEFAULT_MEDIA_CONFIG, ...options.media }.maxUploadBytes);
   const hostname = options.host ?? '127.0.0.1';
   const client = async (request: Request) => (await ready, handler!(request));
-  let federationHandler: ((request: Request, remoteServerName: string) => Promise<Response>) | undefined;
-  const federation = async (request: Request, remoteServerName: string) => (await ready, federationHandler!(request, remoteServerName));
+  let federationHandler: ((request: Request, remoteServerName: string | undefined) => Promise<Response>) | undefined;
+  const federation = async (request: Request, remoteServerName: string | undefined) => (await ready, federationHandler!(request, remoteServerName));
   if (options.serverName !== undefined && !options.tls) throw new Error('a host with a server name needs a TLS certificate and key');
   const tls = options.serverName !== undefined ? options.tls : undefined;
   // A DNS-named host speaks HTTPS, the client and the server-server API on one port (and on --federation-port the latter).

@@ -3,17 +3,32 @@
 // 127.0.0.1 only). `startBenchPeer` runs one in this process; run as a child
 // (`federation-peer.ts child`), it runs one there and takes commands over IPC,
 // so the two servers of the bench do not share a thread, as two machines do not.
+// Given `dns`, the peer is a DNS-named host instead (`localhost:PORT`, its own ed25519
+// key), serving both APIs over HTTPS as `serve --server-name` does and reaching
+// other servers over HTTPS with a test CA trusted; its libp2p node then idles.
 import '../src/node/polyfills.ts';
 import { tcp } from '@libp2p/tcp';
+import { defaultEd25519Backend } from '../src/crypto/ed25519.ts';
+import { webRandomBytes } from '../src/crypto/random.ts';
+import { memorySigningKeyStorage, ServerSigningKeys } from '../src/federation/signing-keys.ts';
 import type { FederationTransport } from '../src/federation/transport.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../src/homeserver.ts';
-import { startHttpServer } from '../src/node/http-server.ts';
+import { startHttpServer, type RunningHttpServer } from '../src/node/http-server.ts';
+import { createHttpsFederationTransport } from '../src/node/https-federation.ts';
+import { routeByApi, startHttpsServer } from '../src/node/https-server.ts';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
 import type { Database } from '../src/storage/database.ts';
 import { openBenchDatabase } from './bench-database.ts';
 
 /** Time spent per federation request, outbound (round trip) or inbound (in the homeserver), by endpoint. */
 export type Timings = Record<string, number[]>;
+
+/** What a DNS-named peer needs: its certificate and key (PEM), and the CA the other's is signed by. */
+export interface BenchDns {
+  cert: string;
+  key: string;
+  ca: string;
+}
 
 export interface BenchPeer {
   url: string;
@@ -45,7 +60,7 @@ const endpointOf = (request: Request) => `${request.method} ${new URL(request.ur
 
 const record = (timings: Timings, key: string, ms: number) => (timings[key] ??= []).push(ms);
 
-export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: string[] }): Promise<BenchPeer> {
+export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: string[]; dns?: BenchDns }): Promise<BenchPeer> {
   const { db, close: closeDb } = await openBenchDatabase(homeserverSchemas);
   const outbound: Timings = {};
   const inbound: Timings = {};
@@ -54,19 +69,27 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
   const inboundAt: Timings = {};
   let held: { promise: Promise<void>; release(): void } | undefined;
   let homeserver: Homeserver | undefined;
+  const federationIn = async (request: Request, remote: string | undefined) => {
+    const started = performance.now();
+    const key = endpointOf(request);
+    record(inboundAt, key, sharedClock());
+    const response = await homeserver!.federation.fetch(request, remote);
+    record(inbound, key, performance.now() - started);
+    return response;
+  };
+  // A DNS-named peer's HTTPS port is taken first: its server name names the port. Requests wait for the homeserver.
+  let markReady!: () => void;
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  const httpsServer = options.dns
+    ? await startHttpsServer(routeByApi({ client: async (request) => (await ready, homeserver!.fetch(request)), federation: async (request, remote) => (await ready, federationIn(request, remote)) }), { cert: options.dns.cert, key: options.dns.key })
+    : undefined;
+  const https = options.dns ? createHttpsFederationTransport({ extraCa: [options.dns.ca] }) : undefined;
   const p2p = await createP2PNode({
     seed: options.seed,
     transports: [tcp()],
     listen: ['/ip4/127.0.0.1/tcp/0'],
     bootstrap: options.bootstrap,
-    handler: async (request, remote) => {
-      const started = performance.now();
-      const key = endpointOf(request);
-      record(inboundAt, key, sharedClock());
-      const response = await homeserver!.federation.fetch(request, remote);
-      record(inbound, key, performance.now() - started);
-      return response;
-    },
+    handler: federationIn,
     onPeerConnected: (name) => homeserver?.federation.peerConnected(name),
     log: (message, error) => console.error(`[p2p] ${message}`, error ?? ''),
   });
@@ -76,7 +99,7 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
       const started = performance.now();
       const key = endpointOf(request);
       record(outboundAt, key, sharedClock());
-      const response = await p2p.transport.send(destination, request, sendOptions);
+      const response = await (https ?? p2p.transport).send(destination, request, sendOptions);
       record(outbound, key, performance.now() - started);
       record(responseBytes, key, Number(response.headers.get('content-length') ?? NaN));
       return response;
@@ -89,6 +112,9 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
     passwordIterations: 1000,
     log: (message, error) => console.error(`[homeserver] ${message}`, error ?? ''),
     federation: { transport, backoff: { initialMs: 100, maxMs: 1000, refusedMs: 500 } },
+    ...(httpsServer
+      ? { dnsIdentity: { serverName: `localhost:${httpsServer.port}`, signingKeys: await ServerSigningKeys.open({ storage: memorySigningKeyStorage(), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now }) } }
+      : {}),
   });
   // Seen from outside src/: the instance's method, which the core's notify closure calls.
   const notifiedAt: number[] = [];
@@ -99,10 +125,12 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
     notify(change);
   };
   await homeserver.start();
-  const http = await startHttpServer(homeserver.fetch);
+  markReady();
+  const http: RunningHttpServer = httpsServer ?? (await startHttpServer(homeserver.fetch));
   const hs = homeserver;
   return {
-    url: http.url,
+    // The certificate is for localhost, the name the other server and the clients use.
+    url: httpsServer ? `https://localhost:${httpsServer.port}` : http.url,
     homeserver: hs,
     p2p,
     db,
@@ -125,6 +153,7 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
     },
     close: async () => {
       await http.close();
+      https?.close();
       await p2p.stop();
       await hs.close();
       await closeDb();
@@ -134,7 +163,7 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
 
 /** Commands the bench sends a child peer, and what each answers. */
 export type PeerCommand =
-  | { cmd: 'start'; seed: number[]; bootstrap: string[] }
+  | { cmd: 'start'; seed: number[]; bootstrap: string[]; dns?: BenchDns }
   | { cmd: 'count'; roomId: string; type: string }
   | { cmd: 'timings' }
   /** Answers once `count` /sync long-polls are waiting on this peer. */
@@ -148,7 +177,7 @@ if (process.argv[2] === 'child' && process.send) {
     try {
       switch (message.cmd) {
         case 'start':
-          peer = await startBenchPeer({ seed: Uint8Array.from(message.seed), bootstrap: message.bootstrap });
+          peer = await startBenchPeer({ seed: Uint8Array.from(message.seed), bootstrap: message.bootstrap, ...(message.dns ? { dns: message.dns } : {}) });
           reply({ url: peer.url, serverName: peer.homeserver.serverName, multiaddrs: peer.p2p.multiaddrs() });
           break;
         case 'count': {

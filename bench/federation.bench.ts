@@ -20,7 +20,7 @@ import { Rooms } from '../src/rooms/rooms.ts';
 import { roomsSchema } from '../src/rooms/schema.ts';
 import { streamSchema } from '../src/storage/stream.ts';
 import { openBenchDatabase } from './bench-database.ts';
-import { sharedClock, startBenchPeer, type BenchPeer, type PeerCommand, type Timings } from './federation-peer.ts';
+import { sharedClock, startBenchPeer, type BenchDns, type BenchPeer, type PeerCommand, type Timings } from './federation-peer.ts';
 import { clientRequest, percentile, report, type Row } from './harness.ts';
 
 const WARMUP = 20;
@@ -37,9 +37,15 @@ const FIRST_PAGE = 20;
 
 type Json = any;
 
-/** A client request over real HTTP (loopback), as a Matrix client makes it. */
-const call = (url: string, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
-  clientRequest((request) => fetch(request), url + path, method, token, body);
+/** A server the bench's clients reach: over HTTP with fetch, or over HTTPS with a fetch that trusts the bench's CA. */
+export interface Reachable {
+  url: string;
+  clientFetch?: typeof fetch;
+}
+
+/** A client request over real HTTP(S) (loopback), as a Matrix client makes it. */
+const call = (server: Reachable, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+  clientRequest((request) => (server.clientFetch ?? fetch)(request), server.url + path, method, token, body);
 
 /** A client request handed straight to A's core, for building rooms fast (no HTTP). */
 const direct = (peer: BenchPeer, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
@@ -60,14 +66,14 @@ const SYNC_FILTER = enc(JSON.stringify({ room: { timeline: { limit: 5 }, state: 
 const syncPath = (since: string, timeout: number) => `/_matrix/client/v3/sync?timeout=${timeout}&since=${since}&filter=${SYNC_FILTER}`;
 
 /** B: a peer in a child process, driven over IPC. */
-interface ChildPeer {
+export interface ChildPeer extends Reachable {
   url: string;
   serverName: string;
   command<T>(command: PeerCommand): Promise<T>;
   stop(): Promise<void>;
 }
 
-async function startChildPeer(seed: Uint8Array, bootstrap: string[]): Promise<ChildPeer> {
+export async function startChildPeer(seed: Uint8Array, bootstrap: string[], dns?: BenchDns): Promise<ChildPeer> {
   const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: ['--import', 'tsx'] });
   let next = 0;
   const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
@@ -96,7 +102,7 @@ async function startChildPeer(seed: Uint8Array, bootstrap: string[]): Promise<Ch
     clearTimeout(timer);
   };
   try {
-    const started = await command<{ url: string; serverName: string }>({ cmd: 'start', seed: [...seed], bootstrap });
+    const started = await command<{ url: string; serverName: string }>({ cmd: 'start', seed: [...seed], bootstrap, ...(dns ? { dns } : {}) });
     return { ...started, command, stop };
   } catch (error) {
     child.kill('SIGTERM');
@@ -127,27 +133,32 @@ const describeCalls = (timings: Timings, except: string[] = []) =>
  * Long-polls until a sync response carries `marker`, and says when it came. The
  * first poll is already waiting when the message is sent.
  */
-async function pollFor(url: string, token: string, since: string, marker: string): Promise<{ at: number; since: string }> {
+async function pollFor(server: Reachable, token: string, since: string, marker: string): Promise<{ at: number; since: string }> {
   let token_ = since;
   for (;;) {
-    const r = await call(url, 'GET', syncPath(token_, 30_000), token);
+    const r = await call(server, 'GET', syncPath(token_, 30_000), token);
     token_ = r.next_batch;
     const rooms = Object.values(r.rooms?.join ?? {}) as Json[];
     if (rooms.some((room) => room.timeline.events.some((e: Json) => e.content?.body === marker))) return { at: performance.now(), since: token_ };
   }
 }
 
-async function wakeups(a: BenchPeer, b: ChildPeer) {
-  const alice = await register((...args) => call(a.url, ...args), 'alice');
-  const carol = await register((...args) => call(a.url, ...args), 'carol');
-  const bob = await register((...args) => call(b.url, ...args), 'bob');
+/**
+ * Send → remote /sync, one round at a time (`round(i)`, warm-up rounds first), so a bench
+ * can alternate the rounds of two pairs of servers; `finish()` adds the trivial-request
+ * floors and gives the figures.
+ */
+export async function wakeupRounds(a: BenchPeer & Reachable, b: ChildPeer) {
+  const alice = await register((...args) => call(a, ...args), 'alice');
+  const carol = await register((...args) => call(a, ...args), 'carol');
+  const bob = await register((...args) => call(b, ...args), 'bob');
   // A room shared with B (alice on A, bob on B), and one of A's own (alice and carol on A).
-  const shared = (await call(a.url, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat' })).room_id as string;
-  await call(b.url, 'POST', joinPath(shared, a.homeserver.serverName), bob.token, {});
-  const local = (await call(a.url, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat' })).room_id as string;
-  await call(a.url, 'POST', joinPath(local, a.homeserver.serverName), carol.token, {});
-  let bobSince = (await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${SYNC_FILTER}`, bob.token)).next_batch as string;
-  let carolSince = (await call(a.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${SYNC_FILTER}`, carol.token)).next_batch as string;
+  const shared = (await call(a, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat' })).room_id as string;
+  await call(b, 'POST', joinPath(shared, a.homeserver.serverName), bob.token, {});
+  const local = (await call(a, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat' })).room_id as string;
+  await call(a, 'POST', joinPath(local, a.homeserver.serverName), carol.token, {});
+  let bobSince = (await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${SYNC_FILTER}`, bob.token)).next_batch as string;
+  let carolSince = (await call(a, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${SYNC_FILTER}`, carol.token)).next_batch as string;
 
   const federated: number[] = [];
   const oneServer: number[] = [];
@@ -155,17 +166,17 @@ async function wakeups(a: BenchPeer, b: ChildPeer) {
   const localNotifyToSync: number[] = [];
   // Alternate the two, so both see the same machine: round i sends into the shared
   // room (bob's long-poll on B waits), then into A's own room (carol's on A waits).
-  for (let i = 0; i < WARMUP + WAKEUPS; i++) {
+  const round = async (i: number) => {
     if (i === WARMUP) {
       await b.command({ cmd: 'timings' });
       for (const t of [a.outbound, a.outboundAt]) for (const key of Object.keys(t)) t[key] = [];
     }
     {
       const marker = `federated ${i}`;
-      const polling = pollFor(b.url, bob.token, bobSince, marker);
+      const polling = pollFor(b, bob.token, bobSince, marker);
       const delivered = nextDelivery(a, b.serverName);
       await b.command({ cmd: 'untilWaiting', count: 1 }); // bob's long-poll is waiting on B
-      await call(a.url, 'PUT', sendPath(shared, `f${i}`), alice.token, { msgtype: 'm.text', body: marker });
+      await call(a, 'PUT', sendPath(shared, `f${i}`), alice.token, { msgtype: 'm.text', body: marker });
       const sentAt = performance.now();
       const sentAtShared = sharedClock();
       const { at, since } = await polling;
@@ -181,10 +192,10 @@ async function wakeups(a: BenchPeer, b: ChildPeer) {
     }
     {
       const marker = `local ${i}`;
-      const polling = pollFor(a.url, carol.token, carolSince, marker);
+      const polling = pollFor(a, carol.token, carolSince, marker);
       await a.homeserver.services.sync.notifier.untilWaiting(1);
       a.notifiedAt.length = 0;
-      await call(a.url, 'PUT', sendPath(local, `l${i}`), alice.token, { msgtype: 'm.text', body: marker });
+      await call(a, 'PUT', sendPath(local, `l${i}`), alice.token, { msgtype: 'm.text', body: marker });
       const sentAt = performance.now();
       const { at, since } = await polling;
       carolSince = since;
@@ -194,38 +205,49 @@ async function wakeups(a: BenchPeer, b: ChildPeer) {
         localNotifyToSync.push(at - (a.notifiedAt[0]! - performance.timeOrigin));
       }
     }
-  }
-  const bTimings = await b.command<{ inbound: Timings; inboundAt: Timings; notifiedAt: number[] }>({ cmd: 'timings' });
-  // Where a federated round's time goes, on a clock both processes share: one
-  // transaction per round (each round waited for its delivery).
-  const out = { at: a.outboundAt['PUT send'] ?? [], took: a.outbound['PUT send'] ?? [] };
-  const into = { at: bTimings.inboundAt['PUT send'] ?? [], took: bTimings.inbound['PUT send'] ?? [] };
-  const breakdown = out.at.length === WAKEUPS && into.at.length === WAKEUPS
-    ? {
-        aToWire: sorted(marks.map((m, i) => out.at[i]! - m.sent)),
-        wireToB: sorted(marks.map((_, i) => into.at[i]! - out.at[i]!)),
-        bToSync: sorted(marks.map((m, i) => m.synced - into.at[i]!)),
-        // The first notification after the request came in: its PDU is durable.
-        bToNotify: sorted(into.at.map((at) => (bTimings.notifiedAt.find((n) => n >= at) ?? NaN) - at)),
-        bDone: sorted(into.took),
-      }
-    : undefined;
+  };
+  const finish = async () => {
+    const bTimings = await b.command<{ inbound: Timings; inboundAt: Timings; notifiedAt: number[] }>({ cmd: 'timings' });
+    // Where a federated round's time goes, on a clock both processes share: one
+    // transaction per round (each round waited for its delivery).
+    const out = { at: a.outboundAt['PUT send'] ?? [], took: a.outbound['PUT send'] ?? [] };
+    const into = { at: bTimings.inboundAt['PUT send'] ?? [], took: bTimings.inbound['PUT send'] ?? [] };
+    const breakdown = out.at.length === WAKEUPS && into.at.length === WAKEUPS
+      ? {
+          aToWire: sorted(marks.map((m, i) => out.at[i]! - m.sent)),
+          wireToB: sorted(marks.map((_, i) => into.at[i]! - out.at[i]!)),
+          bToSync: sorted(marks.map((m, i) => m.synced - into.at[i]!)),
+          // The first notification after the request came in: its PDU is durable.
+          bToNotify: sorted(into.at.map((at) => (bTimings.notifiedAt.find((n) => n >= at) ?? NaN) - at)),
+          bDone: sorted(into.took),
+        }
+      : undefined;
 
-  // The floor under every federation request: a trivial one over libp2p (X-Matrix
-  // signed and checked, a new stream per request), beside a trivial HTTP request
-  // over plain TCP on loopback to the same process.
-  const bare: number[] = [];
-  const plain: number[] = [];
-  const { client } = a.homeserver.federation.component;
-  for (let i = 0; i < WARMUP + WAKEUPS; i++) {
-    let t = performance.now();
-    await client.request(b.serverName, 'GET', '/_matrix/federation/v1/version');
-    if (i >= WARMUP) bare.push(performance.now() - t);
-    t = performance.now();
-    await call(b.url, 'GET', '/_matrix/client/versions');
-    if (i >= WARMUP) plain.push(performance.now() - t);
-  }
-  return { localNotifyToSync: sorted(localNotifyToSync), breakdown, bare: sorted(bare), plain: sorted(plain), federated: sorted(federated), oneServer: sorted(oneServer), alice, roundTrip: sorted(a.outbound['PUT send']), onBServer: sorted(bTimings.inbound['PUT send']) };
+    // The floor under every federation request: a trivial one over libp2p (X-Matrix
+    // signed and checked, a new stream per request), beside a trivial HTTP request
+    // over plain TCP on loopback to the same process.
+    const bare: number[] = [];
+    const plain: number[] = [];
+    const { client } = a.homeserver.federation.component;
+    for (let i = 0; i < WARMUP + WAKEUPS; i++) {
+      let t = performance.now();
+      await client.request(b.serverName, 'GET', '/_matrix/federation/v1/version');
+      if (i >= WARMUP) bare.push(performance.now() - t);
+      t = performance.now();
+      await call(b, 'GET', '/_matrix/client/versions');
+      if (i >= WARMUP) plain.push(performance.now() - t);
+    }
+    return { localNotifyToSync: sorted(localNotifyToSync), breakdown, bare: sorted(bare), plain: sorted(plain), federated: sorted(federated), oneServer: sorted(oneServer), alice, roundTrip: sorted(a.outbound['PUT send']), onBServer: sorted(bTimings.inbound['PUT send']) };
+  };
+  return { round, finish };
+}
+
+export const ROUNDS = WARMUP + WAKEUPS;
+
+async function wakeups(a: BenchPeer, b: ChildPeer) {
+  const w = await wakeupRounds(a, b);
+  for (let i = 0; i < ROUNDS; i++) await w.round(i);
+  return w.finish();
 }
 
 // ------------------------------------------------------------------ 2. throughput
@@ -302,9 +324,9 @@ async function produce(a: BenchPeer, roomId: string, token: string, prefix: stri
 }
 
 async function throughput(a: BenchPeer, b: ChildPeer, alice: { token: string }) {
-  const bob2 = await register((...args) => call(b.url, ...args), 'bob2');
-  const roomId = (await call(a.url, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat' })).room_id as string;
-  await call(b.url, 'POST', joinPath(roomId, a.homeserver.serverName), bob2.token, {});
+  const bob2 = await register((...args) => call(b, ...args), 'bob2');
+  const roomId = (await call(a, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat' })).room_id as string;
+  await call(b, 'POST', joinPath(roomId, a.homeserver.serverName), bob2.token, {});
   const resetTimings = async () => {
     await b.command({ cmd: 'timings' });
     for (const key of Object.keys(a.outbound)) a.outbound[key] = [];
@@ -370,7 +392,7 @@ async function throughput(a: BenchPeer, b: ChildPeer, alice: { token: string }) 
 
 // ------------------------------------------------------------------ 3. joining a big remote room
 
-async function bigJoin(a: BenchPeer, b: ChildPeer, alice: { userId: string; token: string }) {
+export async function bigJoin(a: BenchPeer & Reachable, b: ChildPeer, alice: { userId: string; token: string }) {
   const onA: Caller = (...args) => direct(a, ...args);
   const roomId = (await onA('POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat', name: 'Big room' })).room_id as string;
   const members = [alice];
@@ -387,17 +409,24 @@ async function bigJoin(a: BenchPeer, b: ChildPeer, alice: { userId: string; toke
     }
   }));
 
-  const dave = await register((...args) => call(b.url, ...args), 'dave');
+  const dave = await register((...args) => call(b, ...args), 'dave');
+  const daveSince = (await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${SYNC_FILTER}`, dave.token)).next_batch as string;
   await b.command({ cmd: 'timings' });
   for (const key of Object.keys(a.inbound)) a.inbound[key] = [];
   const joinStarted = performance.now();
-  const joined = await call(b.url, 'POST', joinPath(roomId, a.homeserver.serverName), dave.token, {});
+  const joined = await call(b, 'POST', joinPath(roomId, a.homeserver.serverName), dave.token, {});
   const joinMs = performance.now() - joinStarted;
   const joinTimings = await b.command<{ outbound: Timings; responseBytes: Timings }>({ cmd: 'timings' });
   const sendJoinOnA = a.inbound['PUT send_join']?.[0] ?? NaN;
 
+  // The client's next /sync after the join: the room, its state (members lazily) and latest events.
+  const syncStarted = performance.now();
+  const firstSync = await call(b, 'GET', syncPath(daveSince, 0), dave.token);
+  const syncMs = performance.now() - syncStarted;
+  if (!firstSync.rooms?.join?.[roomId]) throw new Error('the first /sync after the join does not have the room');
+
   const pageStarted = performance.now();
-  const page = await call(b.url, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=${FIRST_PAGE}`, dave.token);
+  const page = await call(b, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=${FIRST_PAGE}`, dave.token);
   const pageMs = performance.now() - pageStarted;
   const pageTimings = await b.command<{ outbound: Timings }>({ cmd: 'timings' });
 
@@ -410,6 +439,7 @@ async function bigJoin(a: BenchPeer, b: ChildPeer, alice: { userId: string; toke
   const authChain = await a.homeserver.federation.component.graph.authChain([...stateEvents, joinEvent.event.event_id]);
   return {
     joinMs,
+    syncMs,
     pageMs,
     pageEvents: (page.chunk as Json[]).length,
     pageMessages: (page.chunk as Json[]).filter((e) => e.type === 'm.room.message').length,
@@ -423,6 +453,16 @@ async function bigJoin(a: BenchPeer, b: ChildPeer, alice: { userId: string; toke
     pageCalls: describeCalls(pageTimings.outbound),
   };
 }
+
+/** The rows of a big join's report; `over` names the transport. */
+export const joinRows = (join: Awaited<ReturnType<typeof bigJoin>>, over: string): Row[] => [
+  ['POST /join on B, until it returns', join.joinMs, 'ms', `make_join ${ms(join.makeJoin)}, send_join round trip ${ms(join.sendJoin)} (${ms(join.sendJoinOnA)} of it in A)${join.joinOther ? `, also ${join.joinOther}` : ''}; the rest, ${ms(join.joinMs - join.makeJoin - join.sendJoin)}, is B checking and storing what came back`],
+  ['  send_join answer', join.sendJoinBytes / 1024, 'KiB', `one response over ${over}`],
+  ['  state in the send_join answer', join.state, 'events'],
+  ['  auth chain in the send_join answer', join.authChain, 'events'],
+  ['first /sync after it (incremental, from before the join)', join.syncMs, 'ms'],
+  [`first /messages page after that (limit ${FIRST_PAGE})`, join.pageMs, 'ms', `${join.pageEvents} events, ${join.pageMessages} messages; asked of A: ${join.pageCalls || 'nothing'}`],
+];
 
 // ------------------------------------------------------------------ the run
 
@@ -486,13 +526,7 @@ export async function run(): Promise<void> {
       ['live / engine in batches of 50', tp.live.rate / tp.engineBatch, '×'],
     ]);
 
-    report('federation: joining a remote room', `${JOIN_MEMBERS} members and ${JOIN_MESSAGES} messages on A; B's user joins over libp2p`, [
-      ['POST /join on B, until it returns', join.joinMs, 'ms', `make_join ${ms(join.makeJoin)}, send_join round trip ${ms(join.sendJoin)} (${ms(join.sendJoinOnA)} of it in A)${join.joinOther ? `, also ${join.joinOther}` : ''}; the rest, ${ms(join.joinMs - join.makeJoin - join.sendJoin)}, is B checking and storing what came back`],
-      ['  send_join answer', join.sendJoinBytes / 1024, 'KiB', 'one response over libp2p'],
-      ['  state in the send_join answer', join.state, 'events'],
-      ['  auth chain in the send_join answer', join.authChain, 'events'],
-      [`first /messages page after it (limit ${FIRST_PAGE})`, join.pageMs, 'ms', `${join.pageEvents} events, ${join.pageMessages} messages; asked of A: ${join.pageCalls || 'nothing'}`],
-    ]);
+    report('federation: joining a remote room', `${JOIN_MEMBERS} members and ${JOIN_MESSAGES} messages on A; B's user joins over libp2p`, joinRows(join, 'libp2p'));
   } finally {
     await b?.stop();
     await a.close();

@@ -101,7 +101,9 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
       record(outboundAt, key, sharedClock());
       const response = await (https ?? p2p.transport).send(destination, request, sendOptions);
       record(outbound, key, performance.now() - started);
-      record(responseBytes, key, Number(response.headers.get('content-length') ?? NaN));
+      // A chunked answer (HTTPS) declares no length: count the send_join answer's bytes, the one the join report shows.
+      const length = response.headers.get('content-length') ?? (key === 'PUT send_join' ? (await response.clone().arrayBuffer()).byteLength : NaN);
+      record(responseBytes, key, Number(length));
       return response;
     },
   };

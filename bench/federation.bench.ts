@@ -392,12 +392,15 @@ async function throughput(a: BenchPeer, b: ChildPeer, alice: { token: string }) 
 
 // ------------------------------------------------------------------ 3. joining a big remote room
 
-export async function bigJoin(a: BenchPeer & Reachable, b: ChildPeer, alice: { userId: string; token: string }) {
+type BenchUser = { userId: string; token: string };
+
+/** A room on A of JOIN_MEMBERS members (alice and `members`, registered here when not given) and JOIN_MESSAGES messages. */
+export async function bigRoom(a: BenchPeer, alice: BenchUser, others?: BenchUser[]): Promise<{ roomId: string; members: BenchUser[] }> {
   const onA: Caller = (...args) => direct(a, ...args);
   const roomId = (await onA('POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat', name: 'Big room' })).room_id as string;
   const members = [alice];
   for (let i = 1; i < JOIN_MEMBERS; i++) {
-    const user = await register(onA, `member${i}`);
+    const user = others?.[i - 1] ?? (await register(onA, `member${i}`));
     await onA('POST', joinPath(roomId, a.homeserver.serverName), user.token, {});
     members.push(user);
   }
@@ -408,8 +411,16 @@ export async function bigJoin(a: BenchPeer & Reachable, b: ChildPeer, alice: { u
       await onA('PUT', sendPath(roomId, `b${i}`), members[i % members.length]!.token, { msgtype: 'm.text', body: `history ${i}` });
     }
   }));
+  return { roomId, members: members.slice(1) };
+}
 
-  const dave = await register((...args) => call(b, ...args), 'dave');
+export async function bigJoin(a: BenchPeer & Reachable, b: ChildPeer, alice: BenchUser) {
+  return joinBigRoom(a, b, (await bigRoom(a, alice)).roomId, 'dave');
+}
+
+/** A new user of B's joins A's big room: the join, B's first /sync and /messages page after it, and what the send_join carried. */
+export async function joinBigRoom(a: BenchPeer & Reachable, b: ChildPeer, roomId: string, username: string) {
+  const dave = await register((...args) => call(b, ...args), username);
   const daveSince = (await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${SYNC_FILTER}`, dave.token)).next_batch as string;
   await b.command({ cmd: 'timings' });
   for (const key of Object.keys(a.inbound)) a.inbound[key] = [];

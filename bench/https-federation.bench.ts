@@ -6,17 +6,22 @@
 // notifier says the remote client's long-poll is waiting:
 // 1. a send on A → B's /sync answers, warm, HTTPS and libp2p rounds alternating;
 // 2. joining a remote room of 100 members and 1,000 events: the join answered, then
-//    the first /sync and the first /messages page, over HTTPS and over libp2p.
+//    the first /sync and the first /messages page, over HTTPS and over libp2p, three
+//    rooms each, their joins alternating.
 import { webRandomBytes } from '../src/crypto/random.ts';
 import { httpsFetch } from '../test/support/https-fetch.ts';
 import { createTestCa } from '../test/support/test-ca.ts';
-import { bigJoin, joinRows, ROUNDS, startChildPeer, wakeupRounds, type ChildPeer, type Reachable } from './federation.bench.ts';
+import { bigRoom, joinBigRoom, joinRows, ROUNDS, startChildPeer, wakeupRounds, type ChildPeer, type Reachable } from './federation.bench.ts';
 import { startBenchPeer, type BenchDns, type BenchPeer } from './federation-peer.ts';
 import { percentile, report, type Row } from './harness.ts';
 
 const ms = (x: number) => `${x.toFixed(1)} ms`;
 const p50 = (xs: number[]) => percentile(xs, 50);
 const p95 = (xs: number[]) => percentile(xs, 95);
+const JOINS = 3;
+type Join = Awaited<ReturnType<typeof joinBigRoom>>;
+/** The join whose `f` is the median of them. */
+const median = (js: Join[], f: (j: Join) => number): Join => [...js].sort((x, y) => f(x) - f(y))[Math.floor(js.length / 2)]!;
 
 export async function run(): Promise<void> {
   const ca = createTestCa('Hearth Bench CA');
@@ -67,14 +72,36 @@ export async function run(): Promise<void> {
       ['HTTPS − libp2p, p50', p50(h.federated) - p50(p.federated), 'ms'],
     ]);
 
-    // The big joins, one after the other (each builds its own room on its A first).
-    const joinHttps = await bigJoin(ha, hb, h.alice);
-    const joinLibp2p = await bigJoin(pa, pb, p.alice);
-    report('federation over HTTPS: joining a remote room', `100 members and 1,000 messages on A; B's user joins over HTTPS`, joinRows(joinHttps, 'HTTPS'));
+    // The big joins: JOINS rooms on each A, then their joins alternating HTTPS and libp2p; medians shown.
+    const rooms = { https: [] as string[], libp2p: [] as string[] };
+    for (const [peer, list, alice] of [[ha, rooms.https, h.alice], [pa, rooms.libp2p, p.alice]] as const) {
+      let members: Awaited<ReturnType<typeof bigRoom>>['members'] | undefined;
+      for (let k = 0; k < JOINS; k++) {
+        const room = await bigRoom(peer, alice, members);
+        members = room.members;
+        list.push(room.roomId);
+      }
+    }
+    const joins = { https: [] as Join[], libp2p: [] as Join[] };
+    for (let k = 0; k < JOINS; k++) {
+      joins.https.push(await joinBigRoom(ha, hb, rooms.https[k]!, `dave${k}`));
+      joins.libp2p.push(await joinBigRoom(pa, pb, rooms.libp2p[k]!, `dave${k}`));
+    }
+    const total = (j: Join) => j.joinMs + j.syncMs + j.pageMs;
+    const range = (js: Join[], f: (j: Join) => number) => `${js.map(f).sort((x, y) => x - y).map((x) => x.toFixed(0)).join(' / ')} ms`;
+    const jh = median(joins.https, (j) => j.joinMs);
+    const jp = median(joins.libp2p, (j) => j.joinMs);
+    report('federation over HTTPS: joining a remote room', `100 members and 1,000 messages on A; B's user joins over HTTPS; the median of ${JOINS} joins (of ${JOINS} rooms), alternating with those over libp2p`, [
+      ...joinRows(jh, 'HTTPS'),
+      ['  all joins: POST /join', jh.joinMs, 'ms', range(joins.https, (j) => j.joinMs)],
+      ['  all joins: join + first /sync + first /messages page', total(median(joins.https, total)), 'ms', range(joins.https, total)],
+    ]);
     report('  the same over libp2p, same run', 'the baseline', [
-      ...joinRows(joinLibp2p, 'libp2p'),
-      ['HTTPS / libp2p: the join', joinHttps.joinMs / joinLibp2p.joinMs, '×'],
-      ['HTTPS / libp2p: join + first /sync + first /messages page', (joinHttps.joinMs + joinHttps.syncMs + joinHttps.pageMs) / (joinLibp2p.joinMs + joinLibp2p.syncMs + joinLibp2p.pageMs), '×', `${ms(joinHttps.joinMs + joinHttps.syncMs + joinHttps.pageMs)} vs ${ms(joinLibp2p.joinMs + joinLibp2p.syncMs + joinLibp2p.pageMs)}`],
+      ...joinRows(jp, 'libp2p'),
+      ['  all joins: POST /join', jp.joinMs, 'ms', range(joins.libp2p, (j) => j.joinMs)],
+      ['  all joins: join + first /sync + first /messages page', total(median(joins.libp2p, total)), 'ms', range(joins.libp2p, total)],
+      ['HTTPS / libp2p: the join, medians', jh.joinMs / jp.joinMs, '×'],
+      ['HTTPS / libp2p: join + first /sync + first /messages page, medians', total(median(joins.https, total)) / total(median(joins.libp2p, total)), '×'],
     ]);
   } finally {
     for (const stop of stops.reverse()) await stop().catch((error) => console.error(error));

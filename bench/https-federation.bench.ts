@@ -94,12 +94,12 @@ export async function run(): Promise<void> {
     report('federation over HTTPS: joining a remote room', `100 members and 1,000 messages on A; B's user joins over HTTPS; the median of ${JOINS} joins (of ${JOINS} rooms), alternating with those over libp2p`, [
       ...joinRows(jh, 'HTTPS'),
       ['  all joins: POST /join', jh.joinMs, 'ms', range(joins.https, (j) => j.joinMs)],
-      ['  all joins: join + first /sync + first /messages page', total(median(joins.https, total)), 'ms', range(joins.https, total)],
+      ['  all joins: join + first /sync + first /messages page', total(median(joins.https, total)), 'ms', `${range(joins.https, total)}; messages on each first page, in join order: ${joins.https.map((j) => j.pageMessages).join(', ')}`],
     ]);
     report('  the same over libp2p, same run', 'the baseline', [
       ...joinRows(jp, 'libp2p'),
       ['  all joins: POST /join', jp.joinMs, 'ms', range(joins.libp2p, (j) => j.joinMs)],
-      ['  all joins: join + first /sync + first /messages page', total(median(joins.libp2p, total)), 'ms', range(joins.libp2p, total)],
+      ['  all joins: join + first /sync + first /messages page', total(median(joins.libp2p, total)), 'ms', `${range(joins.libp2p, total)}; messages on each first page, in join order: ${joins.libp2p.map((j) => j.pageMessages).join(', ')}`],
       ['HTTPS / libp2p: the join, medians', jh.joinMs / jp.joinMs, '×'],
       ['HTTPS / libp2p: join + first /sync + first /messages page, medians', total(median(joins.https, total)) / total(median(joins.libp2p, total)), '×'],
     ]);

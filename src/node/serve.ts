@@ -12,7 +12,9 @@
 // new signing key before start, the old one still served under old_verify_keys.
 // A start-up failure (database in use, port taken, data folder not writable) prints one line and exits 1;
 // HEARTH_DEBUG=1 prints the error in full as well. HEARTH_TRACE_FEDERATION=FILE appends every inbound
-// server-server exchange to FILE as a JSON line (src/node/federation-trace.ts).
+// server-server exchange to FILE as a JSON line (src/node/federation-trace.ts). For tests only:
+// HEARTH_DNS_SERVERS=127.0.0.1:PORT[,…] points SRV look-ups at a DNS server of the test's own, and
+// HEARTH_WELL_KNOWN_PORT=P asks `.well-known/matrix/server` on port P rather than 443.
 import './polyfills.ts';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -67,6 +69,16 @@ const readPem = (flag: string, path: string): string => {
 };
 const tls = serverName !== undefined ? { cert: readPem('tls-cert', values['tls-cert']!), key: readPem('tls-key', values['tls-key']!) } : undefined;
 
+/** Server discovery pointed at a test's own DNS server and well-known port (HEARTH_DNS_SERVERS, HEARTH_WELL_KNOWN_PORT). */
+function httpsForTests(): { dnsServers?: string[]; wellKnownPort?: number } {
+  const dns = process.env['HEARTH_DNS_SERVERS'];
+  const wellKnown = process.env['HEARTH_WELL_KNOWN_PORT'];
+  return {
+    ...(dns ? { dnsServers: dns.split(',') } : {}),
+    ...(wellKnown ? { wellKnownPort: /^\d{1,5}$/.test(wellKnown) ? Number(wellKnown) : usage(`HEARTH_WELL_KNOWN_PORT must be a port number, not ${wellKnown}`) } : {}),
+  };
+}
+
 /** The errno-style code of an error or of one it wraps (a StorageError keeps the fs error as its cause). */
 function systemCode(error: unknown): string | undefined {
   for (let at = error, depth = 0; at && depth < 5; at = (at as { cause?: unknown }).cause, depth++) {
@@ -111,6 +123,7 @@ try {
     trustedKeyServers: values['trusted-key-server'],
     rotateKey: values['rotate-key'],
     traceFederation: process.env['HEARTH_TRACE_FEDERATION'] || undefined,
+    https: httpsForTests(),
   });
 } catch (error) {
   console.error(startupFailure(error, { dataDir: values.data!, port, host: values.host! }));

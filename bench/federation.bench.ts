@@ -395,8 +395,12 @@ async function throughput(a: BenchPeer, b: ChildPeer, alice: { token: string }) 
 type BenchUser = { userId: string; token: string };
 
 /** A room on A of JOIN_MEMBERS members (alice and `members`, registered here when not given) and JOIN_MESSAGES messages. */
+let bigRooms = 0;
+
 export async function bigRoom(a: BenchPeer, alice: BenchUser, others?: BenchUser[]): Promise<{ roomId: string; members: BenchUser[] }> {
   const onA: Caller = (...args) => direct(a, ...args);
+  // Transaction IDs of a room of its own: Hearth scopes them to the device, not the room, so a repeat would send nothing.
+  const txnPrefix = `big${bigRooms++}-`;
   const roomId = (await onA('POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat', name: 'Big room' })).room_id as string;
   const members = [alice];
   for (let i = 1; i < JOIN_MEMBERS; i++) {
@@ -408,7 +412,7 @@ export async function bigRoom(a: BenchPeer, alice: BenchUser, others?: BenchUser
   await Promise.all(Array.from({ length: SENDERS_IN_FLIGHT }, async () => {
     while (next < JOIN_MESSAGES) {
       const i = next++;
-      await onA('PUT', sendPath(roomId, `b${i}`), members[i % members.length]!.token, { msgtype: 'm.text', body: `history ${i}` });
+      await onA('PUT', sendPath(roomId, `${txnPrefix}${i}`), members[i % members.length]!.token, { msgtype: 'm.text', body: `history ${i}` });
     }
   }));
   return { roomId, members: members.slice(1) };

@@ -116,7 +116,7 @@ describe('native SQLite driver', () => {
     expect(await db.all('SELECT name FROM items ORDER BY id')).toEqual([{ name: 'small' }, { name: 'after' }]);
   });
 
-  it('refuses a second opener in the same process and elsewhere: StorageError locked', async () => {
+  it('refuses a second opener: StorageError locked', async () => {
     await open();
     await expect(open()).rejects.toMatchObject({ name: 'StorageError', code: 'locked' });
   });

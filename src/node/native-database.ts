@@ -1,6 +1,7 @@
 import { dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { ComponentSchema, Database, Row, RunResult, SqlParams, SqlValue, WriteTransaction } from '../storage/database.ts';
+import { MAX_GROUP, ReadGate, refuseAsync, refuseTransactionControl, scopedTransaction } from '../storage/driver-common.ts';
 import { StorageError, toStorageError, type StorageErrorCode } from '../storage/errors.ts';
 import { applyMigrations } from '../storage/migrations.ts';
 import { runHook, type PersistenceHooks } from '../storage/persistence.ts';
@@ -50,10 +51,6 @@ export interface OpenNativeOptions {
 type Statement = BetterSqlite3.Statement<unknown[], Row>;
 type QueuedWrite = { fn: (tx: WriteTransaction) => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
 
-/** As in the sql.js driver: a group shares one commit. */
-const MAX_GROUP = 64;
-const CONTROL_SQL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
-
 const CODE_BY_PREFIX: Array<[string, StorageErrorCode]> = [
   ['SQLITE_FULL', 'quota_exceeded'],
   ['SQLITE_BUSY', 'locked'],
@@ -74,10 +71,6 @@ export function fromSqliteError(error: unknown, doing: string): unknown {
   if (!mapped) return error;
   const message = (error as Error).message;
   return new StorageError(mapped, `SQLite ${mapped === 'quota_exceeded' ? 'found the disk full' : 'failed'} while ${doing}: ${message} (${code})`, { cause: error });
-}
-
-function isThenable(value: unknown): boolean {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
 /** sql.js takes named parameters with their prefix (`{ $n: 1 }`), better-sqlite3 without; booleans bind as 1/0 in both. */
@@ -103,10 +96,9 @@ function plainRow<T extends Row>(row: Row | undefined): T | undefined {
 export class NativeDatabase implements Database {
   private readonly statements = new Map<string, Statement>();
   private readonly queue: QueuedWrite[] = [];
-  private waitingReads: Array<() => void> = [];
   private idleWaiters: Array<() => void> = [];
   private pumping = false;
-  private writeOpen = false;
+  private readonly reads = new ReadGate();
   private closing = false;
   private closed = false;
   private closePromise: Promise<void> | null = null;
@@ -122,7 +114,7 @@ export class NativeDatabase implements Database {
   private prepare(sql: string): Statement {
     let statement = this.statements.get(sql);
     if (!statement) {
-      if (CONTROL_SQL.test(sql)) throw new TypeError(`transaction control is the driver's job; do not run "${sql.trim().split(/\s+/)[0]}" yourself`);
+      refuseTransactionControl(sql);
       statement = this.db.prepare<unknown[], Row>(sql);
       this.statements.set(sql, statement);
     }
@@ -183,23 +175,7 @@ export class NativeDatabase implements Database {
   }
 
   private read<T>(fn: () => T): Promise<T> {
-    if (this.closed) return Promise.reject(new StorageError('closed', 'the database is closed'));
-    if (this.writeOpen) {
-      return new Promise<T>((resolve, reject) => {
-        this.waitingReads.push(() => {
-          try {
-            resolve(fn());
-          } catch (error) {
-            reject(error);
-          }
-        });
-      });
-    }
-    try {
-      return Promise.resolve(fn());
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return this.reads.read(this.closed, fn);
   }
 
   transaction<T>(fn: (tx: WriteTransaction) => T): Promise<T> {
@@ -222,19 +198,6 @@ export class NativeDatabase implements Database {
     }
   }
 
-  private handle(): { tx: WriteTransaction; finish(): void } {
-    let active = true;
-    const check = (): void => {
-      if (!active) throw new Error('this transaction has finished; use the tx passed to the current transaction()');
-    };
-    const tx: WriteTransaction = {
-      run: (sql, params) => (check(), this.runSync(sql, params)),
-      get: (sql, params) => (check(), this.getSync(sql, params)),
-      all: (sql, params) => (check(), this.allSync(sql, params)),
-    };
-    return { tx, finish: () => void (active = false) };
-  }
-
   private async commitGroup(group: QueuedWrite[]): Promise<void> {
     try {
       // IMMEDIATE: the write lock now, not at the first write, so a busy file fails here and not mid-way.
@@ -243,7 +206,7 @@ export class NativeDatabase implements Database {
       for (const item of group) item.reject(fromSqliteError(error, 'starting a write'));
       return;
     }
-    this.writeOpen = true;
+    this.reads.writeOpen = true;
     const succeeded: Array<{ item: QueuedWrite; value: unknown }> = [];
     let transactionLost: unknown;
     for (const item of group) {
@@ -251,13 +214,11 @@ export class NativeDatabase implements Database {
         item.reject(new Error('not run: a transaction before it in the same group ended the SQLite transaction', { cause: transactionLost }));
         continue;
       }
-      const handle = this.handle();
+      const handle = scopedTransaction({ run: (sql, params) => this.runSync(sql, params), get: (sql, params) => this.getSync(sql, params), all: (sql, params) => this.allSync(sql, params) });
       try {
         this.control('SAVEPOINT hearth_tx');
         const value = item.fn(handle.tx);
-        if (isThenable(value)) {
-          throw new TypeError('a transaction function must be synchronous: it returned a promise, so its later statements would run outside the transaction');
-        }
+        refuseAsync(value);
         this.control('RELEASE hearth_tx');
         succeeded.push({ item, value });
       } catch (error) {
@@ -294,10 +255,7 @@ export class NativeDatabase implements Database {
     }
     if (groupError !== undefined) this.rollbackQuietly();
     else if (this.hooks) await runHook(this.hooks, 'append:durable');
-    this.writeOpen = false;
-    const reads = this.waitingReads;
-    this.waitingReads = [];
-    for (const read of reads) read();
+    this.reads.writeClosed();
     for (const { item, value } of succeeded) {
       if (groupError !== undefined) item.reject(groupError);
       else item.resolve(value);

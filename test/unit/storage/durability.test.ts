@@ -38,6 +38,19 @@ const itemsV2: ComponentSchema = {
   ],
 };
 
+/** A foreign key checked only at COMMIT. */
+const deferred: ComponentSchema = {
+  component: 'deferred',
+  migrations: [{
+    version: 1,
+    description: 'parent and child, deferred foreign key',
+    up: (tx) => {
+      tx.run('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
+      tx.run('CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
+    },
+  }],
+};
+
 /** No automatic snapshots unless a test asks for them. */
 const manualSnapshots: Partial<SnapshotPolicy> = { minLogBytes: Number.MAX_SAFE_INTEGER, idleMinLogBytes: Number.MAX_SAFE_INTEGER };
 
@@ -305,17 +318,6 @@ describe.each(backends)('durable database on $name', (kind) => {
   });
 
   it('mirrors at replay a transaction that failed at COMMIT (deferred constraint) after its record was stored', async () => {
-    const deferred: ComponentSchema = {
-      component: 'deferred',
-      migrations: [{
-        version: 1,
-        description: 'parent and child, deferred foreign key',
-        up: (tx) => {
-          tx.run('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
-          tx.run('CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
-        },
-      }],
-    };
     const first = await openDb({ schemas: [itemsV1, deferred] });
     await insert(first.db, 'before');
     await expect(first.db.transaction((tx) => tx.run('INSERT INTO child (parent_id) VALUES (42)'))).rejects.toThrow(/FOREIGN KEY/);
@@ -489,17 +491,6 @@ describe('database on native SQLite (the Node host)', () => {
   });
 
   it('rolls back a transaction that fails at COMMIT (deferred constraint), and carries on', async () => {
-    const deferred: ComponentSchema = {
-      component: 'deferred',
-      migrations: [{
-        version: 1,
-        description: 'parent and child, deferred foreign key',
-        up: (tx) => {
-          tx.run('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
-          tx.run('CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
-        },
-      }],
-    };
     const first = await openDb({ schemas: [itemsV1, deferred] });
     await insert(first, 'before');
     await expect(first.transaction((tx) => tx.run('INSERT INTO child (parent_id) VALUES (42)'))).rejects.toThrow(/FOREIGN KEY/);

@@ -20,6 +20,8 @@ import { acquireFileLock, type FileLock } from './file-lock.ts';
 export interface FilePersistenceOptions {
   directory: string;
   hooks?: PersistenceHooks;
+  /** The directory's lock, already held by the caller (who releases it); default: take it here, release it at close. */
+  lock?: FileLock;
 }
 
 interface Segment {
@@ -330,9 +332,9 @@ class FilePersistence implements Persistence {
   }
 }
 
-/** Opens (creating if needed) a database directory and takes its lock. */
-export async function openFilePersistence(options: FilePersistenceOptions): Promise<Persistence> {
-  const directory = resolve(options.directory);
+/** Creates a database directory if needed, durably; returns its absolute path. */
+export async function ensureDirectory(path: string): Promise<string> {
+  const directory = resolve(path);
   const existed = await stat(directory).then(
     () => true,
     () => false,
@@ -343,6 +345,12 @@ export async function openFilePersistence(options: FilePersistenceOptions): Prom
   } catch (error) {
     throw toStorageError(error, `creating ${directory}`);
   }
-  const lock = await acquireFileLock(join(directory, 'LOCK'));
+  return directory;
+}
+
+/** Opens (creating if needed) a database directory and takes its lock. */
+export async function openFilePersistence(options: FilePersistenceOptions): Promise<Persistence> {
+  const directory = await ensureDirectory(options.directory);
+  const lock: FileLock = options.lock ? { release: async () => undefined } : await acquireFileLock(join(directory, 'LOCK'));
   return new FilePersistence(directory, lock, options.hooks);
 }

@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import { tcp } from '@libp2p/tcp';
 import { webSockets } from '@libp2p/websockets';
 import { FsDatastore } from 'datastore-fs';
-import initSqlJs from 'sql.js';
 import type { RateLimitConfig } from '../client/rate-limit.ts';
 import { defaultEd25519Backend, SEED_LENGTH } from '../crypto/ed25519.ts';
 import { webRandomBytes } from '../crypto/random.ts';
@@ -15,19 +14,21 @@ import { FederationUnreachable, type FederationTransport } from '../federation/t
 import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
 import { DEFAULT_MEDIA_CONFIG, type MediaConfig } from '../media/media.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
-import { openDurableDatabase } from '../storage/durable-database.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
-import { fsyncDirectory, openFilePersistence } from './file-persistence.ts';
+import { fsyncDirectory } from './file-persistence.ts';
 import { startHttpServer, type RunningHttpServer } from './http-server.ts';
 import { createHttpsFederationTransport, type HttpsFederationOptions, type HttpsFederationTransport } from './https-federation.ts';
 import { routeByApi, startHttpsServer } from './https-server.ts';
 import { FileMediaStore } from './media-files.ts';
+import { openNodeDatabase, type NodeStorage } from './node-database.ts';
 import { SharpThumbnailer } from './media-thumbnailer.ts';
 import { signingKeyFile } from './signing-key-file.ts';
 import { traceFederation } from './federation-trace.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
+  /** The database engine (`--storage`): native SQLite (default) or sql.js with its redo log, as in the browser (node-database.ts). */
+  storage?: NodeStorage;
   port?: number;
   host?: string;
   registrationEnabled?: boolean;
@@ -131,9 +132,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     }
     await mkdir(options.dataDir, { recursive: true });
     const seed = await loadOrCreateSeed(join(options.dataDir, 'identity.seed'));
-    const persistence = await openFilePersistence({ directory: join(options.dataDir, 'db') });
-    undo.push(() => persistence.close());
-    const database = await openDurableDatabase({ sqlJs: await initSqlJs(), persistence, schemas: homeserverSchemas });
+    // <data>/db/hearth.sqlite (native, the default; a sql.js folder found there is migrated into it first), or sql.js's snapshot + redo log files.
+    const database = await openNodeDatabase({ directory: join(options.dataDir, 'db'), schemas: homeserverSchemas, storage: options.storage, log: options.log });
     undo.push(() => database.close());
     // The core exists before libp2p starts, so the first request from a redialled peer finds it;
     // its outbound transport is the P2P node's, once that is up.

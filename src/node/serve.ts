@@ -10,6 +10,8 @@
 // server-server API; `--federation-port Q` serves the latter on a second port too. `--trusted-key-server
 // NAME` (repeatable) is a notary asked for keys of servers that cannot be reached; `--rotate-key` makes a
 // new signing key before start, the old one still served under old_verify_keys.
+// `--storage sqljs` keeps the database as the browser does (sql.js, redo log and snapshots in files)
+// instead of the native SQLite file; a sql.js folder is migrated to native SQLite at the first native start.
 // A start-up failure (database in use, port taken, data folder not writable) prints one line and exits 1;
 // HEARTH_DEBUG=1 prints the error in full as well. HEARTH_TRACE_FEDERATION=FILE appends every inbound
 // server-server exchange to FILE as a JSON line (src/node/federation-trace.ts). For tests only:
@@ -39,6 +41,7 @@ const { values } = parseArgs({
     'federation-port': { type: 'string' },
     'trusted-key-server': { type: 'string', multiple: true, default: [] },
     'rotate-key': { type: 'boolean', default: false },
+    storage: { type: 'string', default: 'native' },
   },
 });
 
@@ -59,6 +62,7 @@ if (serverName === undefined && (values['tls-cert'] || values['tls-key'] || valu
   usage('--tls-cert, --tls-key, --federation-port, --trusted-key-server and --rotate-key need --server-name');
 }
 for (const notary of values['trusted-key-server']) if (!isValidServerName(notary)) usage(`--trusted-key-server must be a server name, not ${notary}`);
+const storage = values.storage === 'native' || values.storage === 'sqljs' ? values.storage : usage(`--storage must be native or sqljs, not ${values.storage}`);
 const federationPort = values['federation-port'] === undefined ? undefined : portNumber('federation-port', values['federation-port']);
 const readPem = (flag: string, path: string): string => {
   try {
@@ -108,6 +112,7 @@ let host: NodeHost;
 try {
   host = await startNodeHost({
     dataDir: values.data!,
+    storage,
     port,
     host: values.host!,
     registrationEnabled: !values['no-registration'],

@@ -229,6 +229,14 @@ export class DurableDatabase implements Database {
     await this.persistence.dropLogThrough(coversSeq);
   }
 
+  /** A copy of the whole SQLite image as it stands between write groups (to move the database elsewhere). */
+  exportImage(): Promise<Uint8Array> {
+    return this.driver.exclusive(() => {
+      this.driver.freeStatements(); // export() throws inside a transaction and may invalidate them
+      return this.driver.db.export();
+    });
+  }
+
   /** Waits for queued writes and any snapshot under way, then closes the database and its persistence. */
   close(): Promise<void> {
     this.closePromise ??= (async () => {

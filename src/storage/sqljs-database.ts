@@ -1,5 +1,6 @@
 import type { Database as SqlJsDatabase, SqlJsStatic, Statement } from 'sql.js';
 import type { ComponentSchema, Database, Row, RunResult, SqlParams, WriteTransaction } from './database.ts';
+import { MAX_GROUP, ReadGate, refuseAsync, refuseTransactionControl, scopedTransaction } from './driver-common.ts';
 import { StorageError, toStorageError } from './errors.ts';
 import { applyMigrations } from './migrations.ts';
 import { assertLoggable, decodeRedoPayload, RedoRecordWriter } from './redo-log.ts';
@@ -25,15 +26,7 @@ export interface CommitSink {
 type QueuedWrite = { kind: 'write'; fn: (tx: WriteTransaction) => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
 type QueuedTask = { kind: 'exclusive'; fn: () => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
 
-/** Write transactions queued behind an in-flight commit share the next one: one redo record, one durable append. */
-const MAX_GROUP = 64;
-/** Transaction control belongs to the driver: a stray COMMIT inside fn would break atomicity and the redo log. */
-const CONTROL_SQL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 const PRAGMA_SQL = /^\s*PRAGMA\b/i;
-
-function isThenable(value: unknown): boolean {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
-}
 
 /**
  * The sql.js driver. sql.js is synchronous and single-connection, so a write
@@ -51,12 +44,11 @@ export class SqlJsDriver implements Database {
   private readonly controlStatements = new Map<string, Statement>();
   private readonly queue: Array<QueuedWrite | QueuedTask> = [];
   private readonly writer = new RedoRecordWriter();
-  private waitingReads: Array<() => void> = [];
   private idleWaiters: Array<() => void> = [];
   private sink: CommitSink | null = null;
   private pumping = false;
-  /** From BEGIN to COMMIT/ROLLBACK, including while the redo record is being made durable. */
-  private writeOpen = false;
+  /** Open from BEGIN to COMMIT/ROLLBACK, including while the redo record is being made durable. */
+  private readonly reads = new ReadGate();
   private closing = false;
   private closePromise: Promise<void> | null = null;
   private closed = false;
@@ -75,14 +67,14 @@ export class SqlJsDriver implements Database {
 
   /** From now on every write group is recorded and handed to sink before it commits. */
   setCommitSink(sink: CommitSink | null): void {
-    if (this.writeOpen) throw new Error('cannot change the commit sink while a write is open');
+    if (this.reads.writeOpen) throw new Error('cannot change the commit sink while a write is open');
     this.sink = sink;
   }
 
   private prepare(sql: string): Statement {
     let statement = this.statements.get(sql);
     if (!statement) {
-      if (CONTROL_SQL.test(sql)) throw new TypeError(`transaction control is the driver's job; do not run "${sql.trim().split(/\s+/)[0]}" yourself`);
+      refuseTransactionControl(sql);
       statement = this.db.prepare(sql);
       this.statements.set(sql, statement);
     }
@@ -179,29 +171,7 @@ export class SqlJsDriver implements Database {
   }
 
   private read<T>(fn: () => T): Promise<T> {
-    if (this.closed) return Promise.reject(new StorageError('closed', 'the database is closed'));
-    if (this.writeOpen) {
-      return new Promise<T>((resolve, reject) => {
-        this.waitingReads.push(() => {
-          try {
-            resolve(fn());
-          } catch (error) {
-            reject(error);
-          }
-        });
-      });
-    }
-    try {
-      return Promise.resolve(fn());
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-
-  private drainReads(): void {
-    const reads = this.waitingReads;
-    this.waitingReads = [];
-    for (const read of reads) read();
+    return this.reads.read(this.closed, fn);
   }
 
   transaction<T>(fn: (tx: WriteTransaction) => T): Promise<T> {
@@ -251,24 +221,16 @@ export class SqlJsDriver implements Database {
     }
   }
 
-  /** A transaction handle valid only while its fn runs: a leaked handle must not write into a later transaction. */
   private transactionHandle(recording: boolean): { tx: WriteTransaction; finish(): void } {
-    let active = true;
-    const check = (): void => {
-      if (!active) throw new Error('this transaction has finished; use the tx passed to the current transaction()');
-    };
-    const tx: WriteTransaction = recording
-      ? {
-          run: (sql, params) => (check(), this.recordedRun(sql, params)),
-          get: (sql, params) => (check(), this.recordedRead(sql, params, () => this.getSync(sql, params))),
-          all: (sql, params) => (check(), this.recordedRead(sql, params, () => this.allSync(sql, params))),
-        }
-      : {
-          run: (sql, params) => (check(), this.runSync(sql, params)),
-          get: (sql, params) => (check(), this.getSync(sql, params)),
-          all: (sql, params) => (check(), this.allSync(sql, params)),
-        };
-    return { tx, finish: () => void (active = false) };
+    return scopedTransaction(
+      recording
+        ? {
+            run: (sql, params) => this.recordedRun(sql, params),
+            get: (sql, params) => this.recordedRead(sql, params, () => this.getSync(sql, params)),
+            all: (sql, params) => this.recordedRead(sql, params, () => this.allSync(sql, params)),
+          }
+        : { run: (sql, params) => this.runSync(sql, params), get: (sql, params) => this.getSync(sql, params), all: (sql, params) => this.allSync(sql, params) },
+    );
   }
 
   private recordedRun(sql: string, params: SqlParams | undefined): RunResult {
@@ -312,7 +274,7 @@ export class SqlJsDriver implements Database {
       for (const item of group) item.reject(error);
       return;
     }
-    this.writeOpen = true;
+    this.reads.writeOpen = true;
     this.writer.reset();
     /** Transactions that ran to completion, waiting for the group to be durable. */
     const succeeded: Array<{ item: QueuedWrite; value: unknown }> = [];
@@ -327,9 +289,7 @@ export class SqlJsDriver implements Database {
       try {
         this.control('SAVEPOINT hearth_tx');
         const value = item.fn(handle.tx);
-        if (isThenable(value)) {
-          throw new TypeError('a transaction function must be synchronous: it returned a promise, so its later statements would run outside the transaction');
-        }
+        refuseAsync(value);
         this.control('RELEASE hearth_tx');
         succeeded.push({ item, value });
       } catch (error) {
@@ -374,8 +334,7 @@ export class SqlJsDriver implements Database {
       }
       if (groupError !== undefined) this.rollbackQuietly();
     }
-    this.writeOpen = false;
-    this.drainReads();
+    this.reads.writeClosed();
     for (const { item, value } of succeeded) {
       if (groupError !== undefined) item.reject(groupError);
       else item.resolve(value);

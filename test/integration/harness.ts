@@ -1,8 +1,7 @@
-import initSqlJs from 'sql.js';
-import { createHomeserver, homeserverSchemas, type Homeserver, type HomeserverOptions } from '../../src/homeserver.ts';
+import { createHomeserver, type Homeserver, type HomeserverOptions } from '../../src/homeserver.ts';
 import { startHttpServer } from '../../src/node/http-server.ts';
-import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
 import { validateClientRequest, validateClientResponse } from '../support/spec-schema.ts';
+import { openTestDatabase } from '../support/test-database.ts';
 
 export interface TestServer {
   url: string;
@@ -12,8 +11,9 @@ export interface TestServer {
 
 /** A homeserver on 127.0.0.1 over real HTTP, with an in-memory database and a random seed unless given others. */
 export async function startTestServer(options: Partial<HomeserverOptions> = {}): Promise<TestServer> {
+  const { database, cleanup } = options.database ? { database: options.database, cleanup: undefined } : await openTestDatabase();
   const homeserver = await createHomeserver({
-    database: options.database ?? (await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas })),
+    database,
     seed: options.seed ?? crypto.getRandomValues(new Uint8Array(32)),
     rateLimits: false,
     passwordIterations: 1000,
@@ -27,6 +27,7 @@ export async function startTestServer(options: Partial<HomeserverOptions> = {}):
     close: async () => {
       await http.close();
       await homeserver.close();
+      await cleanup?.();
     },
   };
 }

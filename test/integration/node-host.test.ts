@@ -1,10 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { startNodeHost } from '../../src/node/node-host.ts';
+import { startNodeHost as startHost, type NodeHostOptions } from '../../src/node/node-host.ts';
 import { api, register } from './harness.ts';
 
 // The Node host on real files: what it acknowledged survives a restart and a kill.
@@ -61,7 +61,7 @@ function spawnServe(dir: string, args: string[], options: SpawnOptions): ChildPr
 }
 
 /** `serve` as a child process, resolved once it prints its URL; group: the process group to kill for a crash. */
-function serve(dir: string, args: string[] = [], options: SpawnOptions = {}): Promise<{ child: ChildProcess; url: string; group: number }> {
+function serveProcess(dir: string, args: string[] = [], options: SpawnOptions = {}): Promise<{ child: ChildProcess; url: string; group: number }> {
   return new Promise((resolve, reject) => {
     const child = spawnServe(dir, args, options);
     let output = '';
@@ -78,7 +78,7 @@ function serve(dir: string, args: string[] = [], options: SpawnOptions = {}): Pr
 }
 
 /** `serve` as a child process that is expected not to start: its exit code and what it printed. */
-function serveFails(dir: string, args: string[] = [], options: SpawnOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function serveFailsProcess(dir: string, args: string[] = [], options: SpawnOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawnServe(dir, args, options);
     let stdout = '';
@@ -105,7 +105,12 @@ async function dataDir(): Promise<string> {
 
 const enc = encodeURIComponent;
 
-describe('the Node host', () => {
+// Every test on both engines the host can keep its database in: native SQLite (the default) and sql.js with its redo log.
+describe.each(['native', 'sqljs'] as const)('the Node host on %s storage', (storage) => {
+  const startNodeHost = (options: NodeHostOptions) => startHost({ ...options, storage });
+  const serve = (dir: string, args: string[] = [], options: SpawnOptions = {}) => serveProcess(dir, ['--storage', storage, ...args], options);
+  const serveFails = (dir: string, args: string[] = [], options: SpawnOptions = {}) => serveFailsProcess(dir, ['--storage', storage, ...args], options);
+
   it('keeps its identity, accounts, rooms and sync tokens across a restart', async () => {
     const dir = await dataDir();
     const first = await startNodeHost({ dataDir: dir, port: 0, rateLimits: false });
@@ -221,5 +226,34 @@ describe('the Node host', () => {
     } finally {
       if (asRoot) execFileSync('chattr', ['-i', dir]);
     }
+  });
+});
+
+describe('the Node host moving to native SQLite', () => {
+  it('migrates a sql.js data folder killed mid-use at its first native start, losing nothing it acknowledged', async () => {
+    const dir = await dataDir();
+    const old = await serveProcess(dir, ['--storage', 'sqljs']);
+    const alice = await register(old, 'alice');
+    const roomId = (await api(old, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { name: 'moved' } })).body.room_id;
+    const acknowledged: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const sent = await api(old, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/m${i}`, { token: alice.accessToken, body: { msgtype: 'm.text', body: `m${i}` } });
+      acknowledged.push(sent.body.event_id);
+    }
+    old.child.kill('SIGKILL');
+    await new Promise((resolve) => old.child.once('exit', resolve));
+    expect((await readdir(join(dir, 'db'))).some((name) => name.startsWith('log-'))).toBe(true);
+
+    const moved = await startHost({ dataDir: dir, port: 0, rateLimits: false });
+    try {
+      expect((await readdir(join(dir, 'db'))).sort()).toEqual(['LOCK', 'hearth.sqlite', 'hearth.sqlite-wal']);
+      expect((await api(moved, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.name`, { token: alice.accessToken })).body).toEqual({ name: 'moved' });
+      const messages = await api(moved, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=100`, { token: alice.accessToken });
+      expect(messages.body.chunk.map((e: any) => e.event_id)).toEqual(expect.arrayContaining(acknowledged));
+    } finally {
+      await moved.close();
+    }
+    // The sql.js engine does not take a migrated folder back.
+    await expect(startHost({ dataDir: dir, port: 0, storage: 'sqljs' })).rejects.toThrow(/moved to native SQLite/);
   });
 });

@@ -2,10 +2,9 @@
 // through InProcessNetwork, driven through their client API as Request → Response.
 // Every server-server exchange is recorded, so tests can say where something went
 // and check what was answered against the spec.
-import initSqlJs from 'sql.js';
-import { createHomeserver, homeserverSchemas, type Homeserver, type HomeserverOptions } from '../../src/homeserver.ts';
+import { createHomeserver, type Homeserver, type HomeserverOptions } from '../../src/homeserver.ts';
 import type { FederationTransport } from '../../src/federation/transport.ts';
-import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
+import { openTestDatabase } from './test-database.ts';
 import { InProcessNetwork } from './in-process-federation.ts';
 import { validateClientRequest, validateClientResponse } from './spec-schema.ts';
 import { longPollUntil, syncPath, type Syncer } from './sync-until.ts';
@@ -63,8 +62,10 @@ function recording(inner: FederationTransport, sent: Exchange[]): FederationTran
 export async function federatedServers(count: number, options: Partial<Omit<HomeserverOptions, 'database' | 'seed' | 'federation'>> = {}): Promise<{ servers: FederatedServer[]; network: InProcessNetwork; close(): Promise<void> }> {
   const network = new InProcessNetwork();
   const servers: FederatedServer[] = [];
+  const cleanups: Array<() => Promise<void>> = [];
   for (let i = 0; i < count; i++) {
-    const database = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: homeserverSchemas });
+    const { database, cleanup } = await openTestDatabase();
+    cleanups.push(cleanup);
     const sent: Exchange[] = [];
     let name = '';
     const homeserver = await createHomeserver({
@@ -96,7 +97,14 @@ export async function federatedServers(count: number, options: Partial<Omit<Home
     };
     servers.push({ homeserver, serverName: name, sent, api, register });
   }
-  return { servers, network, close: async () => void (await Promise.all(servers.map((s) => s.homeserver.close()))) };
+  return {
+    servers,
+    network,
+    close: async () => {
+      await Promise.all(servers.map((s) => s.homeserver.close()));
+      await Promise.all(cleanups.map((cleanup) => cleanup()));
+    },
+  };
 }
 
 /** Three servers, each with one user: alice on A, bob on B, carol on C. */

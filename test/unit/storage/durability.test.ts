@@ -1,12 +1,16 @@
 // The durable database on both persistence backends: restarts, crashes at each
 // point of the write and snapshot paths, torn and damaged logs, storage
-// failures, migrations, and the single-opener lock.
+// failures, migrations, and the single-opener lock. Then the same for the Node
+// host's native SQLite file, where SQLite's WAL does what the redo log does.
 import initSqlJs from 'sql.js';
-import { readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ComponentSchema } from '../../../src/storage/database.ts';
+import type { ComponentSchema, Database } from '../../../src/storage/database.ts';
 import { openDurableDatabase, type DurableDatabase, type SnapshotPolicy } from '../../../src/storage/durable-database.ts';
 import { StorageError } from '../../../src/storage/errors.ts';
+import { openNativeDatabase, type NativeDatabase } from '../../../src/node/native-database.ts';
 import type { Persistence, PersistenceStep } from '../../../src/storage/persistence.ts';
 import { backends, fileBackend, type BackendFixture } from './backends.ts';
 import { Faults } from './faults.ts';
@@ -34,6 +38,19 @@ const itemsV2: ComponentSchema = {
   ],
 };
 
+/** A foreign key checked only at COMMIT. */
+const deferred: ComponentSchema = {
+  component: 'deferred',
+  migrations: [{
+    version: 1,
+    description: 'parent and child, deferred foreign key',
+    up: (tx) => {
+      tx.run('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
+      tx.run('CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
+    },
+  }],
+};
+
 /** No automatic snapshots unless a test asks for them. */
 const manualSnapshots: Partial<SnapshotPolicy> = { minLogBytes: Number.MAX_SAFE_INTEGER, idleMinLogBytes: Number.MAX_SAFE_INTEGER };
 
@@ -53,6 +70,13 @@ function pending<T>(promise: Promise<T>): { settled: boolean } {
   );
   return state;
 }
+
+const insert = (db: Database, ...names: string[]): Promise<void> =>
+  db.transaction((tx) => {
+    for (const name of names) tx.run('INSERT INTO items (name, body) VALUES (?, ?)', [name, new Uint8Array(64).fill(name.length)]);
+  });
+
+const names = async (db: Database): Promise<string[]> => (await db.all<{ name: string }>('SELECT name FROM items ORDER BY id')).map((r) => r.name);
 
 describe.each(backends)('durable database on $name', (kind) => {
   let fixture: BackendFixture;
@@ -91,13 +115,6 @@ describe.each(backends)('durable database on $name', (kind) => {
     open.splice(open.indexOf(opened), 1);
     await opened.db.close();
   }
-
-  const insert = (db: DurableDatabase, ...names: string[]): Promise<void> =>
-    db.transaction((tx) => {
-      for (const name of names) tx.run('INSERT INTO items (name, body) VALUES (?, ?)', [name, new Uint8Array(64).fill(name.length)]);
-    });
-
-  const names = async (db: DurableDatabase): Promise<string[]> => (await db.all<{ name: string }>('SELECT name FROM items ORDER BY id')).map((r) => r.name);
 
   /** A database with one acknowledged write, closed cleanly, so the next open appends nothing for migrations. */
   async function prepared(): Promise<void> {
@@ -301,17 +318,6 @@ describe.each(backends)('durable database on $name', (kind) => {
   });
 
   it('mirrors at replay a transaction that failed at COMMIT (deferred constraint) after its record was stored', async () => {
-    const deferred: ComponentSchema = {
-      component: 'deferred',
-      migrations: [{
-        version: 1,
-        description: 'parent and child, deferred foreign key',
-        up: (tx) => {
-          tx.run('CREATE TABLE parent (id INTEGER PRIMARY KEY)');
-          tx.run('CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
-        },
-      }],
-    };
     const first = await openDb({ schemas: [itemsV1, deferred] });
     await insert(first.db, 'before');
     await expect(first.db.transaction((tx) => tx.run('INSERT INTO child (parent_id) VALUES (42)'))).rejects.toThrow(/FOREIGN KEY/);
@@ -361,5 +367,144 @@ describe.each(backends)('durable database on $name', (kind) => {
     const reopened = await openDb();
     expect(await names(reopened.db)).toEqual(['a']);
     expect((await readdir(fixture.directory!)).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+  });
+});
+
+// Native SQLite has no redo log or snapshots of its own (its WAL is SQLite's), so the tests of
+// those steps have no counterpart; the crash points are just before and just after COMMIT.
+// The kill -9 tests of test/integration/node-host.test.ts kill real processes on it.
+describe('database on native SQLite (the Node host)', () => {
+  let directory: string;
+  const open: NativeDatabase[] = [];
+
+  beforeEach(async () => {
+    directory = await mkdtemp(join(tmpdir(), 'hearth-native-'));
+  });
+
+  afterEach(async () => {
+    for (const db of open.splice(0)) await db.close().catch(() => undefined);
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  async function openDb(options: { faults?: Faults; schemas?: ComponentSchema[] } = {}): Promise<NativeDatabase> {
+    const db = await openNativeDatabase({ file: join(directory, 'hearth.sqlite'), schemas: options.schemas ?? [itemsV1], now: () => 1_000, hooks: options.faults });
+    open.push(db);
+    return db;
+  }
+
+  /** The process dies: the file is closed without the COMMIT a hook holds up. */
+  async function crash(db: NativeDatabase): Promise<void> {
+    open.splice(open.indexOf(db), 1);
+    await db.crash();
+  }
+
+  async function close(db: NativeDatabase): Promise<void> {
+    open.splice(open.indexOf(db), 1);
+    await db.close();
+  }
+
+  async function prepared(): Promise<void> {
+    const first = await openDb();
+    await insert(first, 'a');
+    await close(first);
+  }
+
+  it('keeps acknowledged writes across restarts', async () => {
+    const first = await openDb();
+    await insert(first, 'a');
+    await insert(first, 'b');
+    await close(first);
+    const second = await openDb();
+    expect(await names(second)).toEqual(['a', 'b']);
+    await insert(second, 'c');
+    await close(second);
+    expect(await names(await openDb())).toEqual(['a', 'b', 'c']);
+  });
+
+  it('crash before the commit: the unacknowledged transaction leaves nothing', async () => {
+    await prepared();
+    const faults = new Faults().haltAt('append:start', 2);
+    const crashed = await openDb({ faults });
+    await insert(crashed, 'b');
+    const unacknowledged = pending(insert(crashed, 'c1', 'c2'));
+    expect(await faults.halted).toBe('append:start');
+    await settle();
+    expect(unacknowledged.settled).toBe(false);
+    // Reads wait for the open write rather than see what may still roll back.
+    const read = pending(crashed.all('SELECT name FROM items'));
+    await settle();
+    expect(read.settled).toBe(false);
+    await crash(crashed);
+
+    const reopened = await openDb();
+    expect(await names(reopened)).toEqual(['a', 'b']);
+    await insert(reopened, 'd');
+    expect(await names(reopened)).toEqual(['a', 'b', 'd']);
+  });
+
+  it('crash after the commit but before the acknowledgement: the transaction is there in full', async () => {
+    await prepared();
+    const faults = new Faults().haltAt('append:durable', 2);
+    const crashed = await openDb({ faults });
+    await insert(crashed, 'b');
+    const inFlight = pending(insert(crashed, 'c'));
+    await settle();
+    const grouped = [pending(insert(crashed, 'd1', 'd2')), pending(insert(crashed, 'e'))];
+    await faults.halted;
+    await settle();
+    expect([inFlight, ...grouped].map((p) => p.settled)).toEqual([false, false, false]);
+    await crash(crashed);
+
+    const reopened = await openDb();
+    expect(await names(reopened)).toEqual(['a', 'b', 'c']);
+    await insert(reopened, 'f');
+    expect(await names(reopened)).toEqual(['a', 'b', 'c', 'f']);
+  });
+
+  it('a failed commit (quota) rejects with StorageError, rolls back, and later writes work', async () => {
+    await prepared();
+    const quota = Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
+    const faults = new Faults().failAt('append:start', quota, 2);
+    const opened = await openDb({ faults });
+    await insert(opened, 'b');
+    const error = await insert(opened, 'c').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StorageError);
+    expect(error).toMatchObject({ code: 'quota_exceeded' });
+    expect(await names(opened)).toEqual(['a', 'b']);
+    await insert(opened, 'd');
+    await close(opened);
+    expect(await names(await openDb())).toEqual(['a', 'b', 'd']);
+  });
+
+  it('migrates from empty, and upgrades an older-schema database in place', async () => {
+    const v1 = await openDb({ schemas: [itemsV1] });
+    expect(await v1.all('SELECT component, version FROM schema_migrations')).toEqual([{ component: 'items', version: 1 }]);
+    await insert(v1, 'a');
+    await close(v1);
+    const v2 = await openDb({ schemas: [itemsV2] });
+    expect(await v2.all('SELECT name, colour FROM items ORDER BY id')).toEqual([{ name: 'a', colour: 'red' }]);
+    expect(await v2.all('SELECT version FROM schema_migrations ORDER BY version')).toEqual([{ version: 1 }, { version: 2 }]);
+    await close(v2);
+    const again = await openDb({ schemas: [itemsV2] });
+    expect(await again.all('SELECT version FROM schema_migrations ORDER BY version')).toEqual([{ version: 1 }, { version: 2 }]);
+    expect(await again.all("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'items_by_colour'")).toHaveLength(1);
+  });
+
+  it('rolls back a transaction that fails at COMMIT (deferred constraint), and carries on', async () => {
+    const first = await openDb({ schemas: [itemsV1, deferred] });
+    await insert(first, 'before');
+    await expect(first.transaction((tx) => tx.run('INSERT INTO child (parent_id) VALUES (42)'))).rejects.toThrow(/FOREIGN KEY/);
+    await insert(first, 'after');
+    await close(first);
+    const second = await openDb({ schemas: [itemsV1, deferred] });
+    expect(await names(second)).toEqual(['before', 'after']);
+    expect(await second.all('SELECT * FROM child')).toEqual([]);
+  });
+
+  it('refuses a second opener while the first is open', async () => {
+    const first = await openDb();
+    await expect(openDb()).rejects.toMatchObject({ name: 'StorageError', code: 'locked' });
+    await close(first);
+    expect(await names(await openDb())).toEqual([]);
   });
 });

@@ -1,0 +1,82 @@
+// Resident memory against database size under Node, for the two engines the Node host can
+// keep its database in: sql.js (the image in memory, snapshot + redo log in files) and native
+// SQLite (better-sqlite3, a WAL file; only SQLite's page cache in memory). Each figure is a
+// fresh process that opens a database of that size, and reads every row of it once; the
+// baseline in the same run is a process that loads the same modules and opens nothing.
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import initSqlJs from 'sql.js';
+import { openFilePersistence } from '../src/node/file-persistence.ts';
+import { openNativeDatabase } from '../src/node/native-database.ts';
+import type { ComponentSchema, Database } from '../src/storage/database.ts';
+import { openDurableDatabase } from '../src/storage/durable-database.ts';
+import { report } from './harness.ts';
+
+const schema: ComponentSchema = {
+  component: 'bench',
+  migrations: [{ version: 1, description: 'rows', up: (tx) => void tx.run('CREATE TABLE rows (id INTEGER PRIMARY KEY, body BLOB NOT NULL)') }],
+};
+const ROW_BYTES = 1000;
+const SIZES_MB = [1, 100];
+type Engine = 'sqljs' | 'native';
+
+async function open(engine: Engine, directory: string): Promise<Database> {
+  if (engine === 'native') return openNativeDatabase({ file: join(directory, 'hearth.sqlite'), schemas: [schema] });
+  return openDurableDatabase({ sqlJs: await initSqlJs(), persistence: await openFilePersistence({ directory }), schemas: [schema] });
+}
+
+const rssMiB = (): number => process.memoryUsage().rss / (1 << 20);
+
+/** In a child process: fill (once), or open, scan and print RSS as JSON. */
+async function child(mode: string, engine: Engine, directory: string, megabytes: number): Promise<void> {
+  if (mode === 'baseline') {
+    console.log(JSON.stringify({ rss: rssMiB() }));
+    return;
+  }
+  const db = await open(engine, directory);
+  if (mode === 'fill') {
+    const rows = Math.round((megabytes << 20) / (ROW_BYTES + 40));
+    for (let done = 0; done < rows; done += 1000) {
+      await db.transaction((tx) => {
+        for (let i = done; i < Math.min(rows, done + 1000); i++) tx.run('INSERT INTO rows (body) VALUES (?)', [new Uint8Array(ROW_BYTES).fill(i & 255)]);
+      });
+    }
+    await (db as { snapshot?: () => Promise<void> }).snapshot?.();
+    await db.close();
+    return;
+  }
+  const opened = rssMiB();
+  const scan = await db.get<{ n: number; bytes: number }>('SELECT count(*) AS n, sum(length(body)) AS bytes FROM rows');
+  for (let i = 0; i < 1000; i++) await db.get('SELECT body FROM rows WHERE id = ?', [1 + ((i * 7919) % scan!.n)]);
+  const pages = await db.get<{ bytes: number }>('SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size');
+  console.log(JSON.stringify({ opened, scanned: rssMiB(), dbMiB: pages!.bytes / (1 << 20) }));
+  await db.close();
+}
+
+function inChild(...args: string[]): string {
+  return execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'child', ...args], { encoding: 'utf8' }).trim().split('\n').at(-1)!;
+}
+
+export async function run(): Promise<void> {
+  const baseline = JSON.parse(inChild('baseline', 'native', '', '0')) as { rss: number };
+  const rows: Array<[string, number, string, string?]> = [['baseline: the same modules loaded, no database', baseline.rss, 'MiB']];
+  for (const megabytes of SIZES_MB) {
+    for (const engine of ['sqljs', 'native'] as const) {
+      const directory = await mkdtemp(join(tmpdir(), `hearth-bench-rss-${engine}-`));
+      try {
+        inChild('fill', engine, directory, String(megabytes));
+        const figures = JSON.parse(inChild('measure', engine, directory, String(megabytes))) as { opened: number; scanned: number; dbMiB: number };
+        rows.push([`${engine}, ${megabytes} MB database: RSS opened`, figures.opened, 'MiB', `${figures.dbMiB.toFixed(1)} MiB of pages`]);
+        rows.push([`${engine}, ${megabytes} MB database: RSS after reading every row`, figures.scanned, 'MiB']);
+      } finally {
+        await rm(directory, { recursive: true, force: true });
+      }
+    }
+  }
+  report('storage memory under Node', 'RSS against database size, a fresh process each', rows);
+}
+
+if (process.argv[2] === 'child') await child(process.argv[3]!, process.argv[4] as Engine, process.argv[5]!, Number(process.argv[6]));

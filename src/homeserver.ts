@@ -149,6 +149,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
   const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now });
   users.addDeviceListener(keys);
+  // A remote user we share no room with any more: their device list goes stale in that very write.
+  rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));
   sync.addExtension(keys);
   const log = options.log ?? (() => {});
   // Remote media comes from its origin through the federation client (made just below).

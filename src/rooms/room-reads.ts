@@ -2,7 +2,7 @@ import { isStateEvent, stateKey, type RoomEvent, type StateKey } from '../events
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { roomNotFound } from './errors.ts';
-import { serversOf, type RoomStore } from './room-store.ts';
+import { serversOf, SHARES_ROOM_SQL, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
 import type { StoredEvent } from './types.ts';
 
@@ -120,6 +120,11 @@ export class RoomReads {
     );
     const ours = ':' + this.serverName;
     return rows.map((r) => r.state_key).filter((u) => !u.endsWith(ours) && (server === undefined || serverNameOf(u) === server));
+  }
+
+  /** Whether a user is joined to a room a local user is joined to. */
+  async sharesRoom(userId: string): Promise<boolean> {
+    return (await this.store.db.get(SHARES_ROOM_SQL, [userId])) !== undefined;
   }
 
   /** Rooms whose current join rule is `public` (anyone may join, published or not). */

@@ -23,6 +23,7 @@ import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
+import { receiveRescindedInvite } from './rescinded-invites.ts';
 import type { FederationTransport } from './transport.ts';
 
 export interface FederationOptions {
@@ -219,7 +220,9 @@ export class Federation {
       for (const pdu of list) {
         const eventId = version ? eventIdOf(pdu, version) : typeof pdu.event_id === 'string' ? pdu.event_id : undefined;
         if (!version) {
-          if (eventId) results[eventId] = { error: `room ${roomId} is unknown here` };
+          const rescinded = await receiveRescindedInvite(this.options.rooms, pdu, (p, v, server) => this.signedBy(p, v, server));
+          if (rescinded) results[rescinded.eventId] = {};
+          else if (eventId) results[eventId] = { error: `room ${roomId} is unknown here` };
           continue;
         }
         if (!eventId) continue;

@@ -65,3 +65,86 @@ describe('invites across servers', () => {
     expect(members.chunk.some(memberEvent(bob.userId, 'invite'))).toBe(false);
   });
 });
+
+describe('bans across servers', () => {
+  it('a banned remote user is out at once on both servers and may not rejoin until unbanned', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const dave = await b.register('dave');
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
+    const roomId = created.room_id as string;
+    for (const user of [bob, dave]) {
+      const join = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: user.accessToken, body: {} });
+      expect(join.status, JSON.stringify(join.body)).toBe(200);
+    }
+    const joined = await syncUntil(b, bob, (s) => !!s.rooms?.join?.[roomId]);
+    await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some(memberEvent(dave.userId, 'join')));
+
+    const ban = await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/ban`, { token: alice.accessToken, body: { user_id: bob.userId, reason: 'spam' } });
+    expect(ban.status, JSON.stringify(ban.body)).toBe(200);
+    expect((await a.homeserver.services.rooms.membership(roomId, bob.userId))).toBe('ban');
+    // On B, bob's client sees the ban as his leave; dave still sees the room and bob banned in it.
+    await syncUntil(b, bob, (s) => (s.rooms?.leave?.[roomId]?.timeline?.events ?? []).some(memberEvent(bob.userId, 'ban')), joined.next_batch);
+    expect((await b.homeserver.services.rooms.membership(roomId, bob.userId))).toBe('ban');
+    const { body: members } = await b.api('GET', `/_matrix/client/v3/rooms/${enc(roomId)}/members?membership=join`, { token: dave.accessToken });
+    expect(members.chunk.map((e: any) => e.state_key).sort()).toEqual([alice.userId, dave.userId].sort());
+
+    // B is still in the room (dave): bob's join is refused there, and through A too.
+    const again = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} });
+    expect(again.status).toBe(403);
+    expect(again.body.errcode).toBe('M_FORBIDDEN');
+    expect((await b.homeserver.services.rooms.membership(roomId, bob.userId))).toBe('ban');
+    const invite = await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId } });
+    expect(invite.status).toBe(403);
+
+    const unban = await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/unban`, { token: alice.accessToken, body: { user_id: bob.userId } });
+    expect(unban.status, JSON.stringify(unban.body)).toBe(200);
+    await syncUntil(b, dave, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some(memberEvent(bob.userId, 'leave')));
+    const rejoin = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} });
+    expect(rejoin.status, JSON.stringify(rejoin.body)).toBe(200);
+    await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some(memberEvent(bob.userId, 'join')));
+  });
+
+  it('a banned remote user whose server is left with no one in the room may not rejoin through the room\'s server', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
+    const roomId = created.room_id as string;
+    expect((await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const joined = await syncUntil(b, bob, (s) => !!s.rooms?.join?.[roomId]);
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/ban`, { token: alice.accessToken, body: { user_id: bob.userId } })).status).toBe(200);
+    await syncUntil(b, bob, (s) => (s.rooms?.leave?.[roomId]?.timeline?.events ?? []).some(memberEvent(bob.userId, 'ban')), joined.next_batch);
+    const again = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} });
+    expect(again.status).toBe(403);
+    expect(again.body.errcode).toBe('M_FORBIDDEN');
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/unban`, { token: alice.accessToken, body: { user_id: bob.userId } })).status).toBe(200);
+    const rejoin = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} });
+    expect(rejoin.status, JSON.stringify(rejoin.body)).toBe(200);
+  });
+
+  it('a remote user banned while invited loses the invite at once and may not join until unbanned', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat', invite: [bob.userId] } });
+    const roomId = created.room_id as string;
+    const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/ban`, { token: alice.accessToken, body: { user_id: bob.userId } })).status).toBe(200);
+    const left = await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
+    expect(left.rooms.invite?.[roomId]).toBeUndefined();
+    const join = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} });
+    expect(join.status).toBe(403);
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/unban`, { token: alice.accessToken, body: { user_id: bob.userId } })).status).toBe(200);
+    const rejoin = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} });
+    expect(rejoin.status, JSON.stringify(rejoin.body)).toBe(200);
+  });
+
+  it("an invite withdrawn by its inviter (a kick) reaches the invitee's server, whose client sees the room left", async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+    const roomId = created.room_id as string;
+    const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/kick`, { token: alice.accessToken, body: { user_id: bob.userId, reason: 'sent by mistake' } })).status).toBe(200);
+    const left = await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
+    expect(left.rooms.invite?.[roomId]).toBeUndefined();
+    expect(await b.homeserver.services.rooms.localMembership(bob.userId, roomId)).toMatchObject({ membership: 'leave' });
+    const send = a.sent.find((x) => x.destination === b.serverName && x.path.startsWith('/_matrix/federation/v1/send/') && x.request.pdus.some(memberEvent(bob.userId, 'leave')))!;
+    expect(Object.values(send.response.pdus)).toEqual([{}]);
+  });
+});

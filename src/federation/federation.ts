@@ -23,7 +23,7 @@ import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
-import { receiveRescindedInvite } from './rescinded-invites.ts';
+import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
 import type { FederationTransport } from './transport.ts';
 
 export interface FederationOptions {
@@ -432,6 +432,9 @@ export class Federation {
         this.options.log(`federation: leaving ${roomId} through ${server} failed`, error);
       }
     }
+    // No server took it (everyone left, or none answers): an invite or a knock is left here, out of band.
+    const outOfBand = await leaveOutOfBand(this.options.rooms, roomId, userId, content, (t, version, c) => this.signTemplate(t, version, c));
+    if (outOfBand) return outOfBand;
     throw asJoinError(lastError);
   }
 

@@ -148,3 +148,31 @@ describe('bans across servers', () => {
     expect(Object.values(send.response.pdus)).toEqual([{}]);
   });
 });
+
+describe('rejecting invites across servers', () => {
+  it('rejects an invite to a room that everyone else has left', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+    const roomId = created.room_id as string;
+    const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/leave`, { token: alice.accessToken, body: {} })).status).toBe(200);
+    const reject = await b.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} });
+    expect(reject.status, JSON.stringify(reject.body)).toBe(200);
+    const left = await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
+    expect(left.rooms.invite?.[roomId]).toBeUndefined();
+    // Gone for good: a fresh initial sync shows no invite either.
+    const { body: initial } = await b.api('GET', '/_matrix/client/v3/sync', { token: bob.accessToken });
+    expect(initial.rooms?.invite?.[roomId]).toBeUndefined();
+  });
+
+  it('rejects an invite whose inviting server cannot be reached', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+    const roomId = created.room_id as string;
+    const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
+    net!.network.down.add(a.serverName);
+    const reject = await b.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} });
+    expect(reject.status, JSON.stringify(reject.body)).toBe(200);
+    await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
+  });
+});

@@ -176,3 +176,28 @@ describe('rejecting invites across servers', () => {
     await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
   });
 });
+
+describe('redactions across servers', () => {
+  it('redacts by POST /rooms/{roomId}/redact/{eventId} with no transaction ID (the legacy form Synapse serves), and the other server redacts too', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
+    const roomId = created.room_id as string;
+    expect((await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const { body: sent } = await b.api('PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/m1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'oops' } });
+    await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.event_id === sent.event_id));
+    const since = (await b.api('GET', '/_matrix/client/v3/sync?timeout=0', { token: bob.accessToken })).body.next_batch;
+
+    const redact = await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/redact/${enc(sent.event_id)}`, { token: alice.accessToken, body: { reason: 'spam' }, unchecked: true });
+    expect(redact.status, JSON.stringify(redact.body)).toBe(200);
+    expect(redact.body.event_id).toMatch(/^\$/);
+    // Each POST is a new redaction: no transaction ID makes two the same.
+    const again = await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/redact/${enc(sent.event_id)}`, { token: alice.accessToken, body: {}, unchecked: true });
+    expect(again.status).toBe(200);
+    expect(again.body.event_id).not.toBe(redact.body.event_id);
+
+    await syncUntil(b, bob, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.event_id === redact.body.event_id && e.redacts === sent.event_id), since);
+    const { body: original } = await b.api('GET', `/_matrix/client/v3/rooms/${enc(roomId)}/event/${enc(sent.event_id)}`, { token: bob.accessToken });
+    expect(original.content).toEqual({});
+    expect(original.unsigned.redacted_because.event_id).toBe(redact.body.event_id);
+  });
+});

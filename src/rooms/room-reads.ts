@@ -127,10 +127,11 @@ export class RoomReads {
     return (await this.store.db.get(SHARES_ROOM_SQL, [userId])) !== undefined;
   }
 
-  /** Rooms whose current join rule is `public` (anyone may join, published or not). */
+  /** Rooms a local user is joined to whose current join rule is `public` (anyone may join, published or not); a copy of a room we left is stale. */
   async publicJoinRooms(): Promise<string[]> {
     const rows = await this.store.db.all<{ room_id: string; event_nid: number }>(
-      "SELECT room_id, event_nid FROM current_state WHERE type = 'm.room.join_rules' AND state_key = ''",
+      `SELECT room_id, event_nid FROM current_state WHERE type = 'm.room.join_rules' AND state_key = ''
+       AND room_id IN (SELECT room_id FROM local_memberships WHERE membership = 'join')`,
     );
     const open: string[] = [];
     for (const row of rows) if ((await this.getEventByNid(row.event_nid))?.event.content['join_rule'] === 'public') open.push(row.room_id);

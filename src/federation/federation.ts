@@ -13,6 +13,7 @@ import type { PublicRoomsPage, PublicRoomsQuery } from '../rooms/directory.ts';
 import type { Database } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
+import type { RateLimiter } from '../http/rate-limit.ts';
 import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
@@ -40,6 +41,8 @@ export interface FederationOptions {
   now: () => number;
   log: (message: string, error?: unknown) => void;
   backoff?: BackoffPolicy;
+  /** Limits each origin server's requests (429 M_LIMIT_EXCEEDED once it is spent); none when not given. */
+  rateLimiter?: RateLimiter;
   /** More server-server routes, from components above federation (the mailbox's). */
   routes?: (app: Hono<FederationEnv>) => void;
   /** The media repository, served to other servers (routes/media.ts). */

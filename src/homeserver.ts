@@ -1,5 +1,5 @@
 import { createClientApp } from './client/app.ts';
-import { RateLimiter, type RateLimitConfig } from './client/rate-limit.ts';
+import { RateLimiter, type RateLimitConfig } from './http/rate-limit.ts';
 import type { ClientServices } from './client/services.ts';
 import { UserInteractiveAuth } from './client/uia.ts';
 import { defaultEd25519Backend, type Ed25519Backend } from './crypto/ed25519.ts';
@@ -59,6 +59,8 @@ export interface HomeserverOptions {
   registrationEnabled?: boolean;
   /** Rate limits per device; false turns them off (test harnesses that register many users). */
   rateLimits?: RateLimitConfig | false;
+  /** Rate limits per origin server on the federation API; false turns them off. */
+  federationRateLimits?: RateLimitConfig | false;
   /** Cap on /sync long-polls. */
   maxSyncTimeoutMs?: number;
   passwordIterations?: number;
@@ -112,6 +114,8 @@ export interface Homeserver {
 }
 
 export const DEFAULT_RATE_LIMITS: RateLimitConfig = { perSecond: 10, burst: 50 };
+/** Per origin server: well above what a busy peer's queue sends (a transaction carries up to 50 PDUs), far below a flood. */
+export const DEFAULT_FEDERATION_RATE_LIMITS: RateLimitConfig = { perSecond: 50, burst: 250 };
 
 /** The composition root: wires the components together. Every host calls it. */
 export async function createHomeserver(options: HomeserverOptions): Promise<Homeserver> {
@@ -149,6 +153,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
   const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now });
   users.addDeviceListener(keys);
+  // A remote user we share no room with any more: their device list goes stale in that very write.
+  rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));
   sync.addExtension(keys);
   const log = options.log ?? (() => {});
   // Remote media comes from its origin through the federation client (made just below).
@@ -187,6 +193,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     sync,
     transport,
     backoff: options.federation?.backoff,
+    rateLimiter: options.federationRateLimits === false ? undefined : new RateLimiter(options.federationRateLimits ?? DEFAULT_FEDERATION_RATE_LIMITS, now),
     // A DNS-named server fetches other servers' keys (through the same transport) and is a notary.
     keyRing: named
       ? new ServerKeys({ serverName, signingKeys: named.signingKeys, ed25519, store: new SqlServerKeyStore(db), fetcher: transportKeyFetcher(transport), trustedNotaries: named.trustedKeyServers, now, log })

@@ -8,7 +8,7 @@ import type { Search } from '../search/search.ts';
 import type { SpaceHierarchy } from '../spaces/hierarchy.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
-import type { RateLimiter } from './rate-limit.ts';
+import type { RateLimiter } from '../http/rate-limit.ts';
 import type { UserInteractiveAuth } from './uia.ts';
 
 export interface ClientConfig {

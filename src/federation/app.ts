@@ -68,6 +68,8 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
     if (!(await verifyRequest(credentials, c.req.method, uri, services.serverName, body, key, services.ed25519))) {
       throw unauthorized('the X-Matrix signature does not verify');
     }
+    // Only once authenticated: a forger cannot spend another server's allowance.
+    services.rateLimiter?.take(credentials.origin);
     c.set('origin', credentials.origin);
     return next();
   };

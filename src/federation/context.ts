@@ -1,5 +1,6 @@
 import type { Context } from 'hono';
 import type { Ed25519Backend } from '../crypto/ed25519.ts';
+import type { RateLimiter } from '../http/rate-limit.ts';
 import type { Keys } from '../keys/keys.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Sync } from '../sync/sync.ts';
@@ -44,6 +45,8 @@ export interface FederationServices {
   media?: FederationMediaSource;
   now: () => number;
   log: (message: string, error?: unknown) => void;
+  /** Each origin's allowance of requests, taken once a request is authenticated. */
+  rateLimiter?: RateLimiter;
 }
 
 export type FederationEnv = {

@@ -13,6 +13,7 @@ import type { PublicRoomsPage, PublicRoomsQuery } from '../rooms/directory.ts';
 import type { Database } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
+import type { RateLimiter } from '../http/rate-limit.ts';
 import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
@@ -23,6 +24,7 @@ import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
+import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
 import type { FederationTransport } from './transport.ts';
 
 export interface FederationOptions {
@@ -39,6 +41,8 @@ export interface FederationOptions {
   now: () => number;
   log: (message: string, error?: unknown) => void;
   backoff?: BackoffPolicy;
+  /** Limits each origin server's requests (429 M_LIMIT_EXCEEDED once it is spent); none when not given. */
+  rateLimiter?: RateLimiter;
   /** More server-server routes, from components above federation (the mailbox's). */
   routes?: (app: Hono<FederationEnv>) => void;
   /** The media repository, served to other servers (routes/media.ts). */
@@ -219,7 +223,9 @@ export class Federation {
       for (const pdu of list) {
         const eventId = version ? eventIdOf(pdu, version) : typeof pdu.event_id === 'string' ? pdu.event_id : undefined;
         if (!version) {
-          if (eventId) results[eventId] = { error: `room ${roomId} is unknown here` };
+          const rescinded = await receiveRescindedInvite(this.options.rooms, pdu, (p, v, server) => this.signedBy(p, v, server));
+          if (rescinded) results[rescinded.eventId] = {};
+          else if (eventId) results[eventId] = { error: `room ${roomId} is unknown here` };
           continue;
         }
         if (!eventId) continue;
@@ -429,6 +435,9 @@ export class Federation {
         this.options.log(`federation: leaving ${roomId} through ${server} failed`, error);
       }
     }
+    // No server took it (everyone left, or none answers): an invite or a knock is left here, out of band.
+    const outOfBand = await leaveOutOfBand(this.options.rooms, roomId, userId, content, (t, version, c) => this.signTemplate(t, version, c));
+    if (outOfBand) return outOfBand;
     throw asJoinError(lastError);
   }
 

@@ -29,6 +29,8 @@ export interface RemoteDeviceListsOptions {
   isLocal(userId: string): boolean;
   /** Remote users who share a room with a local user (whose lists we keep). */
   remoteUsersSharingRooms(server?: string): Promise<string[]>;
+  /** Whether a remote user shares a room with a local user. */
+  sharesRoom(userId: string): Promise<boolean>;
   /** Records a key change for a user inside the write; returns its stream position. */
   recordChange(tx: WriteTransaction, userId: string): number;
   /** Wakes those who should hear of a user's key change, once it is durable. */
@@ -109,10 +111,11 @@ export class RemoteDeviceLists {
     return { ...(JSON.parse(row.list_json) as Omit<RemoteDeviceList, 'streamId' | 'stale'>), streamId: row.stream_id, stale: row.stale === 1 };
   }
 
-  /** Resyncs the lists left stale before a restart. */
+  /** Resyncs the lists left stale before a restart, of users who share a room with ours (the rest wait to be asked for). */
   async start(): Promise<void> {
     const rows = await this.options.db.all<{ user_id: string }>('SELECT user_id FROM remote_device_lists WHERE stale = 1');
-    for (const row of rows) this.schedule(row.user_id).catch(() => undefined);
+    const sharing = new Set(await this.options.remoteUsersSharingRooms());
+    for (const row of rows) if (sharing.has(row.user_id)) this.schedule(row.user_id).catch(() => undefined);
   }
 
   stop(): void {
@@ -143,6 +146,15 @@ export class RemoteDeviceLists {
     const list = await this.get(userId);
     if (list && !list.stale) return;
     await withTimeout(this.schedule(userId), timeoutMs, serverTimedOut(serverNameOf(userId), timeoutMs));
+  }
+
+  /**
+   * Users of other servers who share no room with ours any more, inside the write that made it so:
+   * their server stops telling us of their devices, so their lists are stale from now on, and
+   * whoever asks while they are away, or once they share a room again, gets a resync first.
+   */
+  unshared(tx: WriteTransaction, userIds: string[]): void {
+    for (const userId of userIds) tx.run('UPDATE remote_device_lists SET stale = 1 WHERE user_id = ?', [userId]);
   }
 
   /** Applies an m.device_list_update from `origin` (dropped when the user is not of that server). */
@@ -311,6 +323,9 @@ export class RemoteDeviceLists {
       });
     }
     const next = parseUserDevices(userId, answer);
+    // Of a user who shares no room with ours, no updates will come: the list is good for this answer only.
+    // (A list at stream position 0 could not be told from "never synced", so it stays fresh.)
+    next.stale = next.streamId > 0 && !(await this.options.sharesRoom(userId));
     await this.userLock.run(userId, async () => {
       const current = await this.get(userId);
       // Updates applied while the request was in flight are newer than its answer: keep them.

@@ -45,6 +45,7 @@ class FakeRooms {
       const shared = [...this.members.values()].filter((m) => [...m].some(local));
       return [...new Set(shared.flatMap((m) => [...m]))].filter((u) => !local(u) && (server === undefined || u.endsWith(':' + server)));
     },
+    sharesRoom: async (userId: string) => (await this.membership.remoteMembersSharingRooms()).includes(userId),
   };
 }
 

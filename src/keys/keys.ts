@@ -74,6 +74,7 @@ export class Keys {
       db,
       isLocal: (userId) => users.isLocal(userId),
       remoteUsersSharingRooms: (server) => membership.remoteMembersSharingRooms(server),
+      sharesRoom: (userId) => membership.sharesRoom(userId),
       recordChange: (tx, userId) => changeLog.record(tx, [{ userId, kind: 'device', audience: null }]),
       announce: (position, userId) => changeLog.announce(position, [{ userId, kind: 'device', audience: null }]),
       now: options.now ?? Date.now,

@@ -45,6 +45,8 @@ export interface KeysMembership {
   memberChanges(userId: string, from: number, to: number): Promise<MemberChange[]>;
   /** Users of other servers (of `server`, if given) joined to a room a local user is joined to. */
   remoteMembersSharingRooms(server?: string): Promise<string[]>;
+  /** Whether a user (of another server) is joined to a room a local user is joined to. */
+  sharesRoom(userId: string): Promise<boolean>;
 }
 
 /** What the keys component needs to know about accounts and devices (the users component provides it). */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { tcp } from '@libp2p/tcp';
 import { webSockets } from '@libp2p/websockets';
 import { FsDatastore } from 'datastore-fs';
-import type { RateLimitConfig } from '../client/rate-limit.ts';
+import type { RateLimitConfig } from '../http/rate-limit.ts';
 import { defaultEd25519Backend, SEED_LENGTH } from '../crypto/ed25519.ts';
 import { webRandomBytes } from '../crypto/random.ts';
 import { ServerSigningKeys } from '../federation/signing-keys.ts';
@@ -159,6 +159,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       seed,
       registrationEnabled: options.registrationEnabled,
       rateLimits: options.rateLimits,
+      // --no-rate-limits turns off both APIs' limits.
+      ...(options.rateLimits === false ? { federationRateLimits: false as const } : {}),
       // Media bytes in files of their own under the data folder; only metadata in the database.
       media: { store: new FileMediaStore(join(options.dataDir, 'media')), thumbnailer: new SharpThumbnailer(), config: options.media },
       log: options.log,

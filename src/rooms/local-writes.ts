@@ -1,6 +1,6 @@
 import { canonicalJson } from '../crypto/canonical-json.ts';
 import { isStateEvent, stateKey, type RoomEvent, type StateKey } from '../events/event.ts';
-import { computeEventId, contentHashMatches, referenceIds } from '../events/pdu.ts';
+import { referenceIds } from '../events/pdu.ts';
 import { requireRoomVersion } from '../events/room-versions.ts';
 import type { WriteTransaction } from '../storage/database.ts';
 import { nextStreamId } from '../storage/stream.ts';
@@ -108,14 +108,15 @@ export class LocalWrites {
     }
     if (countersign) {
       if (built.length !== 1) throw new Error('only a single event can be countersigned');
-      const signed = await countersign(built[0]!, head.version);
-      // Signatures are outside the reference hash: anything else changed would be another event.
-      const { event_id: _id, ...pdu } = signed;
-      const asSent = head.version.eventIdFormat === 'local' ? signed : pdu;
-      if (computeEventId(asSent, head.version) !== built[0]!.event_id || !contentHashMatches(pdu)) {
+      const sent = built[0]!;
+      const signed = await countersign(sent, head.version);
+      // The countersigning server may add its signature and change `unsigned`, nothing else: in every
+      // room version (v1 and v2 carry event_id inside the event, so no hash would tell).
+      if (canonicalJson(withoutSignatures(signed)) !== canonicalJson(withoutSignatures(sent))) {
         throw new RoomError('bad_event', 'the countersigned event is not the event that was sent');
       }
-      built[0] = { ...signed, event_id: built[0]!.event_id };
+      // Ours as we built it, with the other servers' signatures added (our own stays ours).
+      built[0] = { ...sent, signatures: { ...signed.signatures, ...sent.signatures } };
     }
     return this.storeLocal(roomId, head, built, txn, before);
   }
@@ -186,4 +187,10 @@ export class LocalWrites {
     }
     return serversOf(users).filter((server) => server !== this.store.options.serverName);
   }
+}
+
+/** An event as far as a countersigning server must leave it. */
+function withoutSignatures(event: RoomEvent): Omit<RoomEvent, 'signatures' | 'unsigned'> {
+  const { signatures: _signatures, unsigned: _unsigned, ...rest } = event;
+  return rest;
 }

@@ -2,7 +2,7 @@ import { isStateEvent, stateKey, type RoomEvent, type StateKey } from '../events
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { roomNotFound } from './errors.ts';
-import { serversOf, type RoomStore } from './room-store.ts';
+import { serversOf, SHARES_ROOM_SQL, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
 import type { StoredEvent } from './types.ts';
 
@@ -122,10 +122,16 @@ export class RoomReads {
     return rows.map((r) => r.state_key).filter((u) => !u.endsWith(ours) && (server === undefined || serverNameOf(u) === server));
   }
 
-  /** Rooms whose current join rule is `public` (anyone may join, published or not). */
+  /** Whether a user is joined to a room a local user is joined to. */
+  async sharesRoom(userId: string): Promise<boolean> {
+    return (await this.store.db.get(SHARES_ROOM_SQL, [userId])) !== undefined;
+  }
+
+  /** Rooms a local user is joined to whose current join rule is `public` (anyone may join, published or not); a copy of a room we left is stale. */
   async publicJoinRooms(): Promise<string[]> {
     const rows = await this.store.db.all<{ room_id: string; event_nid: number }>(
-      "SELECT room_id, event_nid FROM current_state WHERE type = 'm.room.join_rules' AND state_key = ''",
+      `SELECT room_id, event_nid FROM current_state WHERE type = 'm.room.join_rules' AND state_key = ''
+       AND room_id IN (SELECT room_id FROM local_memberships WHERE membership = 'join')`,
     );
     const open: string[] = [];
     for (const row of rows) if ((await this.getEventByNid(row.event_nid))?.event.content['join_rule'] === 'public') open.push(row.room_id);

@@ -9,7 +9,7 @@ import { KeyedLock } from '../util/keyed-lock.ts';
 import { LruCache } from './lru.ts';
 import { indexRelation, unindexRelation } from './relations.ts';
 import { StateStore, type NidState } from './state-store.ts';
-import type { EventIndexHook, OutboxHook, RoomsOptions, StoredEvent } from './types.ts';
+import type { EventIndexHook, OutboxHook, RoomsOptions, StoredEvent, UnsharedHook } from './types.ts';
 
 /** A room as writes build on it: its version, current state snapshot and forward extremities. */
 export interface RoomHead {
@@ -89,6 +89,7 @@ export class RoomStore {
   readonly lock = new KeyedLock();
   outbox: OutboxHook | undefined;
   indexer: EventIndexHook | undefined;
+  unshared: UnsharedHook | undefined;
   /** Each room's durable head: what queries see. */
   private readonly heads = new Map<string, RoomHead>();
   /**
@@ -303,6 +304,9 @@ export class RoomStore {
 
   /** Brings the current_state and local_memberships tables from `from` to `to`. */
   updateCurrentState(tx: WriteTransaction, roomId: string, from: NidState, to: NidState): void {
+    const ours = ':' + this.options.serverName;
+    // Users of other servers who may share no room with ours after this write.
+    const mayBeUnshared = new Set<string>();
     for (const [key, nid] of to) {
       if (from.get(key) === nid) continue;
       const [type, sk] = splitStateKey(key);
@@ -314,8 +318,12 @@ export class RoomStore {
          ON CONFLICT (room_id, type, state_key) DO UPDATE SET event_nid = excluded.event_nid, membership = excluded.membership`,
         [roomId, type, sk, nid, membership],
       );
-      if (membership !== null && sk.endsWith(':' + this.options.serverName)) {
+      if (membership !== null && sk.endsWith(ours)) {
         upsertLocalMembership(tx, sk, roomId, membership, event.event_id, row.stream_ordering ?? nextStreamId(tx));
+      }
+      if (membership !== null && membership !== 'join' && this.unshared) {
+        if (!sk.endsWith(ours)) mayBeUnshared.add(sk);
+        else for (const member of this.remoteMembers(tx, roomId)) mayBeUnshared.add(member);
       }
     }
     for (const key of from.keys()) {
@@ -323,6 +331,20 @@ export class RoomStore {
       const [type, sk] = splitStateKey(key);
       tx.run('DELETE FROM current_state WHERE room_id = ? AND type = ? AND state_key = ?', [roomId, type, sk]);
     }
+    const unshared = [...mayBeUnshared].filter((userId) => !this.sharesRoom(tx, userId));
+    if (unshared.length > 0) this.unshared?.(tx, unshared);
+  }
+
+  /** Users of other servers joined to the room, as the write leaves it so far. */
+  private remoteMembers(tx: WriteTransaction, roomId: string): string[] {
+    const ours = ':' + this.options.serverName;
+    return tx.all<{ state_key: string }>("SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = 'join'", [roomId])
+      .map((r) => r.state_key).filter((u) => !u.endsWith(ours));
+  }
+
+  /** Whether a user is joined to a room a local user is joined to, inside a write. */
+  private sharesRoom(tx: WriteTransaction, userId: string): boolean {
+    return tx.get(SHARES_ROOM_SQL, [userId]) !== undefined;
   }
 
   private afterCommit(roomId: string, stored: StoredEvent[], redactions: Map<string, string>): void {
@@ -340,6 +362,11 @@ export class RoomStore {
     this.options.notify({ position: Math.max(...positions), roomIds: [roomId], userIds: members });
   }
 }
+
+/** A row when the user (`?`) is joined to a room a local user is joined to. */
+export const SHARES_ROOM_SQL = `SELECT 1 AS shared FROM current_state cs
+  JOIN local_memberships lm ON lm.room_id = cs.room_id AND lm.membership = 'join'
+  WHERE cs.state_key = ? AND cs.type = 'm.room.member' AND cs.membership = 'join' LIMIT 1`;
 
 /** Records a local user's membership of a room as we last heard of it (a room we hold or not). */
 export function upsertLocalMembership(tx: WriteTransaction, userId: string, roomId: string, membership: string, eventId: string, position: number): void {

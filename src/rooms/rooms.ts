@@ -9,10 +9,10 @@ import { RemoteMemberships } from './remote-memberships.ts';
 import { RoomReads } from './room-reads.ts';
 import { RoomStore } from './room-store.ts';
 import { RoomTimeline } from './timeline.ts';
-import type { Countersign, EventIndexHook, EventTemplate, OutboxHook, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey } from './types.ts';
+import type { Countersign, EventIndexHook, EventTemplate, OutboxHook, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
 
 export { MAX_EVENT_BYTES } from './event-builder.ts';
-export type { Countersign, EventIndexHook, EventTemplate, OutboxHook, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, VerifyKeyResolver } from './types.ts';
+export type { Countersign, EventIndexHook, EventTemplate, OutboxHook, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook, VerifyKeyResolver } from './types.ts';
 
 /**
  * The room engine: builds, authorises and stores events, one at a time per room
@@ -55,6 +55,11 @@ export class Rooms extends RoomReads {
   /** Search's hook for every event stored (see {@link EventIndexHook}). */
   setIndexer(hook: EventIndexHook): void {
     this.store.indexer = hook;
+  }
+
+  /** The keys component's hook for users of other servers we stop sharing rooms with (see {@link UnsharedHook}). */
+  setUnsharedHook(hook: UnsharedHook): void {
+    this.store.unshared = hook;
   }
 
   // ------------------------------------------------ the send path (local-writes.ts)

@@ -60,6 +60,14 @@ export interface EventIndexHook {
   dropped(tx: WriteTransaction, eventId: string): void;
 }
 
+/**
+ * Told, inside the write that changes a room's current state, of users of other servers who share
+ * no room with a local user after it (they left, or our last user in a room with them did), so what
+ * another component keeps of them only while they share one (their device lists) changes in the
+ * same write. It must not throw.
+ */
+export type UnsharedHook = (tx: WriteTransaction, userIds: string[]) => void;
+
 /** Lets another server countersign an event before it is stored (an invite of a remote user). */
 export type Countersign = (event: RoomEvent, version: RoomVersion) => Promise<RoomEvent>;
 

@@ -9,7 +9,8 @@ export interface DirectoryUser {
 
 /**
  * The user directory: the users a searcher may find are those who share a room with
- * them and those in rooms anyone may join, as Synapse does by default. Worked out from
+ * them and those in rooms anyone may join that a local user is in (a room our server has left is a
+ * stale copy), as Synapse does by default. Worked out from
  * the rooms' current state at each search rather than kept in an index: a personal
  * server has a few hundred rooms at most, and reading live state means display names,
  * joins, leaves and join rule changes show at once with nothing to keep in step.

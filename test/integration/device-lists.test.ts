@@ -9,6 +9,7 @@ import type { Database } from '../../src/storage/database.ts';
 import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
 import { until } from '../support/federated-homeservers.ts';
 import { InProcessNetwork } from '../support/in-process-federation.ts';
+import { longPollUntil, syncPath } from '../support/sync-until.ts';
 import { validateClientRequest, validateClientResponse } from '../support/spec-schema.ts';
 
 // Device lists of remote users, against each of the traps Dendrite's device list
@@ -150,8 +151,12 @@ async function startServers(count: number): Promise<{ network: InProcessNetwork;
 async function sharedRoom(owner: Server, ownerAccount: Account, guests: [Server, Account][]): Promise<string> {
   const { body: created } = await owner.api('POST', `${V3}/createRoom`, { token: ownerAccount.accessToken, body: {} });
   const roomId = created.room_id as string;
+  const joined = new Set<Server>();
   for (const [server, account] of guests) {
     expect((await owner.api('POST', `${V3}/rooms/${enc(roomId)}/invite`, { token: ownerAccount.accessToken, body: { user_id: account.userId } })).status).toBe(200);
+    // A server in the room already joins its user locally, on top of the invite as the room brought it.
+    if (joined.has(server)) await until(async () => (await server.homeserver.services.rooms.membership(roomId, account.userId)) === 'invite');
+    joined.add(server);
     expect((await server.api('POST', `${V3}/join/${enc(roomId)}`, { token: account.accessToken, body: {} })).status).toBe(200);
   }
   for (const [, account] of guests) await until(async () => (await owner.homeserver.services.rooms.membership(roomId, account.userId)) === 'join');
@@ -433,5 +438,58 @@ describe('device lists across servers: the traps Dendrite fell into', () => {
     expect(applied - before).toBeLessThanOrEqual(4);
     expect(await keyChanges(a, bob.userId)).toBe(applied);
     expect((await sync(a, alice, since)).device_lists.changed).toEqual([bob.userId]);
+  });
+});
+
+/** Long-polls a user's /sync from `since` until `done` holds. */
+const syncUntil = (server: Server, account: Account, done: (body: any) => boolean, since?: string) =>
+  longPollUntil(async (from) => (await server.api('GET', syncPath(from, 1000), { token: account.accessToken })).body, done, { since, rounds: 30, who: account.userId });
+const changedIn = (userId: string) => (body: any) => (body.device_lists?.changed ?? []).includes(userId);
+
+describe('device lists after membership changes', () => {
+  it('a remote user who leaves is in device_lists.left and their updates stop, while another user of their server goes on', async () => {
+    const { servers: [a, b] } = await startServers(2);
+    const alice = await a!.register('alice');
+    const [bob, dave] = [await b!.register('bob'), await b!.register('dave')];
+    await b!.uploadKeys(bob);
+    await b!.uploadKeys(dave);
+    const roomId = await sharedRoom(a!, alice, [[b!, bob], [b!, dave]]);
+    expect(Object.keys((await query(a!, alice, { [bob.userId]: [], [dave.userId]: [] })).body.device_keys).sort()).toEqual([bob.userId, dave.userId].sort());
+    const since = (await sync(a!, alice)).next_batch;
+
+    expect((await b!.api('POST', `${V3}/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const left = await syncUntil(a!, alice, (s) => (s.device_lists?.left ?? []).includes(bob.userId), since);
+    expect(left.device_lists.changed ?? []).not.toContain(bob.userId);
+
+    // Both sign in on a new device: only dave's reaches alice.
+    const sent = b!.sent.length;
+    await b!.uploadKeys(await b!.login('bob'));
+    const daveTwo = await b!.login('dave');
+    await b!.uploadKeys(daveTwo);
+    const changed = await syncUntil(a!, alice, (s) => changedIn(dave.userId)(s), left.next_batch);
+    expect(changed.device_lists.changed).not.toContain(bob.userId);
+    const toA = b!.sent.slice(sent).filter((e) => e.destination === a!.serverName && e.path.startsWith('/_matrix/federation/v1/send/'));
+    expect(toA.some((e) => carriesUpdate(e.request, dave.userId, daveTwo.deviceId, true))).toBe(true);
+    expect(toA.some((e) => (e.request?.edus ?? []).some((edu: any) => edu.content?.user_id === bob.userId))).toBe(false);
+    expect((await a!.api('GET', `${V3}/keys/changes?from=${left.next_batch}`, { token: alice.accessToken })).body.changed).not.toContain(bob.userId);
+    expect(Object.keys((await query(a!, alice, { [dave.userId]: [] })).body.device_keys[dave.userId]).sort()).toEqual([dave.deviceId, daveTwo.deviceId].sort());
+  });
+
+  it('a remote user who adds a device while out of every shared room and rejoins is changed, and /keys/query lists the new device', async () => {
+    const { a, b, alice, bob, roomId } = await aliceAndBob();
+    const { body: open } = await a.api('PUT', `${V3}/rooms/${enc(roomId)}/state/m.room.join_rules/`, { token: alice.accessToken, body: { join_rule: 'public' } });
+    expect(open.event_id).toBeDefined();
+    expect((await b.api('POST', `${V3}/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    const left = await syncUntil(a, alice, (s) => (s.device_lists?.left ?? []).includes(bob.userId));
+
+    const second = await b.login('bob');
+    const secondKeys = await b.uploadKeys(second);
+    expect((await b.api('POST', `${V3}/join/${enc(roomId)}?server_name=${a.serverName}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+
+    await syncUntil(a, alice, changedIn(bob.userId), left.next_batch);
+    expect((await a.api('GET', `${V3}/keys/changes?from=${left.next_batch}`, { token: alice.accessToken })).body.changed).toContain(bob.userId);
+    const keys = (await query(a, alice, { [bob.userId]: [] })).body.device_keys[bob.userId];
+    expect(keys[second.deviceId]).toEqual({ ...secondKeys, unsigned: {} });
+    expect(Object.keys(keys).sort()).toEqual([bob.deviceId, second.deviceId].sort());
   });
 });

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 import { sdk } from './sdk.ts';
+import { sharedRoom, threeServers, until, type FederatedServer } from '../support/federated-homeservers.ts';
 
 let server: TestServer;
 const V3 = '/_matrix/client/v3';
@@ -83,4 +84,34 @@ describe('user directory', () => {
     expect(found.results.map((r) => r.user_id)).toEqual([other.userId]);
     expect(found.limited).toBe(false);
   });
+});
+
+describe('user directory across servers', () => {
+  const find = async (server: FederatedServer, account: { accessToken: string }, term: string) => {
+    const r = await server.api('POST', `${V3}/user_directory/search`, { token: account.accessToken, body: { search_term: term } });
+    expect(r.status).toBe(200);
+    return (r.body.results as { user_id: string }[]).map((u) => u.user_id);
+  };
+
+  for (const preset of ['invite-only', 'public']) {
+    it(`drops a remote user once their server leaves the last shared room (${preset} room), on both sides`, async () => {
+      const { a, b, alice, bob, close } = await threeServers();
+      try {
+        const roomId = await sharedRoom(a, alice, [[b, bob]]);
+        if (preset === 'public') {
+          expect((await a.api('PUT', `${V3}/rooms/${enc(roomId)}/state/m.room.join_rules/`, { token: alice.accessToken, body: { join_rule: 'public' } })).status).toBe(200);
+        }
+        await until(async () => (await find(b, bob, 'alice')).includes(alice.userId));
+        expect(await find(a, alice, 'bob')).toEqual([bob.userId]);
+
+        expect((await b.api('POST', `${V3}/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} })).status).toBe(200);
+        await until(async () => (await a.homeserver.services.rooms.membership(roomId, bob.userId)) === 'leave');
+        expect(await find(a, alice, 'bob')).toEqual([]);
+        // B is in the room no more: its copy of the room names no one it can find.
+        expect(await find(b, bob, 'alice')).toEqual([]);
+      } finally {
+        await close();
+      }
+    });
+  }
 });

@@ -72,6 +72,7 @@ export async function federatedServers(count: number, options: Partial<Omit<Home
       database,
       seed: crypto.getRandomValues(new Uint8Array(32)),
       rateLimits: false,
+      federationRateLimits: false,
       passwordIterations: 1000,
       log: (message, error) => console.error(message, error),
       ...options,

@@ -263,7 +263,7 @@ export function roomRoutes(app: Hono<Env>): void {
     return c.json(await c.get('services').sync.formatter.formatAll([...state.values()], session));
   });
 
-  on(app, 'PUT', '/rooms/:roomId/redact/:eventId/:txnId', async (c) => {
+  const redact = async (c: Ctx, txnId: string | undefined) => {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
     const eventId = c.req.param('eventId')!;
@@ -275,9 +275,12 @@ export function roomRoutes(app: Hono<Env>): void {
     const version = (await services.rooms.roomVersion(roomId)) ?? getRoomVersion(DEFAULT_ROOM_VERSION)!;
     const content: JsonObject = body.reason !== undefined ? { reason: body.reason } : {};
     if (version.redactsInContent) content['redacts'] = eventId;
-    const [event] = await send(c, roomId, [{ type: 'm.room.redaction', sender: session.userId, content, redacts: eventId }], `redact:${c.req.param('txnId')}`);
+    const [event] = await send(c, roomId, [{ type: 'm.room.redaction', sender: session.userId, content, redacts: eventId }], txnId === undefined ? undefined : `redact:${txnId}`);
     return c.json({ event_id: event!.event.event_id });
-  });
+  };
+  on(app, 'PUT', '/rooms/:roomId/redact/:eventId/:txnId', (c) => redact(c, c.req.param('txnId')));
+  // The form without a transaction ID, out of the spec since r0 but still served by Synapse: each call is a new redaction.
+  on(app, 'POST', '/rooms/:roomId/redact/:eventId', (c) => redact(c, undefined));
 
   on(app, 'GET', '/rooms/:roomId/event/:eventId', async (c) => {
     const session = await requireSession(c);

@@ -237,11 +237,15 @@ describe('deleting devices', () => {
     const challenge = await api(server, 'DELETE', path, { token: alice.accessToken, body: {} });
     expect(challenge.status).toBe(401);
     const session = challenge.body.session as string;
-    // Mallory's own, correct, password, with and without naming herself.
+    // Mallory's own, correct, password, with and without naming herself: she authenticated, but as
+    // someone else, which Synapse and Dendrite refuse with 403 (issue 24, client behaviour 1).
     for (const auth of [passwordAuth(mallory, PASSWORD, session), { type: 'm.login.password', password: PASSWORD, session, user: mallory.userId }]) {
       const refused = await api(server, 'DELETE', path, { token: alice.accessToken, body: { auth } });
-      expect([refused.status, refused.body.errcode]).toEqual([401, 'M_FORBIDDEN']);
+      expect([refused.status, refused.body.errcode]).toEqual([403, 'M_FORBIDDEN']);
     }
+    // A wrong password for another user is still a failed stage: 401 with the flows to try again.
+    const wrong = await api(server, 'DELETE', path, { token: alice.accessToken, body: { auth: passwordAuth(mallory, 'not it', session) } });
+    expect([wrong.status, wrong.body.errcode, wrong.body.session]).toEqual([401, 'M_FORBIDDEN', session]);
     // Mallory, signed in as herself, cannot delete Alice's device with Alice's device ID either.
     const viaMallory = await api(server, 'POST', `${V3}/delete_devices`, { token: mallory.accessToken, body: { devices: [phone.deviceId], auth: passwordAuth(mallory) } });
     expect(viaMallory.status).toBe(200);

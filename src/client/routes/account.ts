@@ -51,14 +51,21 @@ function userIdFrom(c: Ctx, identifier: { type: string; user?: string } | undefi
   return user.startsWith('@') ? user : users.userId(user.toLowerCase());
 }
 
-/** A UIA stage check for m.login.password that must authenticate `userId` itself. */
+/**
+ * A UIA stage check for m.login.password that must authenticate `userId` itself. Another user's
+ * correct password authenticates, but as the wrong user: 403, as Synapse and Dendrite answer, not
+ * the 401 of a failed stage (a wrong password, for anyone).
+ */
 export function passwordStage(c: Ctx, userId: string) {
   return async (stage: string, auth: Record<string, unknown>): Promise<boolean> => {
     if (stage !== 'm.login.password') return false;
     const parsed = z.object({ identifier: identifierSchema.optional(), user: z.string().optional(), password: z.string() }).safeParse(auth);
     if (!parsed.success) return false;
+    const users = c.get('services').users;
     const claimed = parsed.data.identifier || parsed.data.user ? userIdFrom(c, parsed.data.identifier, parsed.data.user) : userId;
-    return claimed === userId && (await c.get('services').users.checkPassword(userId, parsed.data.password));
+    if (!(await users.checkPassword(claimed, parsed.data.password))) return false;
+    if (claimed !== userId) throw forbidden('Invalid auth: authenticated as another user');
+    return true;
   };
 }
 

@@ -81,6 +81,14 @@ export class Memberships {
       if (await this.rooms.exists(roomId)) throw forbidden(`${userId} is not in room ${roomId}`);
       throw notFound('Unknown room');
     }
+    // An invite (or knock) that is part of the room as we hold it, not an outlier from another
+    // server, is left with an event of our own, as Synapse does: no other server is needed to
+    // leave through, so it works even when every other member has gone.
+    const event = await this.rooms.getEvent(local.eventId);
+    if (event && !event.outlier && (await this.rooms.membership(roomId, userId)) === local.membership) {
+      await this.sendMembership(userId, roomId, userId, 'leave', extra);
+      return;
+    }
     const servers = await this.serversFor(userId, roomId, []);
     await this.federation.leaveRemoteRoom(roomId, userId, servers, { membership: 'leave', ...extra });
   }

@@ -325,3 +325,22 @@ describe('profiles in rooms', () => {
     expect(joined.body.joined[alice.userId]).toEqual({ display_name: 'Alice Liddell', avatar_url: 'mxc://example.org/rabbit' });
   });
 });
+
+// What Synapse and Dendrite have clients expect (issue 24, client behaviour 2).
+describe('rejecting an invite', () => {
+  const { newUser, createRoom, leave, sync } = clientCalls(() => server);
+  it('works for a local room that every other member has left', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'private_chat', invite: [bob.userId] });
+    await leave(alice, roomId);
+    const before = await sync(bob, { timeout: 0 });
+    expect(Object.keys(before.rooms?.invite ?? {})).toContain(roomId);
+    await leave(bob, roomId);
+    const after = await sync(bob, { timeout: 0, since: before.next_batch });
+    expect(after.rooms?.leave?.[roomId]).toBeDefined();
+    expect((await sync(bob, { timeout: 0 })).rooms?.invite?.[roomId]).toBeUndefined();
+    const member = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/state/m.room.member/${enc(bob.userId)}`, { token: bob.accessToken });
+    expect(member.body.membership).toBe('leave');
+  });
+});

@@ -344,3 +344,30 @@ describe('rejecting an invite', () => {
     expect(member.body.membership).toBe('leave');
   });
 });
+
+// What Synapse and Dendrite have clients expect (issue 24, client behaviour 3).
+describe('profile fields', () => {
+  const { newUser, createRoom, join, getState } = clientCalls(() => server);
+  it('takes any string as avatar_url and displayname, and joined_members gives both for each member', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const values = { avatar_url: 'https://example.org/alice.png', displayname: ' Alice 🐇\n(not an mxc: nor a name) ' };
+    for (const [field, value] of Object.entries(values)) {
+      const set = await api(server, 'PUT', `${V3}/profile/${enc(alice.userId)}/${field}`, { token: alice.accessToken, body: { [field]: value } });
+      expect([set.status, set.body]).toEqual([200, {}]);
+      const got = await api(server, 'GET', `${V3}/profile/${enc(alice.userId)}/${field}`, { token: bob.accessToken });
+      expect(got.body).toEqual({ [field]: value });
+    }
+    const bobsAvatar = await api(server, 'PUT', `${V3}/profile/${enc(bob.userId)}/avatar_url`, { token: bob.accessToken, body: { avatar_url: 'not a URI at all' } });
+    expect(bobsAvatar.status).toBe(200);
+    expect(await getState(bob, roomId, 'm.room.member', alice.userId)).toMatchObject({ membership: 'join', ...values });
+    // The spec's schema wants an mxc: URI here; what the server holds is what it answers, as Synapse does.
+    const joined = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/joined_members`, { token: bob.accessToken, unchecked: true });
+    expect(joined.body.joined).toEqual({
+      [alice.userId]: { display_name: values.displayname, avatar_url: values.avatar_url },
+      [bob.userId]: { display_name: bob.userId.slice(1).split(':')[0], avatar_url: 'not a URI at all' },
+    });
+  });
+});

@@ -269,8 +269,8 @@ export function accountRoutes(app: Hono<Env>): void {
       checkSelf(c, userId, session.userId);
       const body = await parseBody(c, z.object({ [field]: z.string().max(1000).nullable().optional() }).loose());
       rateLimit(c, session.deviceId + session.userId);
+      // Any string, as Synapse and Dendrite take (the spec asks an mxc: URI of clients, not of servers).
       const value = (body[field] as string | null | undefined) ?? null;
-      if (field === 'avatar_url' && value !== null && value !== '' && !value.startsWith('mxc://')) throw badJson('avatar_url must be an mxc:// URI');
       // The users component carries the change into the user's rooms before answering.
       await c.get('services').users.setProfileField(userId, field, value);
       return c.json({});

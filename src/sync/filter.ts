@@ -1,19 +1,25 @@
 import { z } from 'zod';
+import { isValidRoomId, isValidUserId } from '../events/identifiers.ts';
 
 // Filters (client-server §Filtering): the schema clients send, and matching.
+
+// Senders and rooms must be IDs, as Synapse checks: a filter naming `alice` or `#room:x` would
+// match nothing, silently. Room IDs of room version 12 carry no server name.
+const userIds = z.array(z.string().refine(isValidUserId, 'not a user ID'));
+const roomIds = z.array(z.string().refine((id) => isValidRoomId(id) || /^![A-Za-z0-9_-]{43}$/.test(id), 'not a room ID'));
 
 const eventFilterShape = {
   limit: z.number().int().min(0).optional(),
   types: z.array(z.string()).optional(),
   not_types: z.array(z.string()).optional(),
-  senders: z.array(z.string()).optional(),
-  not_senders: z.array(z.string()).optional(),
+  senders: userIds.optional(),
+  not_senders: userIds.optional(),
 };
 const roomEventFilter = z
   .object({
     ...eventFilterShape,
-    rooms: z.array(z.string()).optional(),
-    not_rooms: z.array(z.string()).optional(),
+    rooms: roomIds.optional(),
+    not_rooms: roomIds.optional(),
     contains_url: z.boolean().optional(),
     lazy_load_members: z.boolean().optional(),
     include_redundant_members: z.boolean().optional(),
@@ -30,8 +36,8 @@ export const filterSchema = z
     account_data: eventFilter.optional(),
     room: z
       .object({
-        rooms: z.array(z.string()).optional(),
-        not_rooms: z.array(z.string()).optional(),
+        rooms: roomIds.optional(),
+        not_rooms: roomIds.optional(),
         include_leave: z.boolean().optional(),
         timeline: roomEventFilter.optional(),
         state: roomEventFilter.optional(),

@@ -34,6 +34,35 @@ describe('sync filters', () => {
     }
   });
 
+  it('refuses a stored filter whose fields are invalid, as Synapse does: wrong types, and senders or rooms that are not IDs (issue 24, client behaviour 5)', async () => {
+    const invalid: object[] = [
+      { presence: 'not an object' },
+      { account_data: { limit: 'ten' } },
+      { room: 'not an object' },
+      { room: { include_leave: 'yes' } },
+      { room: { rooms: 'not a list' } },
+      { room: { rooms: ['not a room ID'] } },
+      { room: { not_rooms: ['#alias:example.org'] } },
+      { room: { timeline: { senders: ['not a user ID'] } } },
+      { room: { state: { not_senders: ['alice'] } } },
+      { room: { ephemeral: { rooms: ['@alice:example.org'] } } },
+      { room: { account_data: { contains_url: 'no' } } },
+      { presence: { senders: ['example.org'] } },
+      { event_fields: ['content.body', 3] },
+      { event_format: 'xml' },
+    ];
+    for (const filter of invalid) {
+      const answer = await api(server, 'POST', `${V3}/user/${enc(alice.userId)}/filter`, { token: alice.accessToken, body: filter, unchecked: true });
+      expect([answer.status, answer.body.errcode], JSON.stringify(filter)).toEqual([400, expect.stringMatching(/^M_(BAD_JSON|INVALID_PARAM)$/)]);
+    }
+    // IDs of any server, and fields the server does not know, are fine.
+    const valid = { room: { rooms: ['!a:example.org'], timeline: { senders: ['@bob:example.org'], not_senders: [alice.userId], 'org.example.flag': true } }, presence: { not_senders: ['@x:y'] }, 'org.example.other': 1 };
+    const stored = await api(server, 'POST', `${V3}/user/${enc(alice.userId)}/filter`, { token: alice.accessToken, body: valid });
+    expect(stored.status).toBe(200);
+    const back = await api(server, 'GET', `${V3}/user/${enc(alice.userId)}/filter/${enc(stored.body.filter_id)}`, { token: alice.accessToken });
+    expect(back.body).toEqual(valid);
+  });
+
   it('gives events in the federation format when asked', async () => {
     const answer = await sync(`filter=${enc(JSON.stringify({ event_format: 'federation' }))}`);
     expect(answer.status).toBe(200);

@@ -5,7 +5,7 @@ import { comparePositions, positionAfter, positionBefore, TIMELINE_END, TIMELINE
 import { eventMatches, type RoomEventFilter } from './filter.ts';
 import type { EventFormatter, Viewer } from './format.ts';
 import { formatToken, formatTopologicalToken, parsePaginationToken, type SyncToken } from './token.ts';
-import type { Visibility } from './visibility.ts';
+import { NotVisibleError, type Visibility } from './visibility.ts';
 
 /** Fetches a room's history from other servers when local history runs out (federation implements it). */
 export interface Backfiller {
@@ -88,12 +88,15 @@ export class RoomHistory {
     return result;
   }
 
-  /** Events around one event, in the same order as /messages (client-server GET /rooms/{roomId}/context/{eventId}). */
+  /**
+   * Events around one event, in the same order as /messages (client-server GET /rooms/{roomId}/context/{eventId});
+   * undefined for an event we do not hold in the room, NotVisibleError for one the viewer may not see.
+   */
   async context(roomId: string, eventId: string, viewer: Viewer, limit: number, filter?: RoomEventFilter) {
     const target = await this.rooms.getEvent(eventId);
     if (!target || target.event.room_id !== roomId || target.streamOrdering === null) return undefined;
     const membership = await this.rooms.membership(roomId, viewer.userId);
-    if (!(await this.visibility.canSee(viewer.userId, target, membership))) return undefined;
+    if (!(await this.visibility.canSee(viewer.userId, target, membership))) throw new NotVisibleError(`${viewer.userId} may not see ${eventId}`);
     const ceiling = await this.historyCeiling(roomId, viewer.userId, membership);
     const half = Math.floor(limit / 2);
     const common = { filter, backfill: false };

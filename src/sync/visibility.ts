@@ -1,6 +1,15 @@
 import { splitStateKey, stateKey, type StateKey } from '../events/event.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import { comparePositions, positionAfter, positionBefore } from '../rooms/timeline.ts';
+import { CodedError } from '../util/coded-error.ts';
+
+/** An event or room the user may not read: 403 `M_FORBIDDEN`, as Synapse answers (not a 404 that hides it). */
+export class NotVisibleError extends CodedError {
+  override name = 'NotVisibleError';
+  constructor(message: string) {
+    super(403, 'M_FORBIDDEN', message);
+  }
+}
 
 /** How far back through a user's membership changes the `shared` rule looks for their last join. */
 const MAX_MEMBERSHIP_STEPS = 100;

@@ -101,3 +101,27 @@ describe('history visibility', () => {
     expect((await getState(bob, roomId, 'm.room.name')).name).toBe('Shared');
   });
 });
+
+// What Synapse answers (issue 24, client behaviour 8): an event one may not see is 403, not 404.
+describe('/context', () => {
+  const { newUser, createRoom, join, send, putState } = clientCalls(() => server);
+  it('answers 403 M_FORBIDDEN for an event the user may not read, and 404 only for an unknown one', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const carol = await newUser('carol');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await putState(alice, roomId, 'm.room.history_visibility', '', { history_visibility: 'joined' });
+    const hidden = await send(alice, roomId, 'before bob');
+    await join(bob, roomId);
+    const seen = await send(alice, roomId, 'after bob');
+    const context = (account: Account, eventId: string) =>
+      api(server, 'GET', `${V3}/rooms/${enc(roomId)}/context/${enc(eventId)}`, { token: account.accessToken, unchecked: true });
+    expect((await context(bob, seen)).status).toBe(200);
+    for (const [account, eventId] of [[bob, hidden], [carol, seen], [carol, hidden]] as const) {
+      const refused = await context(account, eventId);
+      expect([refused.status, refused.body.errcode]).toEqual([403, 'M_FORBIDDEN']);
+    }
+    const unknown = await context(bob, '$nothing-like-it');
+    expect([unknown.status, unknown.body.errcode]).toEqual([404, 'M_NOT_FOUND']);
+  });
+});

@@ -279,6 +279,18 @@ describe('POST /keys/device_signing/upload', () => {
     expect((await query(alice, { [alice.userId]: [] })).body.master_keys[alice.userId]).toEqual(second.master.object);
   });
 
+  it('is served under the unstable prefix too, as Synapse still serves it, and so is /keys/signatures/upload (issue 24, client behaviour 9)', async () => {
+    const alice = await newUser('alice');
+    const keys = await crossSigningSet(alice.userId);
+    const body = { master_key: keys.master.object, self_signing_key: keys.selfSigning.object, user_signing_key: keys.userSigning.object };
+    // The unstable paths are not in the spec, so the validator knows them not.
+    const uploaded = await api(server, 'POST', '/_matrix/client/unstable/keys/device_signing/upload', { token: alice.accessToken, body, unchecked: true });
+    expect([uploaded.status, uploaded.body]).toEqual([200, {}]);
+    expect((await query(alice, { [alice.userId]: [] })).body.master_keys[alice.userId]).toEqual(keys.master.object);
+    const signatures = await api(server, 'POST', '/_matrix/client/unstable/keys/signatures/upload', { token: alice.accessToken, body: {}, unchecked: true });
+    expect([signatures.status, signatures.body]).toEqual([200, { failures: {} }]);
+  });
+
   it('M_INVALID_SIGNATURE for a self-signing key the master key did not sign', async () => {
     const alice = await newUser('alice');
     const master = await crossSigningKey(alice.userId, 'master');
@@ -484,6 +496,18 @@ describe('key backup', () => {
     expectError(await api(server, 'GET', `${V3}/room_keys/version/1`, { token: alice.accessToken }), 404, 'M_NOT_FOUND');
     // Numbers are not reused.
     expect((await api(server, 'POST', `${V3}/room_keys/version`, { token: alice.accessToken, body: { algorithm, auth_data: authData } })).body.version).toBe('2');
+  });
+
+  it('takes auth_data with any public_key string, as other servers do: the server never reads it (issue 24, client behaviour 9)', async () => {
+    const alice = await newUser('alice');
+    for (const public_key of ['', 'not base64!', 'hdx|KJ2sk', 'x'.repeat(300), '🔑']) {
+      const auth_data = { public_key, signatures: { [alice.userId]: { 'ed25519:ABC': 'not a signature either' } } };
+      const created = await api(server, 'POST', `${V3}/room_keys/version`, { token: alice.accessToken, body: { algorithm, auth_data } });
+      expect(created.status, public_key).toBe(200);
+      expect((await api(server, 'GET', `${V3}/room_keys/version/${created.body.version}`, { token: alice.accessToken })).body.auth_data).toEqual(auth_data);
+      const updated = await api(server, 'PUT', `${V3}/room_keys/version/${created.body.version}`, { token: alice.accessToken, body: { algorithm, auth_data: { ...auth_data, public_key: `${public_key}!` } } });
+      expect(updated.status, public_key).toBe(200);
+    }
   });
 
   it('stores keys in the current version, keeping the better key, with etag and count', async () => {

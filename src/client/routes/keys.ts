@@ -9,7 +9,7 @@ import { parseBody } from '../http.ts';
 import { jsonObject } from '../../http/validate.ts';
 import { operationDigest } from '../uia.ts';
 import { passwordAuthFlows, passwordStage } from './account.ts';
-import { on } from './route.ts';
+import { on, V3_AND_UNSTABLE } from './route.ts';
 
 // End-to-end encryption (client-server §End-to-End Encryption), send-to-device
 // messaging and key backup. Bodies are checked for shape here; the keys component
@@ -152,14 +152,14 @@ export function keysRoutes(app: Hono<Env>): void {
     }
     await services.keys.uploadCrossSigningKeys(session.userId, upload);
     return c.json({});
-  });
+  }, V3_AND_UNSTABLE);
 
   on(app, 'POST', '/keys/signatures/upload', async (c) => {
     const session = await requireSession(c);
     const body = await parseBody(c, signaturesUploadSchema);
     checkUserIds(Object.keys(body));
     return c.json(await c.get('services').keys.uploadSignatures(session.userId, body));
-  });
+  }, V3_AND_UNSTABLE);
 
   // ----------------------------------------------------- send-to-device
 

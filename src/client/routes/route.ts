@@ -4,6 +4,8 @@ import type { Ctx, Env } from '../context.ts';
 /** Most endpoints live under v3 and, for older clients, the legacy r0 prefix. */
 export const V3 = ['/_matrix/client/v3', '/_matrix/client/r0'];
 export const V1 = ['/_matrix/client/v1'];
+/** Cross-signing's endpoints also under the unstable prefix they began with, as Synapse still serves them (older clients use it). */
+export const V3_AND_UNSTABLE = [...V3, '/_matrix/client/unstable'];
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 type Handler = (c: Ctx) => Promise<Response> | Response;

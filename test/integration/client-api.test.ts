@@ -371,3 +371,33 @@ describe('profile fields', () => {
     });
   });
 });
+
+// What Synapse still serves (issue 24, client behaviour 11): the legacy send without a transaction ID.
+describe('sending without a transaction ID', () => {
+  const { newUser, createRoom, join, history } = clientCalls(() => server);
+  it('POST /rooms/{roomId}/send/{eventType} sends a new event each time, as Synapse does, with the rules of PUT', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const path = `${V3}/rooms/${enc(roomId)}/send/m.room.message`;
+    // Not in the spec any more, so the validator knows it not.
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const sent = await api(server, 'POST', path, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'same again' }, unchecked: true });
+      expect(sent.status).toBe(200);
+      expect(sent.body.event_id).toMatch(/^\$/);
+      ids.push(sent.body.event_id);
+    }
+    expect(ids[0]).not.toBe(ids[1]);
+    const seen = (await history(bob, roomId)).filter((e) => e.type === 'm.room.message');
+    expect(seen.map((e) => [e.event_id, e.sender, e.content.body])).toEqual(ids.map((id) => [id, alice.userId, 'same again']));
+    const r0 = await api(server, 'POST', `/_matrix/client/r0/rooms/${enc(roomId)}/send/m.room.message`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'r0' }, unchecked: true });
+    expect(r0.status).toBe(200);
+    const redaction = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/send/m.room.redaction`, { token: alice.accessToken, body: { redacts: ids[0] }, unchecked: true });
+    expect([redaction.status, redaction.body.errcode]).toEqual([400, 'M_BAD_JSON']);
+    const outsider = await newUser('carol');
+    const refused = await api(server, 'POST', path, { token: outsider.accessToken, body: { msgtype: 'm.text', body: 'let me in' }, unchecked: true });
+    expect([refused.status, refused.body.errcode]).toEqual([403, 'M_FORBIDDEN']);
+  });
+});

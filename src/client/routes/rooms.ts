@@ -213,16 +213,19 @@ export function roomRoutes(app: Hono<Env>): void {
 
   // -------------------------------------------------------------- events
 
-  on(app, 'PUT', '/rooms/:roomId/send/:eventType/:txnId', async (c) => {
+  const sendMessage = async (c: Ctx, txnId: string | undefined) => {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
     const type = c.req.param('eventType')!;
     const content = await parseBody(c, jsonObject);
     if (type === 'm.room.redaction') throw badJson('use the /redact endpoint to send redactions');
     await checkRelation(c, roomId, type, content as JsonObject);
-    const [event] = await send(c, roomId, [{ type, sender: session.userId, content: content as JsonObject }], c.req.param('txnId')!);
+    const [event] = await send(c, roomId, [{ type, sender: session.userId, content: content as JsonObject }], txnId);
     return c.json({ event_id: event!.event.event_id });
-  });
+  };
+  on(app, 'PUT', '/rooms/:roomId/send/:eventType/:txnId', (c) => sendMessage(c, c.req.param('txnId')!));
+  // The legacy form without a transaction ID, which Synapse still serves: each request is a new event.
+  on(app, 'POST', '/rooms/:roomId/send/:eventType', (c) => sendMessage(c, undefined));
 
   const putState = async (c: Ctx, key: string) => {
     const session = await requireSession(c);

@@ -16,6 +16,7 @@ import { formatToken, parseToken, type SyncToken } from './token.ts';
 import { PushDelivery, type PushGateway } from './push-delivery.ts';
 import { Visibility } from './visibility.ts';
 import { RelationsReader } from './relations.ts';
+import { EventStream } from './event-stream.ts';
 import { RoomHistory, type Backfiller, type MessagesPage } from './history.ts';
 
 export type { Backfiller, MessagesPage } from './history.ts';
@@ -97,6 +98,8 @@ export class Sync {
   readonly push: PushNotifications;
   /** /messages, /context and the state at a token. */
   readonly history: RoomHistory;
+  /** The deprecated GET /events. */
+  readonly eventStream: EventStream;
   private readonly extensions: SyncExtension[] = [];
   /** Member events each device was sent, per room, for lazy loading (see withoutRedundantMembers). */
   private readonly sentMembers = new LruCache<string, Map<string, number>>(10_000);
@@ -125,6 +128,7 @@ export class Sync {
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
     this.relations = new RelationsReader(rooms, this.visibility, this.formatter);
     this.history = new RoomHistory(rooms, this.visibility, this.formatter, () => this.currentToken(), () => this.backfiller);
+    this.eventStream = new EventStream(rooms, this.visibility, this.formatter, this.notifier, () => this.currentToken(), now);
   }
 
   addExtension(extension: SyncExtension): void {

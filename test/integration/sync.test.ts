@@ -291,3 +291,60 @@ describe('joined and left in one sync window', () => {
     expect(left.state.events.find((e: any) => e.type === 'm.room.name').content.name).toBe('Briefly');
   });
 });
+
+// The deprecated event stream, still in the spec and served by Synapse, for clients that poll it (issue 24, client behaviour 12).
+describe('GET /events', () => {
+  const { newUser, createRoom, join, leave, send, sync } = clientCalls(() => server);
+  const events = (account: Account, query: string) => api(server, 'GET', `${V3}/events?${query}`, { token: account.accessToken });
+  it('gives what came after `from` in the user’s rooms, long-polls with `timeout`, and its `end` leads on', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const carol = await newUser('carol');
+    const roomId = await createRoom(alice, { preset: 'public_chat' });
+    const elsewhere = await createRoom(carol, { preset: 'public_chat' });
+    await join(bob, roomId);
+    const from = (await sync(bob)).next_batch as string;
+    await send(alice, roomId, 'one');
+    await send(carol, elsewhere, 'not for bob');
+    await send(alice, roomId, 'two');
+    const first = await events(bob, `from=${enc(from)}&timeout=0`);
+    expect(first.status).toBe(200);
+    expect(first.body.start).toBe(from);
+    expect(first.body.chunk.map((e: any) => [e.room_id, e.sender, e.content.body])).toEqual([[roomId, alice.userId, 'one'], [roomId, alice.userId, 'two']]);
+
+    // Nothing new: the timeout passes, nothing comes, and the position stays.
+    const quiet = await events(bob, `from=${enc(first.body.end)}&timeout=50`);
+    expect([quiet.body.chunk, quiet.body.end]).toEqual([[], first.body.end]);
+
+    // A waiting poll wakes when a message is sent.
+    const listening = nextLongPoll(server);
+    const polling = events(bob, `from=${enc(first.body.end)}&timeout=20000`);
+    await listening;
+    await send(alice, roomId, 'three');
+    const woken = await polling;
+    expect(bodies(woken.body.chunk)).toEqual(['three']);
+    expect(woken.body.start).toBe(first.body.end);
+
+    // Without `from`, it waits from now: what came before is not given again.
+    const fromNow = nextLongPoll(server);
+    const pollingNow = events(bob, 'timeout=20000');
+    await fromNow;
+    await send(alice, roomId, 'four');
+    expect(bodies((await pollingNow).body.chunk)).toEqual(['four']);
+
+    // Invites and leaves come as the member events; nothing after bob's leave.
+    const other = await createRoom(alice, { preset: 'private_chat' });
+    const before = (await events(bob, `from=${enc(woken.body.end)}&timeout=0`)).body.end;
+    await api(server, 'POST', `${V3}/rooms/${enc(other)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId } });
+    await leave(bob, roomId);
+    await send(alice, roomId, 'after bob left');
+    const later = await events(bob, `from=${enc(before)}&timeout=0`);
+    expect(later.body.chunk.map((e: any) => [e.room_id, e.type, e.state_key, e.content.membership ?? e.content.body])).toEqual([
+      [other, 'm.room.member', bob.userId, 'invite'],
+      [roomId, 'm.room.member', bob.userId, 'leave'],
+    ]);
+
+    const bad = await api(server, 'GET', `${V3}/events?from=nonsense&timeout=0`, { token: bob.accessToken, unchecked: true });
+    expect([bad.status, bad.body.errcode]).toEqual([400, 'M_INVALID_PARAM']);
+  });
+});

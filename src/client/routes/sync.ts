@@ -43,6 +43,17 @@ export function syncRoutes(app: Hono<Env>): void {
     return c.json(response);
   });
 
+  // The deprecated event stream (still in the spec, served by Synapse), long-polled like /sync, 30 s by default as Synapse waits.
+  on(app, 'GET', '/events', async (c) => {
+    const session = await requireSession(c);
+    const services = c.get('services');
+    const from = c.req.query('from');
+    return c.json(await services.sync.eventStream.events(session, {
+      ...(from ? { from } : {}),
+      timeoutMs: Math.min(intQuery(c, 'timeout', 30_000), services.config.maxSyncTimeoutMs),
+    }));
+  });
+
   on(app, 'GET', '/notifications', async (c) => {
     const session = await requireSession(c);
     const from = c.req.query('from');

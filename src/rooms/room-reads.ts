@@ -127,15 +127,22 @@ export class RoomReads {
     return (await this.store.db.get(SHARES_ROOM_SQL, [userId])) !== undefined;
   }
 
-  /** Rooms a local user is joined to whose current join rule is `public` (anyone may join, published or not); a copy of a room we left is stale. */
-  async publicJoinRooms(): Promise<string[]> {
-    const rows = await this.store.db.all<{ room_id: string; event_nid: number }>(
-      `SELECT room_id, event_nid FROM current_state WHERE type = 'm.room.join_rules' AND state_key = ''
+  /**
+   * Rooms a local user is joined to that are open to anyone, as Synapse's user directory counts
+   * them public: whoever may join (join rule `public`) or read (history `world_readable`) them.
+   * A copy of a room we left is stale.
+   */
+  async roomsOpenToAll(): Promise<string[]> {
+    const rows = await this.store.db.all<{ room_id: string; type: string; event_nid: number }>(
+      `SELECT room_id, type, event_nid FROM current_state WHERE type IN ('m.room.join_rules', 'm.room.history_visibility') AND state_key = ''
        AND room_id IN (SELECT room_id FROM local_memberships WHERE membership = 'join')`,
     );
-    const open: string[] = [];
-    for (const row of rows) if ((await this.getEventByNid(row.event_nid))?.event.content['join_rule'] === 'public') open.push(row.room_id);
-    return open;
+    const open = new Set<string>();
+    for (const row of rows) {
+      const content = (await this.getEventByNid(row.event_nid))?.event.content;
+      if (row.type === 'm.room.join_rules' ? content?.['join_rule'] === 'public' : content?.['history_visibility'] === 'world_readable') open.add(row.room_id);
+    }
+    return [...open];
   }
 
   /** Rooms where a user's current membership is one of `memberships`. */

@@ -9,11 +9,11 @@ export interface DirectoryUser {
 
 /**
  * The user directory: the users a searcher may find are those who share a room with
- * them and those in rooms anyone may join that a local user is in (a room our server has left is a
- * stale copy), as Synapse does by default. Worked out from
- * the rooms' current state at each search rather than kept in an index: a personal
- * server has a few hundred rooms at most, and reading live state means display names,
- * joins, leaves and join rule changes show at once with nothing to keep in step.
+ * them and those in rooms anyone may join or read (world_readable) that a local user is in
+ * (a room our server has left is a stale copy), as Synapse does by default. Worked out from
+ * the rooms' current state at each search rather than kept in an index: a personal server
+ * has a few hundred rooms at most, and reading live state means display names, joins,
+ * leaves, join rule and history visibility changes show at once with nothing to keep in step.
  *
  * A user matches when every word of the term starts a word of their user ID or display
  * name (case-insensitive). Users who share a room with the searcher come first.
@@ -23,7 +23,7 @@ export async function searchUserDirectory(rooms: Rooms, searcher: string, term: 
   if (wanted.length === 0) return { results: [], limited: false };
   const shared = new Set(await rooms.roomsOf(searcher));
   const candidates = new Map<string, DirectoryUser & { sharesRoom: boolean }>();
-  for (const roomId of new Set([...shared, ...(await rooms.publicJoinRooms())])) {
+  for (const roomId of new Set([...shared, ...(await rooms.roomsOpenToAll())])) {
     for (const userId of await rooms.members(roomId)) {
       const known = candidates.get(userId);
       if (known) {

@@ -59,6 +59,24 @@ describe('user directory', () => {
     expect(ids(await search(searcher, 'penelope'))).toEqual([]);
   });
 
+  it('drops users whose only room in common becomes private, by join rule or history visibility, and keeps them while it is world_readable, as Synapse does (issue 24, client behaviour 6)', async () => {
+    const [searcher, host] = [await newUser('quester'), await newUser('odysseus')];
+    const roomId = await createRoom(host, { preset: 'public_chat' });
+    const put = async (type: string, content: object) =>
+      expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/${type}/`, { token: host.accessToken, body: content })).status).toBe(200);
+    await put('m.room.history_visibility', { history_visibility: 'world_readable' });
+    expect(ids(await search(searcher, 'odysseus'))).toEqual([host.userId]);
+    // Invite only, but anyone may read it: still public, for the directory.
+    await put('m.room.join_rules', { join_rule: 'invite' });
+    expect(ids(await search(searcher, 'odysseus'))).toEqual([host.userId]);
+    await put('m.room.history_visibility', { history_visibility: 'shared' });
+    expect(ids(await search(searcher, 'odysseus'))).toEqual([]);
+    await put('m.room.history_visibility', { history_visibility: 'world_readable' });
+    expect(ids(await search(searcher, 'odysseus'))).toEqual([host.userId]);
+    await put('m.room.history_visibility', { history_visibility: 'joined' });
+    expect(ids(await search(searcher, 'odysseus'))).toEqual([]);
+  });
+
   it('limits the results and says when more exist', async () => {
     const searcher = await newUser('lim');
     const roomId = await createRoom(searcher, { preset: 'public_chat' });

@@ -48,9 +48,11 @@ export async function upgradeRoom(rooms: Rooms, accounts: UpgradeAccounts, rando
   const replacementRoom = newRoomId(random, rooms.serverName);
   const sender = userId;
   const stateTemplate = (type: string, content: JsonObject, key = ''): EventTemplate => ({ type, sender, state_key: key, content });
-  const lastEvent = (await rooms.forwardExtremities(roomId))[0];
+  // The tombstone comes first, so the new room can name it, the old room's last event, as its
+  // predecessor's event_id (as Synapse does). The tombstone is allowed: the levels said so above.
+  const [tombstone] = await rooms.sendEvents(roomId, [stateTemplate('m.room.tombstone', { body: 'This room has been replaced', replacement_room: replacementRoom })]);
   const oldCreate = stateEvent('m.room.create')?.content ?? {};
-  const create: JsonObject = { room_version: version.id, predecessor: { room_id: roomId, ...(lastEvent ? { event_id: lastEvent } : {}) } };
+  const create: JsonObject = { room_version: version.id, predecessor: { room_id: roomId, event_id: tombstone!.event.event_id } };
   for (const key of ['type', 'm.federate'] as const) if (oldCreate[key] !== undefined) create[key] = oldCreate[key];
   if (version.creatorInContent) create['creator'] = sender;
   const member: JsonObject = { membership: 'join', ...((await accounts.getProfile(userId)) ?? {}) };
@@ -72,8 +74,6 @@ export async function upgradeRoom(rooms: Rooms, accounts: UpgradeAccounts, rando
   }
   if (raised) templates.push(stateTemplate('m.room.power_levels', powerLevels));
   await rooms.createRoom(replacementRoom, version.id, templates);
-
-  await rooms.sendEvents(roomId, [stateTemplate('m.room.tombstone', { body: 'This room has been replaced', replacement_room: replacementRoom })]);
 
   // Local aliases and the directory listing now name the new room.
   await rooms.moveAliases(roomId, replacementRoom);

@@ -72,6 +72,12 @@ describe('room upgrades', () => {
     expect(said.status).toBe(403);
   });
 
+  it("names the old room's last event, its tombstone, as the predecessor's event_id, as Synapse does (issue 24, client behaviour 7)", async () => {
+    const tombstone = await api(server, 'GET', `${V3}/rooms/${enc(oldRoom)}/state/m.room.tombstone/?format=event`, { ...as(alice), unchecked: true });
+    expect(tombstone.body.event_id).toMatch(/^\$/);
+    expect((await stateOf(newRoom, 'm.room.create')).predecessor).toEqual({ room_id: oldRoom, event_id: tombstone.body.event_id });
+  });
+
   it('moves the aliases and the directory listing to the new room', async () => {
     expect((await api(server, 'GET', `${V3}/directory/room/${enc(alias)}`, as(bob))).body.room_id).toBe(newRoom);
     const listed = (await api(server, 'GET', `${V3}/publicRooms`, as(bob))).body.chunk.map((room: any) => room.room_id);

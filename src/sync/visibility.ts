@@ -28,12 +28,15 @@ export class Visibility {
     private readonly erasedAt: (userId: string) => Promise<number | undefined> = async () => undefined,
   ) {}
 
-  /** Whether the viewer joined the room after the sender's account was erased. */
+  /**
+   * Whether the viewer came to the room after the sender's account was erased: joined after
+   * it, or never a member (reading it as world_readable, say from the room that replaced it).
+   */
   private async joinedAfterErasure(viewer: string, event: StoredEvent['event']): Promise<boolean> {
     const erased = await this.erasedAt(event.sender);
     if (erased === undefined) return false;
     const joined = await this.rooms.currentStateEvent(event.room_id, 'm.room.member', viewer);
-    return joined?.streamOrdering != null && joined.streamOrdering > erased;
+    return joined?.streamOrdering == null || joined.streamOrdering > erased;
   }
 
   async canSee(userId: string, stored: StoredEvent, currentMembership?: string): Promise<boolean> {

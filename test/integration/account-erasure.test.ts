@@ -44,6 +44,28 @@ describe('account erasure', () => {
     expect(await said(owner, roomId)).toEqual(['the owner speaks', 'my words']);
   });
 
+  it('after an upgrade, members who join the new room after the erasure see nothing the account said in the old one (issue 24, client behaviour 7)', async () => {
+    const [owner, gone, later] = [await register(server, 'owner3'), await register(server, 'gone3', PASSWORD), await register(server, 'later3')];
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, {
+      token: owner.accessToken, body: { preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: 'world_readable' } }] },
+    })).body.room_id;
+    expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: gone.accessToken, body: {} })).status).toBe(200);
+    const words = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/u1`, { token: gone.accessToken, body: { msgtype: 'm.text', body: 'my old words' } });
+    await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/u2`, { token: owner.accessToken, body: { msgtype: 'm.text', body: 'the owner spoke' } });
+    await deactivate(gone, true);
+    const upgraded = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/upgrade`, { token: owner.accessToken, body: { new_version: '11' } });
+    expect(upgraded.status).toBe(200);
+    expect((await api(server, 'POST', `${V3}/join/${enc(upgraded.body.replacement_room)}`, { token: later.accessToken, body: {} })).status).toBe(200);
+    // Following the predecessor back, the old room reads as world_readable, without the erased words.
+    expect(await said(later, roomId)).toEqual(['the owner spoke']);
+    const event = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/event/${enc(words.body.event_id)}`, { token: later.accessToken, unchecked: true });
+    expect(event.status).toBe(404);
+    const context = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/context/${enc(words.body.event_id)}`, { token: later.accessToken, unchecked: true });
+    expect(context.status).toBe(403);
+    // The owner was there: still sees them.
+    expect(await said(owner, roomId)).toEqual(['the owner spoke', 'my old words']);
+  });
+
   it('without erase, what the account said stays visible to everyone', async () => {
     const [owner, left, later] = [await register(server, 'owner2'), await register(server, 'left2', PASSWORD), await register(server, 'later2')];
     const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: owner.accessToken, body: { preset: 'public_chat' } })).body.room_id;

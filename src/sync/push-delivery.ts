@@ -60,7 +60,8 @@ export class PushDelivery {
     if (upTo <= from) return;
     this.seenUpTo.set(roomId, upTo);
     const recipients: { userId: string; pushers: Pusher[] }[] = [];
-    for (const userId of await this.rooms.members(roomId)) {
+    // The members, and those invited (their invite is pushed, as in Synapse).
+    for (const userId of [...(await this.rooms.members(roomId)), ...(await this.rooms.members(roomId, 'invite'))]) {
       if (!this.users.isLocal(userId)) continue;
       const pushers = (await this.users.pushers.forDelivery(userId)).filter((p) => p.kind === 'http');
       if (pushers.length > 0) recipients.push({ userId, pushers });

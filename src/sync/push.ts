@@ -178,7 +178,15 @@ export class PushNotifications {
   /** What the user's rules say of a room's events (for delivery to push gateways), the room read once for all of them. */
   async evaluatorFor(roomId: string, userId: string, rules: UserPushRules): Promise<(stored: StoredEvent) => Promise<PushOutcome | undefined>> {
     const context = await this.contextFor(roomId, userId);
-    return (stored) => this.outcome(stored, userId, rules.rules, context);
+    return async (stored) => {
+      // The user's own invite, which came before they joined: pushed, as Synapse does (the default rule
+      // `.m.rule.invite_for_me`), though it counts in no room's unread counts.
+      const event = stored.event;
+      if (event.type === 'm.room.member' && event.state_key === userId && event.content['membership'] === 'invite' && event.sender !== userId && !stored.redactedBy && !stored.rejected && !stored.softFailed) {
+        return evaluatePushRules(rules.rules, event as unknown as PushEvent, context);
+      }
+      return this.outcome(stored, userId, rules.rules, context);
+    };
   }
 
   private async receiptPosition(roomId: string, userId: string): Promise<number> {

@@ -122,6 +122,24 @@ describe('push gateways', () => {
     const left = await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken });
     expect(left.body.pushers.map((p: any) => p.pushkey)).toEqual(['alice-phone']);
   });
+
+  it('pushes an invite to the invited user, as Synapse does, once, and then only what comes after (issue 24, client behaviour 10)', async () => {
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: bob.accessToken, body: { name: 'Workshop' } })).body.room_id as string;
+    const invite = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/invite`, { token: bob.accessToken, body: { user_id: alice.userId } });
+    expect(invite.status).toBe(200);
+    // A message after it: had the invite not been pushed, this would come first.
+    const eventId = await say(teaRoom, 'after the invite');
+    const push = await nextPush();
+    expect(push.body.notification).toMatchObject({
+      room_id: roomId, type: 'm.room.member', sender: bob.userId, sender_display_name: 'Bob Builder', room_name: 'Workshop',
+      user_is_target: true, content: { membership: 'invite' }, prio: 'high',
+      devices: [expect.objectContaining({ pushkey: 'alice-phone' })],
+    });
+    const next = await nextPush();
+    expect(next.body.notification.event_id).toBe(eventId);
+    await server.homeserver.services.sync.pushDelivery!.idle();
+    expect(received).toEqual([]);
+  });
 });
 
 // What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 7).

@@ -317,7 +317,10 @@ export class Sync {
     const sinceStream = since?.stream ?? 0;
     const timeline = await this.timeline(roomId, viewer.userId, sinceStream, upTo.stream, limit, timelineFilter);
     const { events } = timeline;
-    const limited = await this.isLimited(roomId, viewer.userId, timeline, timelineFilter, !since);
+    // Joined since the token (an incremental sync, which alone counts who is newly seen): the client has
+    // nothing of the room, so its timeline is limited unless it starts at the creation, as Synapse marks it.
+    const newlyJoined = !since && newlySeen !== undefined;
+    const limited = (newlyJoined && events[0]?.event.type !== 'm.room.create') || (await this.isLimited(roomId, viewer.userId, timeline, timelineFilter, !since));
     const prevBatch = formatToken({ stream: events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream, ephemeral: upTo.ephemeral });
 
     const stateAtSince = fullState ? undefined : await this.rooms.timeline.stateAtStream(roomId, sinceStream);

@@ -246,6 +246,35 @@ describe('a room joined since the token', () => {
   });
 });
 
+// As Synapse marks it (issue 24, client behaviour 4).
+describe('the timeline of a room joined since the token', () => {
+  const { newUser, createRoom, join, send, sync } = clientCalls(() => server);
+  it('is limited when it does not start at the room’s creation, whatever left the rest out', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const busy = await createRoom(bob, { preset: 'public_chat' });
+    for (let i = 0; i < 15; i++) await send(bob, busy, `before ${i}`);
+    const small = await createRoom(bob, { preset: 'public_chat' });
+    await send(bob, small, 'hello');
+    const since = (await sync(alice)).next_batch;
+    await join(alice, busy);
+    await join(alice, small);
+    await send(bob, busy, 'after the join');
+    const rooms = (filter?: object) => sync(alice, { since, ...(filter ? { filter } : {}) }).then((r) => r.rooms.join);
+    // More than the limit: limited.
+    const crowded = (await rooms())[busy].timeline;
+    expect([crowded.events[0].type, crowded.limited, bodies(crowded.events).at(-1)]).toEqual(['m.room.message', true, 'after the join']);
+    expect(crowded.prev_batch).toEqual(expect.any(String));
+    // All of it fits: from its creation, not limited.
+    const whole = (await rooms())[small].timeline;
+    expect([whole.events[0].type, whole.limited]).toEqual(['m.room.create', false]);
+    // A filter left the room's beginning out: the client has not the room from its creation, so limited, as Synapse says.
+    const filtered = (await rooms({ room: { timeline: { types: ['m.room.message', 'm.room.member'] } } }))[small].timeline;
+    expect([filtered.events[0].type, filtered.limited]).toEqual(['m.room.member', true]);
+    expect(bodies(filtered.events)).toEqual(['hello']);
+  });
+});
+
 // What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 14).
 describe('display name changes in /sync', () => {
   const { newUser, createRoom, join, sync } = clientCalls(() => server);

@@ -489,11 +489,19 @@ export class Sync {
   }
 
   /** The newest visible events in (from, to], oldest first, and whether more were left out. */
+  /**
+   * A room's timeline in (from, to]: the events the user may see, and, as Synapse includes them, those
+   * that are the room's state at `to` (a new member under `joined` visibility gets the topic set before
+   * their join in the timeline, not only in the state section).
+   */
   private async timeline(roomId: string, userId: string, from: number, to: number, limit: number, filter: RoomEventFilter | undefined) {
     const picked: StoredEvent[] = [];
     let limited = false;
+    let stateAtEnd: Set<number> | undefined;
+    const isStateAtEnd = async (stored: StoredEvent) =>
+      stored.event.state_key !== undefined && (stateAtEnd ??= new Set((await this.rooms.timeline.stateAtStream(roomId, to)).values())).has(stored.nid);
     for await (const stored of this.rooms.timeline.streamRange(roomId, from, to, limit * 2)) {
-      if (!eventMatches(filter, stored.event) || !(await this.visibility.canSee(userId, stored))) continue;
+      if (!eventMatches(filter, stored.event) || !((await this.visibility.canSee(userId, stored)) || (await isStateAtEnd(stored)))) continue;
       // One more event the client would see: some were left out.
       if (picked.length === limit) {
         limited = true;

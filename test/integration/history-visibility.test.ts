@@ -81,6 +81,27 @@ describe('history visibility', () => {
     });
   }
 
+  for (const visibility of ['joined', 'invited'] as const) {
+    it(`under ${visibility} visibility, the current state set before the join is in the new member's timeline, as Synapse puts it, but the messages are not (issue 24, client behaviour 4)`, async () => {
+      const alice = await newUser('alice');
+      const bob = await newUser('bob');
+      const roomId = await createRoom(alice, { preset: 'public_chat', initial_state: [{ type: 'm.room.history_visibility', content: { history_visibility: visibility } }] });
+      for (let i = 0; i < 20; i++) await send(alice, roomId, `early ${i}`);
+      await putState(alice, roomId, 'm.room.topic', '', { topic: 'set before bob came' });
+      await send(alice, roomId, 'just before');
+      const since = (await sync(bob)).next_batch;
+      await join(bob, roomId);
+      await send(alice, roomId, 'after');
+      const room = (await sync(bob, { since })).rooms.join[roomId];
+      const timeline = room.timeline.events.map((e: any) => (e.type === 'm.room.message' ? e.content.body : `${e.type}|${e.state_key}`));
+      // The room's first state (visible: before the visibility was set) and the topic, current state it could not
+      // see, then the join; none of the messages from before it.
+      expect(timeline.slice(-3)).toEqual(['m.room.topic|', `m.room.member|${bob.userId}`, 'after']);
+      expect(timeline.filter((e: string) => !e.includes('|'))).toEqual(['after']);
+      expect(room.state.events.some((e: any) => e.type === 'm.room.topic')).toBe(false);
+    });
+  }
+
   it('a room the user left shows only history from before the leave', async () => {
     const alice = await newUser('alice');
     const bob = await newUser('bob');

@@ -94,7 +94,7 @@ export async function run(): Promise<void> {
   report('Node host memory', `compiled JavaScript, ${EVENTS.toLocaleString('en')} messages through the client API`, [
     ['resident, idle after start-up', idle, 'MiB', `${(idle / loaderIdle).toFixed(2)}× the same host under tsx: ${loaderIdle.toFixed(0)} MiB`],
     [`resident after ${EVENTS.toLocaleString('en')} events`, loadedRss, 'MiB', `${(loadedRss / idle).toFixed(2)}× idle`],
-    ['database on disk', database, 'MiB', 'snapshot + redo log; sql.js holds the image in memory'],
+    ['data folder on disk', database, 'MiB', 'the native SQLite file and its WAL: memory holds its page cache, not the image'],
     ['resident growth per MiB of database', (loadedRss - idle) / database, 'MiB/MiB'],
     ['store rate while filling', EVENTS / elapsedS, 'events/s', `${CONCURRENCY} at a time`],
   ]);

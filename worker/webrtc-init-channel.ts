@@ -17,11 +17,12 @@
  * address, or the 5 s of circuit relay's own discovery dial), closes the peer connection, and the
  * other side loses the link it had; each retry on a busy machine can meet the same race.
  *
- * The events the dialler waits for have happened: so, for an `init` channel of a connected peer
- * connection, a listener added for `open` once the channel is past it, or for `close` once it is
- * closed, gets that event at once; and a channel that closes without having opened (the page
- * busier still) announces `open` first. Nothing else changes: other channels, and `init` channels
- * of a connection that failed, behave as the browser makes them.
+ * The events the dialler waits for have happened: so, on an `init` channel, a listener added for
+ * `open` once the channel is past it, or for `close` once it is closed, gets that event, and a
+ * channel that closes without having opened (the page busier still) announces `open` first; each
+ * as soon as the peer connection reads `connected` (at once if it does already). Nothing else
+ * changes: other channels, and `init` channels of a connection that fails, behave as the browser
+ * makes them.
  */
 
 const INIT_LABEL = 'init';
@@ -44,22 +45,40 @@ export function settleInitChannelEvents(Peer: PeerConnectionClass | undefined = 
 }
 
 function settleLateEvents(peerConnection: RTCPeerConnection, channel: RTCDataChannel): void {
-  const connected = () => peerConnection.connectionState === 'connected';
   let opened = false;
   channel.addEventListener('open', () => {
     opened = true;
   });
   // Registered before anyone else's `close` listener, so a late `open` comes first.
   channel.addEventListener('close', () => {
-    if (opened || !connected()) return;
-    opened = true;
-    channel.dispatchEvent(new Event('open'));
+    if (opened) return;
+    whenConnected(peerConnection, () => {
+      if (opened) return;
+      opened = true;
+      channel.dispatchEvent(new Event('open'));
+    });
   });
   const add = channel.addEventListener.bind(channel);
   channel.addEventListener = ((type: string, listener: EventListenerOrEventListenerObject, options?: boolean | AddEventListenerOptions) => {
     add(type, listener, options);
     const past = (type === 'open' && (channel.readyState === 'closing' || channel.readyState === 'closed')) || (type === 'close' && channel.readyState === 'closed');
     // Dispatched, not called, so a listener removed meanwhile (its wait aborted) is not called.
-    if (past && connected()) queueMicrotask(() => channel.dispatchEvent(new Event(type)));
+    if (past) whenConnected(peerConnection, () => queueMicrotask(() => channel.dispatchEvent(new Event(type))));
   }) as RTCDataChannel['addEventListener'];
+}
+
+/**
+ * Runs `then` once the peer connection reads `connected`: now if it does, or at its state change; never
+ * if it fails or closes first. Later happens: the page can learn that the channel closed, or the dialler can stop
+ * reading candidates because the signalling stream ended, before the connection's own state change reaches it.
+ */
+function whenConnected(peerConnection: RTCPeerConnection, then: () => void): void {
+  if (peerConnection.connectionState === 'connected') return then();
+  if (peerConnection.connectionState === 'failed' || peerConnection.connectionState === 'closed') return;
+  const changed = () => {
+    const state = peerConnection.connectionState;
+    if (state === 'connected') then();
+    if (state === 'connected' || state === 'failed' || state === 'closed') peerConnection.removeEventListener('connectionstatechange', changed);
+  };
+  peerConnection.addEventListener('connectionstatechange', changed);
 }

@@ -16,10 +16,14 @@ class FakeChannel extends EventTarget {
     // As the browser: a no-op on a channel already closed.
   }
 }
-class FakePeerConnection {
+class FakePeerConnection extends EventTarget {
   connectionState: RTCPeerConnectionState = 'connecting';
   createDataChannel(label: string) {
     return new FakeChannel(label);
+  }
+  become(state: RTCPeerConnectionState) {
+    this.connectionState = state;
+    this.dispatchEvent(new Event('connectionstatechange'));
   }
 }
 settleInitChannelEvents(FakePeerConnection as unknown as { prototype: RTCPeerConnection });
@@ -57,6 +61,21 @@ describe('the init channel of a WebRTC dial (the stall of issue 24)', () => {
     expect(order).toEqual(['open', 'close']);
   });
 
+  it('when the page hears that the channel closed before that the connection is up, the events come once it is', async () => {
+    const { pc, channel } = open();
+    channel.become('open', 'open');
+    channel.become('closed', 'close');
+    let opened = false;
+    let closed = false;
+    channel.addEventListener('open', () => (opened = true));
+    channel.addEventListener('close', () => (closed = true));
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    expect([opened, closed]).toEqual([false, false]);
+    pc.become('connected');
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    expect([opened, closed]).toEqual([true, true]);
+  });
+
   it('changes nothing while the channel is open or opening, nor for a connection that is not connected, nor for other channels', async () => {
     const { pc, channel } = open();
     pc.connectionState = 'connected';
@@ -65,8 +84,8 @@ describe('the init channel of a WebRTC dial (the stall of issue 24)', () => {
     expect(await heard(channel, 'close')).toBe(false);
 
     const failed = open();
-    failed.pc.connectionState = 'failed';
     failed.channel.become('closed', 'close');
+    failed.pc.become('failed');
     expect(await heard(failed.channel, 'open')).toBe(false);
 
     const other = new FakePeerConnection();

@@ -63,8 +63,8 @@ describe('two browsers, each its own homeserver, linked directly by WebRTC', () 
       const addresses: string[] = await page.evaluate(() => (globalThis as any).hearthP2P.node.multiaddrs());
       expect(addresses).toContainEqual(expect.stringMatching(/\/p2p-circuit\/webrtc\/p2p\//));
     }
-    // Generous: now and then a WebRTC dial stalls until its 20 s timeout under load (src/p2p/README.md); the
-    // node tries again within 5 s of that.
+    // Generous: on a loaded machine a WebRTC dial (relayed signalling, ICE, DTLS) takes seconds, and a failed one
+    // is tried again within 5 s (src/p2p/README.md).
     for (const [page, other] of [[pageA, nameB], [pageB, nameA]] as const) {
       await expect.poll(() => linkTo(page, other), { timeout: 80_000 }).toMatchObject({ via: 'direct', multiaddrs: expect.arrayContaining([expect.stringContaining('/webrtc')]) });
     }
@@ -106,36 +106,22 @@ describe('two browsers, each its own homeserver, linked directly by WebRTC', () 
   it('with the relay stopped, messages still flow both ways: the link is direct', async () => {
     const { roomId, alice, bob } = shared!;
     const room = `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}`;
-    const pairs = [[pageA, nameB], [pageB, nameA]] as const;
-    for (let attempt = 1; ; attempt++) {
-      await relay!.close();
-      relay = undefined;
-      try {
-        // Both pages have lost the relay; what is left between them is the WebRTC link.
-        for (const [page, other] of pairs) {
-          await expect.poll(async () => (await peersOf(page)).map((p) => p.server_name), { timeout: 30_000 }).toEqual([other]);
-          const link = await linkTo(page, other);
-          expect(link?.via).toBe('direct');
-          expect(link?.multiaddrs.every((address) => address.includes('/webrtc'))).toBe(true);
-        }
-        break;
-      } catch (error) {
-        // Now and then under load a link only one side still counted as open (the WebRTC dial stall in
-        // src/p2p/README.md) goes with the relay. Bring the relay back, let the pages link again, and stop
-        // it again; a link that never outlives the relay fails here on the third try.
-        if (attempt === 3) throw error;
-        relay = await startRelay(relayPort);
-        for (const [page, other] of pairs) {
-          await expect.poll(() => linkTo(page, other), { timeout: 80_000 }).toMatchObject({ via: 'direct', multiaddrs: expect.arrayContaining([expect.stringContaining('/webrtc')]) });
-        }
-      }
+    await relay!.close();
+    relay = undefined;
+    // Both pages have lost the relay; what is left between them is the WebRTC link, which both hold (a dial
+    // that hung on its init channel used to leave a link only the listening side counted: webrtc-dial-stall.test.ts).
+    for (const [page, other] of [[pageA, nameB], [pageB, nameA]] as const) {
+      await expect.poll(async () => (await peersOf(page)).map((p) => p.server_name), { timeout: 30_000 }).toEqual([other]);
+      const link = await linkTo(page, other);
+      expect(link?.via).toBe('direct');
+      expect(link?.multiaddrs.every((address) => address.includes('/webrtc'))).toBe(true);
     }
 
     expect((await pageFetch(pageA, 'PUT', `${room}/send/m.room.message/a2`, { token: alice.token, body: { msgtype: 'm.text', body: 'No relay now, B' } })).status).toBe(200);
     shared!.bobSince = (await syncUntil(pageB, bob.token, timelineHas(roomId, 'No relay now, B'), shared!.bobSince)).next_batch;
     expect((await pageFetch(pageB, 'PUT', `${room}/send/m.room.message/b2`, { token: bob.token, body: { msgtype: 'm.text', body: 'Still here, A' } })).status).toBe(200);
     shared!.aliceSince = (await syncUntil(pageA, alice.token, timelineHas(roomId, 'Still here, A'), shared!.aliceSince)).next_batch;
-  }, 400_000);
+  }, 120_000);
 
   it('the relay restarts on the same data folder and port, and both pages reconnect to it', async () => {
     expect(relay).toBeUndefined();

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { serveStatic, type StaticServer, type StaticServerOptions } from '../../scripts/static-server.ts';
 import { syncPath, type Syncer } from '../support/sync-until.ts';
@@ -23,10 +24,21 @@ export async function startSite(dist: string, options: StaticServerOptions = {})
   };
 }
 
+let openedPages = 0;
+
 /** Opens the page and waits until the service worker controls it and the core answers /versions. */
 export async function openHearth(context: BrowserContext, url: string): Promise<Page> {
   const page = await context.newPage();
   page.on('pageerror', (error) => console.error(`[page error] ${error.message}`));
+  // HEARTH_E2E_DEBUG='libp2p:webrtc*,libp2p:webrtc:trace' (the `debug` namespaces) writes the page's libp2p log,
+  // each line stamped and tagged with the page, to HEARTH_E2E_LOG (default e2e-debug.log): how the stall of issue 24 was found.
+  const debug = process.env.HEARTH_E2E_DEBUG;
+  if (debug) {
+    const tag = `page${++openedPages}`;
+    const file = process.env.HEARTH_E2E_LOG ?? 'e2e-debug.log';
+    await page.addInitScript((namespaces) => localStorage.setItem('debug', namespaces), debug);
+    page.on('console', (message) => appendFileSync(file, `${new Date().toISOString()} ${tag} ${message.text()}\n`));
+  }
   await page.goto(url);
   await page.waitForFunction(() => document.body.dataset.homeserver === 'ready', undefined, { timeout: 30_000 });
   return page;

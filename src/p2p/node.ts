@@ -15,6 +15,7 @@ import type { FederationTransport } from '../federation/transport.ts';
 import { hearthDiscovery } from './discovery.ts';
 import { createHttpTransport, HTTP_PROTOCOL, serveHttp, type HttpLimits, type InboundFederationHandler } from './http.ts';
 import { privateKeyFromSeed, serverNameFromPeerId } from './identity.ts';
+import { dialFailureLogger } from './redial.ts';
 
 /** Marks the peers we have been connected to, so a restarted node redials them. */
 const KNOWN_PEER_TAG = 'hearth-peer';
@@ -111,6 +112,8 @@ export interface P2PNode {
 
 export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   const log = options.log ?? (() => {});
+  // A failed dial is an everyday event: one line per peer, not a stack trace each time.
+  const logDialFailure = dialFailureLogger(log);
   const bootstrapList = options.bootstrap ?? [];
   const maxAddressAge = options.maxAddressAgeMs ?? 30 * DAY;
 
@@ -234,7 +237,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
           await libp2p.dial(address, { signal });
           return;
         } catch (error) {
-          log(`could not open a WebRTC link to ${peerId} over ${address}`, error);
+          logDialFailure('could not open a WebRTC link to', `${peerId} over ${address}`, error);
         }
       }
     })().finally(() => directDials.delete(key));
@@ -266,7 +269,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       const peers = await libp2p.peerStore.all({
         filters: [(peer) => peer.tags.has(KNOWN_PEER_TAG) && peer.addresses.length > 0 && !peer.id.equals(libp2p.peerId)],
       });
-      for (const peer of peers) libp2p.dial(peer.id).catch((error) => log(`could not redial ${peer.id}`, error));
+      for (const peer of peers) libp2p.dial(peer.id).catch((error) => logDialFailure('could not redial', peer.id, error));
     } catch (error) {
       log('could not read the peer store', error);
     }

@@ -265,7 +265,15 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   // Before start, so nothing learnt since is lost: forget the peers no one can dial again (pages known
   // only by relay and WebRTC addresses), then redial the rest in the background, a few at a time.
   const { toRedial } = await forgetUndialablePeers(libp2p, { tag: KNOWN_PEER_TAG, log });
-  await libp2p.start();
+  try {
+    await libp2p.start();
+  } catch (error) {
+    // A listen address that cannot be had (a port in use): leave nothing running behind.
+    stopped = true;
+    clearInterval(directSweep);
+    await Promise.resolve(libp2p.stop()).catch(() => {});
+    throw error;
+  }
   // A restarted node catches up without --bootstrap: dial whoever we were connected to before.
   const redialed = redialInBackground(libp2p, toRedial, { isStopped: () => stopped, onDialFailed: (peer, error) => logDialFailure('could not redial', peer, error) });
 

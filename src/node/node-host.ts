@@ -24,6 +24,7 @@ import { openNodeDatabase, type NodeStorage } from './node-database.ts';
 import { SharpThumbnailer } from './media-thumbnailer.ts';
 import { signingKeyFile } from './signing-key-file.ts';
 import { traceFederation } from './federation-trace.ts';
+import { stableListen } from './listen-ports.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
@@ -174,11 +175,13 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     const peers = new FsDatastore(join(options.dataDir, 'peers'));
     await peers.open();
     undo.push(() => peers.close());
-    // The one seed is both the Matrix signing key and the libp2p identity.
-    p2p = await createP2PNode({
+    // The one seed is both the Matrix signing key and the libp2p identity. A listen address that asks for
+    // any port keeps the one it got (<data>/listen.json), so the peers that knew us find us after a restart.
+    const ports = await stableListen(options.dataDir, options.listen ?? []);
+    const startNode = (listen: string[]) => createP2PNode({
       seed,
       transports: [tcp(), webSockets()],
-      listen: options.listen ?? [],
+      listen,
       bootstrap: options.bootstrap ?? [],
       relay: options.relay,
       datastore: peers,
@@ -190,8 +193,18 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       limits: { maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)) },
       log: options.log,
     });
+    let listen = ports.addresses;
+    try {
+      p2p = await startNode(listen);
+    } catch (error) {
+      if (!ports.reused) throw error;
+      options.log?.(`could not listen on ${listen.join(', ')} again (${(error as Error).message}); listening on new ports`);
+      listen = await ports.fresh();
+      p2p = await startNode(listen);
+    }
     const node = p2p;
     undo.push(() => node.stop());
+    await ports.save(listen);
     await homeserver.start();
     federationHandler = inbound;
     // /_hearth/status: who we are on the network and who we are connected to.

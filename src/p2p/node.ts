@@ -15,6 +15,7 @@ import type { FederationTransport } from '../federation/transport.ts';
 import { hearthDiscovery } from './discovery.ts';
 import { createHttpTransport, HTTP_PROTOCOL, serveHttp, type HttpLimits, type InboundFederationHandler } from './http.ts';
 import { privateKeyFromSeed, serverNameFromPeerId } from './identity.ts';
+import { dialFailureLogger, forgetUndialablePeers, redialInBackground } from './redial.ts';
 
 /** Marks the peers we have been connected to, so a restarted node redials them. */
 const KNOWN_PEER_TAG = 'hearth-peer';
@@ -106,11 +107,15 @@ export interface P2PNode {
   dial(address: string): Promise<string>;
   /** The libp2p node itself, for tests and benchmarks that look at its connections. */
   readonly libp2p: Libp2p;
+  /** Resolves once every peer redialled at start (those we were connected to before) has been tried. */
+  readonly redialed: Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   const log = options.log ?? (() => {});
+  // A failed dial is an everyday event: one line per peer, not a stack trace each time.
+  const logDialFailure = dialFailureLogger(log);
   const bootstrapList = options.bootstrap ?? [];
   const maxAddressAge = options.maxAddressAgeMs ?? 30 * DAY;
 
@@ -234,7 +239,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
           await libp2p.dial(address, { signal });
           return;
         } catch (error) {
-          log(`could not open a WebRTC link to ${peerId} over ${address}`, error);
+          logDialFailure('could not open a WebRTC link to', `${peerId} over ${address}`, error);
         }
       }
     })().finally(() => directDials.delete(key));
@@ -257,20 +262,20 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   await libp2p.handle(HTTP_PROTOCOL, serveHttp(options.handler, { localServerName: self, limits: options.limits, log }), {
     runOnLimitedConnection: options.runOnLimitedConnection,
   });
-  await libp2p.start();
-  void redialKnownPeers();
-
-  // A restarted node catches up without --bootstrap: dial whoever we were connected to before.
-  async function redialKnownPeers(): Promise<void> {
-    try {
-      const peers = await libp2p.peerStore.all({
-        filters: [(peer) => peer.tags.has(KNOWN_PEER_TAG) && peer.addresses.length > 0 && !peer.id.equals(libp2p.peerId)],
-      });
-      for (const peer of peers) libp2p.dial(peer.id).catch((error) => log(`could not redial ${peer.id}`, error));
-    } catch (error) {
-      log('could not read the peer store', error);
-    }
+  // Before start, so nothing learnt since is lost: forget the peers no one can dial again (pages known
+  // only by relay and WebRTC addresses), then redial the rest in the background, a few at a time.
+  const { toRedial } = await forgetUndialablePeers(libp2p, { tag: KNOWN_PEER_TAG, log });
+  try {
+    await libp2p.start();
+  } catch (error) {
+    // A listen address that cannot be had (a port in use): leave nothing running behind.
+    stopped = true;
+    clearInterval(directSweep);
+    await Promise.resolve(libp2p.stop()).catch(() => {});
+    throw error;
   }
+  // A restarted node catches up without --bootstrap: dial whoever we were connected to before.
+  const redialed = redialInBackground(libp2p, toRedial, { isStopped: () => stopped, onDialFailed: (peer, error) => logDialFailure('could not redial', peer, error) });
 
   const connectedPeers = (): PeerStatus[] => {
     const byPeer = new Map<string, { peerId: PeerId; connections: Connection[] }>();
@@ -304,6 +309,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       return serverName;
     },
     libp2p,
+    redialed,
     async stop() {
       stopped = true;
       for (const timer of redialTimers) clearTimeout(timer);

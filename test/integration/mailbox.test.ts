@@ -7,8 +7,10 @@ import { HEARTH_KEY_ID } from '../../src/crypto/identity.ts';
 import { FederationRequestError } from '../../src/federation/client.ts';
 import { authorizationHeader } from '../../src/federation/x-matrix.ts';
 import type { Homeserver } from '../../src/homeserver.ts';
+import { serverNameFromPeerId } from '../../src/p2p/identity.ts';
 import { sealLetter } from '../../src/mailbox/letter.ts';
 import { depositPath, lettersPath, type CollectOutcome, type DepositOutcome } from '../../src/mailbox/mailbox.ts';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { startP2PHomeserver, type P2PHomeserver, type P2PHomeserverOptions } from '../support/p2p-homeserver.ts';
 import { httpSyncer, longPollUntil, timelineHas } from '../support/sync-until.ts';
 import { api, register, type Account } from './harness.ts';
@@ -190,6 +192,61 @@ describe('the mailbox', () => {
     await syncUntilSaid(b, bob, roomId, 'while B cannot be reached');
     expect((await collected).rejected).toBe(0);
     expect(a.p2p.peers().map((p) => p.server_name)).not.toContain(name(b));
+  }, 120_000);
+
+  it('a mailbox restarted on the same data folder, listening on "any port" as npm start\'s peer does, is found again on the port it had: A deposits there while B is away, and B back collects all of it (issue 24, peers 1)', async () => {
+    const mDir = await dataDir('m');
+    const startM = () => startNodeHost({ dataDir: mDir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0'], relay: true, mailbox: true, rateLimits: false });
+    let m: NodeHost | undefined = await startM();
+    try {
+      const mName = m.homeserver.serverName;
+      const mAddresses = m.p2p.multiaddrs();
+      const a = await start({ bootstrap: mAddresses });
+      const bSeed = seed();
+      const bDir = await dataDir('b');
+      let b = await start({ seed: bSeed, dataDir: bDir, bootstrap: [...mAddresses, ...a.p2p.multiaddrs()] });
+      await knowsMailbox(a.homeserver, mName);
+      const alice = await register(a, 'alice');
+      const bob = await register(b, 'bob');
+      const roomId = await sharedRoom(a, b, alice, bob);
+
+      // M restarts (as SIGTERM and npm start again would): same data folder, the listen address still asks for any port.
+      await m.close();
+      m = undefined;
+      const backAtM = new Promise<void>((resolve) =>
+        a.p2p.libp2p.addEventListener('peer:connect', ({ detail }) => void (serverNameFromPeerId(detail) === mName && resolve())),
+      );
+      m = await startM();
+      expect(m.homeserver.serverName).toBe(mName);
+      expect(m.p2p.multiaddrs()).toEqual(mAddresses);
+      // A, which dials its bootstrap address until it answers, is back with M.
+      await backAtM;
+
+      // B goes away; A's five go to M.
+      await stop(b);
+      const viaMailbox: number[] = [];
+      a.homeserver.federation.component.queues.onSent((to, pdus, _edus, via) => void (to === name(b) && via === 'mailbox' && viaMailbox.push(pdus)));
+      const sent = ['one', 'two', 'three', 'four', 'five'].map((n) => `after the restart: ${n}`);
+      for (const body of sent) await send(a, alice, roomId, body);
+      await drained(a.homeserver, name(b));
+      expect(viaMailbox.reduce((n, p) => n + p, 0)).toBe(5);
+
+      // B comes back, unable to reach A (though A is up): its mail can come only from M.
+      let collected!: Promise<CollectOutcome>;
+      b = await start({
+        seed: bSeed,
+        dataDir: bDir,
+        bootstrap: mAddresses,
+        refuse: (server) => server === name(a),
+        onCreated: (homeserver) => (collected = next((l) => homeserver.mailbox.onCollected(l), (o) => o.mailbox === mName && o.accepted > 0)),
+      });
+      await syncUntilSaid(b, bob, roomId, sent.at(-1)!);
+      expect((await collected).rejected).toBe(0);
+      expect(await messages(b, bob, roomId)).toEqual(sent);
+      expect(await m.homeserver.mailbox.store!.usage(name(b))).toEqual({ letters: 0, bytes: 0 });
+    } finally {
+      await m?.close();
+    }
   }, 120_000);
 
   it('leaves mail with every known mailbox, so one that is down loses nothing; copies from two mailboxes arrive once', async () => {

@@ -206,6 +206,36 @@ describe('rejecting invites across servers', () => {
   });
 });
 
+describe("a withdrawn or rejected invite in the invitee's /sync", () => {
+  it('comes under rooms.leave with the leave event in its timeline, as Synapse sends it, or in its state when a filter keeps it from the timeline', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const invitedTo = async () => {
+      const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+      return created.room_id as string;
+    };
+    const rejected = await invitedTo();
+    const withdrawn = await invitedTo();
+    const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[rejected] && !!s.rooms?.invite?.[withdrawn]);
+    expect((await b.api('POST', `/_matrix/client/v3/rooms/${enc(rejected)}/leave`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(withdrawn)}/kick`, { token: alice.accessToken, body: { user_id: bob.userId, reason: 'sent by mistake' } })).status).toBe(200);
+    await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[rejected], invited.next_batch);
+    await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[withdrawn], invited.next_batch);
+    const { body: left } = await b.api('GET', `/_matrix/client/v3/sync?since=${invited.next_batch}`, { token: bob.accessToken });
+    for (const [roomId, sender] of [[rejected, bob.userId], [withdrawn, alice.userId]] as const) {
+      const room = left.rooms.leave[roomId];
+      expect(room.timeline.events, roomId).toHaveLength(1);
+      expect(room.timeline.events[0]).toMatchObject({ type: 'm.room.member', state_key: bob.userId, sender, content: { membership: 'leave' } });
+      expect(room.timeline.limited).toBe(false);
+      expect(room.state.events).toEqual([]);
+    }
+    // A filter that keeps member events from the timeline: the leave comes as the room's state.
+    const filter = enc(JSON.stringify({ room: { timeline: { not_types: ['m.room.member'] } } }));
+    const { body: filtered } = await b.api('GET', `/_matrix/client/v3/sync?since=${invited.next_batch}&filter=${filter}`, { token: bob.accessToken });
+    expect(filtered.rooms.leave[withdrawn].timeline.events).toEqual([]);
+    expect(filtered.rooms.leave[withdrawn].state.events).toEqual([expect.objectContaining({ type: 'm.room.member', state_key: bob.userId, content: expect.objectContaining({ membership: 'leave' }) })]);
+  });
+});
+
 describe('redactions across servers', () => {
   it('redacts by POST /rooms/{roomId}/redact/{eventId} with no transaction ID (the legacy form Synapse serves), and the other server redacts too', async () => {
     const { a, b, alice, bob } = await twoServers();

@@ -24,6 +24,7 @@ import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
 import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
+import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
 import type { FederationTransport } from './transport.ts';
 
@@ -505,6 +506,8 @@ export class Federation {
     if (!(await this.signedBy(pdu, version, origin))) throw new RoomError('forbidden', "the invite is not signed by its sender's server");
     if (!contentHashMatches(pdu)) throw new RoomError('bad_event', 'the invite\'s content hash does not match');
     const signed = await countersignEvent(pdu, version, serverName, keyId, signingKey);
+    // In a room we are in, the invite takes its place in the room now (`invites.ts`); elsewhere it is kept for /sync.
+    if (await takeInviteIntoRoom(rooms, signed, version)) return signed;
     const stripped = inviteRoomState.filter((e) => typeof e === 'object' && e !== null) as JsonObject[];
     await rooms.recordRemoteMembership({
       ...(signed as unknown as RoomEvent),

@@ -249,7 +249,7 @@ export class Sync {
         response.rooms.knock[m.roomId] = { knock_state: { events: await this.strippedState(m.roomId, m.eventId) } };
       } else if ((m.membership === 'leave' || m.membership === 'ban') && !m.forgotten) {
         const include = since ? changedSince : filter.room?.include_leave === true;
-        if (include) response.rooms.leave[m.roomId] = await this.leftRoom(m.roomId, m.eventId, viewer, filter, since, roomAccountData.get(m.roomId) ?? []);
+        if (include) response.rooms.leave[m.roomId] = await this.leftRoom(m.roomId, m.eventId, m.streamOrdering, viewer, filter, since, roomAccountData.get(m.roomId) ?? []);
       }
     }
 
@@ -367,12 +367,14 @@ export class Sync {
   private async leftRoom(
     roomId: string,
     leaveEventId: string,
+    position: number,
     viewer: Viewer,
     filter: Filter,
     since: SyncToken | undefined,
     accountData: Record<string, unknown>[],
   ): Promise<LeftRoom> {
     const leave = await this.rooms.getEvent(leaveEventId);
+    if (leave && (leave.outlier || leave.streamOrdering === null)) return this.outOfBandLeave(leave, position, viewer, filter, accountData);
     const end = leave?.streamOrdering ?? 0;
     const limit = Math.min(filter.room?.timeline?.limit ?? DEFAULT_TIMELINE_LIMIT, MAX_TIMELINE_LIMIT);
     const timeline = await this.timeline(roomId, viewer.userId, since?.stream ?? 0, end, limit, filter.room?.timeline);
@@ -388,6 +390,22 @@ export class Sync {
     return {
       timeline: { events: await Promise.all(events.map(format)), limited, prev_batch: formatToken({ stream: start, ephemeral: 0 }) },
       state: { events: await Promise.all(state.map(format)) },
+      account_data: { events: accountData },
+    };
+  }
+
+  /**
+   * A leave made out of band (an invite rejected or withdrawn, a knock withdrawn, in a room we do not
+   * follow) has no place in our copy of the room: it is the room's timeline, as Synapse sends it, and
+   * its state when a filter keeps it from the timeline. `position` is when the membership changed here.
+   */
+  private async outOfBandLeave(leave: StoredEvent, position: number, viewer: Viewer, filter: Filter, accountData: Record<string, unknown>[]): Promise<LeftRoom> {
+    const formatted = await this.formatter.format(leave, viewer).then((c) => this.shape(c, leave, filter));
+    const inTimeline = eventMatches(filter.room?.timeline, leave.event);
+    const inState = !inTimeline && eventMatches(filter.room?.state, leave.event);
+    return {
+      timeline: { events: inTimeline ? [formatted] : [], limited: false, prev_batch: formatToken({ stream: Math.max(0, position - 1), ephemeral: 0 }) },
+      state: { events: inState ? [formatted] : [] },
       account_data: { events: accountData },
     };
   }

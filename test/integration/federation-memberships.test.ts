@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { federatedServers, syncUntil as syncUntilOn, type Account, type FederatedServer } from '../support/federated-homeservers.ts';
+import { federatedServers, syncUntil as syncUntilOn, until, type Account, type Exchange, type FederatedServer } from '../support/federated-homeservers.ts';
 import { validateFederationResponse } from '../support/spec-schema.ts';
 
 // Membership changes of users on other servers, as other homeservers behave
@@ -45,6 +45,35 @@ describe('invites across servers', () => {
       await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[withInvite.room_id]);
     });
   }
+
+  it('a second user of a server already in the room joins at once after their invite, before its copy comes by /send', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const dave = await b.register('dave');
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+    const roomId = created.room_id as string;
+    await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[roomId]);
+    expect((await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    // A's transactions to B wait from here on, so the invite reaches B only by /invite.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const receive = b.homeserver.federation.fetch.bind(b.homeserver.federation);
+    b.homeserver.federation.fetch = (request, remote) => {
+      if (!new URL(request.url).pathname.startsWith('/_matrix/federation/v1/send/')) return receive(request, remote);
+      return held.then(() => receive(request, remote));
+    };
+    const invite = await a.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/invite`, { token: alice.accessToken, body: { user_id: dave.userId } });
+    expect(invite.status, JSON.stringify(invite.body)).toBe(200);
+    const join = await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: dave.accessToken, body: {} });
+    expect(join.status, JSON.stringify(join.body)).toBe(200);
+    // The invite's copy by /send, when it comes, is a duplicate: accepted, nothing changed.
+    release();
+    await syncUntil(a, alice, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some(memberEvent(dave.userId, 'join')));
+    const inviteSent = (x: Exchange) => x.destination === b.serverName && x.path.startsWith('/_matrix/federation/v1/send/') && x.request.pdus.some(memberEvent(dave.userId, 'invite'));
+    await until(() => a.sent.some(inviteSent));
+    expect(Object.values(a.sent.find(inviteSent)!.response.pdus)).toEqual(expect.arrayContaining([{}]));
+    expect(Object.values(a.sent.find(inviteSent)!.response.pdus).filter((r: any) => r.error)).toEqual([]);
+    expect(await b.homeserver.services.rooms.membership(roomId, dave.userId)).toBe('join');
+  });
 
   it('refuses an invite that comes back from the invitee\'s server with anything changed but its signature and unsigned', async () => {
     const { a, b, alice, bob } = await twoServers();
@@ -174,6 +203,36 @@ describe('rejecting invites across servers', () => {
     const reject = await b.api('POST', `/_matrix/client/v3/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} });
     expect(reject.status, JSON.stringify(reject.body)).toBe(200);
     await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[roomId], invited.next_batch);
+  });
+});
+
+describe("a withdrawn or rejected invite in the invitee's /sync", () => {
+  it('comes under rooms.leave with the leave event in its timeline, as Synapse sends it, or in its state when a filter keeps it from the timeline', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const invitedTo = async () => {
+      const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { invite: [bob.userId] } });
+      return created.room_id as string;
+    };
+    const rejected = await invitedTo();
+    const withdrawn = await invitedTo();
+    const invited = await syncUntil(b, bob, (s) => !!s.rooms?.invite?.[rejected] && !!s.rooms?.invite?.[withdrawn]);
+    expect((await b.api('POST', `/_matrix/client/v3/rooms/${enc(rejected)}/leave`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    expect((await a.api('POST', `/_matrix/client/v3/rooms/${enc(withdrawn)}/kick`, { token: alice.accessToken, body: { user_id: bob.userId, reason: 'sent by mistake' } })).status).toBe(200);
+    await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[rejected], invited.next_batch);
+    await syncUntil(b, bob, (s) => !!s.rooms?.leave?.[withdrawn], invited.next_batch);
+    const { body: left } = await b.api('GET', `/_matrix/client/v3/sync?since=${invited.next_batch}`, { token: bob.accessToken });
+    for (const [roomId, sender] of [[rejected, bob.userId], [withdrawn, alice.userId]] as const) {
+      const room = left.rooms.leave[roomId];
+      expect(room.timeline.events, roomId).toHaveLength(1);
+      expect(room.timeline.events[0]).toMatchObject({ type: 'm.room.member', state_key: bob.userId, sender, content: { membership: 'leave' } });
+      expect(room.timeline.limited).toBe(false);
+      expect(room.state.events).toEqual([]);
+    }
+    // A filter that keeps member events from the timeline: the leave comes as the room's state.
+    const filter = enc(JSON.stringify({ room: { timeline: { not_types: ['m.room.member'] } } }));
+    const { body: filtered } = await b.api('GET', `/_matrix/client/v3/sync?since=${invited.next_batch}&filter=${filter}`, { token: bob.accessToken });
+    expect(filtered.rooms.leave[withdrawn].timeline.events).toEqual([]);
+    expect(filtered.rooms.leave[withdrawn].state.events).toEqual([expect.objectContaining({ type: 'm.room.member', state_key: bob.userId, content: expect.objectContaining({ membership: 'leave' }) })]);
   });
 });
 

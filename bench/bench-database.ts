@@ -3,19 +3,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import initSqlJs from 'sql.js';
 import { openFilePersistence } from '../src/node/file-persistence.ts';
+import { openNativeDatabase } from '../src/node/native-database.ts';
 import type { ComponentSchema, Database } from '../src/storage/database.ts';
 import { openDurableDatabase } from '../src/storage/durable-database.ts';
 
 /**
- * The database benchmarks run on: durable, on files with fdatasync, as the Node
- * host runs; so every figure includes making each commit durable.
+ * The database benchmarks run on: durable, as the Node host runs, so every figure
+ * includes making each commit durable. The host's engine, native SQLite (WAL, fsync
+ * per commit), unless HEARTH_BENCH_STORAGE=sqljs asks for sql.js on files (the engine
+ * of the browser's redo log and of `serve --storage sqljs`).
  */
 export async function openBenchDatabase(schemas: ComponentSchema[]): Promise<{ db: Database; kind: string; close(): Promise<void> }> {
   const directory = await mkdtemp(join(tmpdir(), 'hearth-bench-'));
-  const db = await openDurableDatabase({ sqlJs: await initSqlJs(), persistence: await openFilePersistence({ directory }), schemas });
+  const sqljs = process.env.HEARTH_BENCH_STORAGE === 'sqljs';
+  const db = sqljs
+    ? await openDurableDatabase({ sqlJs: await initSqlJs(), persistence: await openFilePersistence({ directory }), schemas })
+    : await openNativeDatabase({ file: join(directory, 'hearth.sqlite'), schemas });
   return {
     db,
-    kind: 'durable files (fdatasync per commit)',
+    kind: sqljs ? 'sql.js on files (fdatasync per commit)' : 'native SQLite (WAL, synchronous=FULL)',
     close: async () => {
       await db.close();
       await rm(directory, { recursive: true, force: true });

@@ -58,7 +58,7 @@ export async function run(): Promise<void> {
             ['  B: request in → the client\'s /sync answered, p50', p50(w.breakdown.bToSync), 'ms', `p95 ${ms(p95(w.breakdown.bToSync))}; the PDU durable and the notifier told after ${ms(p50(w.breakdown.bToNotify))}, the /send answered after ${ms(p50(w.breakdown.bDone))} (p50s)`],
           ]
         : [];
-    report('federation over HTTPS: send → the remote client\'s /sync', `${h.federated.length} messages each way of carrying them, HTTPS and libp2p rounds alternating; loopback, durable files, B in its own process`, [
+    report('federation over HTTPS: send → the remote client\'s /sync', `${h.federated.length} messages each way of carrying them, HTTPS and libp2p rounds alternating; loopback, native SQLite, B in its own process`, [
       ['HTTPS: PUT /send on A → /sync on B answers, p50', p50(h.federated), 'ms', `p95 ${ms(p95(h.federated))}; goal p50 ≤ 10 ms`],
       ['  /send round trip A → B (one PDU), p50', p50(h.roundTrip), 'ms', `of it in B's homeserver ${ms(p50(h.onBServer))}`],
       ...breakdown(h, 'HTTPS'),

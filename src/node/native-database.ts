@@ -1,7 +1,7 @@
 import { dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { ComponentSchema, Database, Row, RunResult, SqlParams, SqlValue, WriteTransaction } from '../storage/database.ts';
-import { MAX_GROUP, ReadGate, refuseAsync, refuseTransactionControl, scopedTransaction } from '../storage/driver-common.ts';
+import { groupLost, MAX_GROUP, ReadGate, refuseTransactionControl, runEachInSavepoint, scopedTransaction, type QueuedWrite } from '../storage/driver-common.ts';
 import { StorageError, toStorageError, type StorageErrorCode } from '../storage/errors.ts';
 import { applyMigrations } from '../storage/migrations.ts';
 import { runHook, type PersistenceHooks } from '../storage/persistence.ts';
@@ -49,7 +49,6 @@ export interface OpenNativeOptions {
 }
 
 type Statement = BetterSqlite3.Statement<unknown[], Row>;
-type QueuedWrite = { fn: (tx: WriteTransaction) => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
 
 const CODE_BY_PREFIX: Array<[string, StorageErrorCode]> = [
   ['SQLITE_FULL', 'quota_exceeded'],
@@ -207,37 +206,13 @@ export class NativeDatabase implements Database {
       return;
     }
     this.reads.writeOpen = true;
-    const succeeded: Array<{ item: QueuedWrite; value: unknown }> = [];
-    let transactionLost: unknown;
-    for (const item of group) {
-      if (transactionLost !== undefined) {
-        item.reject(new Error('not run: a transaction before it in the same group ended the SQLite transaction', { cause: transactionLost }));
-        continue;
-      }
-      const handle = scopedTransaction({ run: (sql, params) => this.runSync(sql, params), get: (sql, params) => this.getSync(sql, params), all: (sql, params) => this.allSync(sql, params) });
-      try {
-        this.control('SAVEPOINT hearth_tx');
-        const value = item.fn(handle.tx);
-        refuseAsync(value);
-        this.control('RELEASE hearth_tx');
-        succeeded.push({ item, value });
-      } catch (error) {
-        try {
-          this.control('ROLLBACK TO hearth_tx');
-          this.control('RELEASE hearth_tx');
-        } catch {
-          // SQLite ended the whole transaction itself (ON CONFLICT ROLLBACK, RAISE(ROLLBACK), a full disk).
-          transactionLost = error;
-        }
-        item.reject(error);
-      } finally {
-        handle.finish();
-      }
-    }
+    const { succeeded, transactionLost } = runEachInSavepoint(group, (sql) => this.control(sql), () =>
+      scopedTransaction({ run: (sql, params) => this.runSync(sql, params), get: (sql, params) => this.getSync(sql, params), all: (sql, params) => this.allSync(sql, params) }),
+    );
 
     let groupError: unknown;
     if (transactionLost !== undefined) {
-      groupError = new Error('rolled back: a transaction after it in the same group ended the SQLite transaction', { cause: transactionLost });
+      groupError = groupLost(transactionLost);
     } else {
       try {
         if (this.hooks) await runHook(this.hooks, 'append:start');

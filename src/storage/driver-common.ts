@@ -78,3 +78,59 @@ export function scopedTransaction(statements: {
   } as WriteTransaction;
   return { tx, finish: () => void (active = false) };
 }
+
+/** A write waiting in a driver's queue for its group. */
+export interface QueuedWrite {
+  fn: (tx: WriteTransaction) => unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Runs each write of a group inside the open SQLite transaction, each in a savepoint
+ * of its own, so one that throws is rolled back alone and rejected at once; the ones
+ * that ran wait for the group's commit. `undoMark`, called before each write, gives
+ * what to undo beside the savepoint if that write fails (the redo log's records).
+ * `transactionLost` is set when SQLite ended the whole transaction itself (ON CONFLICT
+ * ROLLBACK, RAISE(ROLLBACK), a full disk): the writes after it are not run.
+ */
+export function runEachInSavepoint<W extends QueuedWrite>(
+  group: W[],
+  control: (sql: string) => void,
+  openHandle: () => { tx: WriteTransaction; finish(): void },
+  undoMark: () => () => void = () => () => undefined,
+): { succeeded: Array<{ item: W; value: unknown }>; transactionLost: unknown } {
+  const succeeded: Array<{ item: W; value: unknown }> = [];
+  let transactionLost: unknown;
+  for (const item of group) {
+    if (transactionLost !== undefined) {
+      item.reject(new Error('not run: a transaction before it in the same group ended the SQLite transaction', { cause: transactionLost }));
+      continue;
+    }
+    const undo = undoMark();
+    const handle = openHandle();
+    try {
+      control('SAVEPOINT hearth_tx');
+      const value = item.fn(handle.tx);
+      refuseAsync(value);
+      control('RELEASE hearth_tx');
+      succeeded.push({ item, value });
+    } catch (error) {
+      undo();
+      try {
+        control('ROLLBACK TO hearth_tx');
+        control('RELEASE hearth_tx');
+      } catch {
+        transactionLost = error;
+      }
+      item.reject(error); // nothing of it will be stored: no need to wait for the group
+    } finally {
+      handle.finish();
+    }
+  }
+  return { succeeded, transactionLost };
+}
+
+/** What the writes that ran are rejected with when a later one of their group ended the SQLite transaction. */
+export const groupLost = (cause: unknown): Error =>
+  new Error('rolled back: a transaction after it in the same group ended the SQLite transaction', { cause });

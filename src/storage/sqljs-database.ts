@@ -1,6 +1,6 @@
 import type { Database as SqlJsDatabase, SqlJsStatic, Statement } from 'sql.js';
 import type { ComponentSchema, Database, Row, RunResult, SqlParams, WriteTransaction } from './database.ts';
-import { MAX_GROUP, ReadGate, refuseAsync, refuseTransactionControl, scopedTransaction } from './driver-common.ts';
+import { groupLost, MAX_GROUP, ReadGate, refuseTransactionControl, runEachInSavepoint, scopedTransaction, type QueuedWrite as Write } from './driver-common.ts';
 import { StorageError, toStorageError } from './errors.ts';
 import { applyMigrations } from './migrations.ts';
 import { assertLoggable, decodeRedoPayload, RedoRecordWriter } from './redo-log.ts';
@@ -23,7 +23,7 @@ export interface CommitSink {
   persist(redoPayload: Uint8Array): Promise<void>;
 }
 
-type QueuedWrite = { kind: 'write'; fn: (tx: WriteTransaction) => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
+type QueuedWrite = Write & { kind: 'write' };
 type QueuedTask = { kind: 'exclusive'; fn: () => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
 
 const PRAGMA_SQL = /^\s*PRAGMA\b/i;
@@ -276,41 +276,14 @@ export class SqlJsDriver implements Database {
     }
     this.reads.writeOpen = true;
     this.writer.reset();
-    /** Transactions that ran to completion, waiting for the group to be durable. */
-    const succeeded: Array<{ item: QueuedWrite; value: unknown }> = [];
-    let transactionLost: unknown;
-    for (const item of group) {
-      if (transactionLost !== undefined) {
-        item.reject(new Error('not run: a transaction before it in the same group ended the SQLite transaction', { cause: transactionLost }));
-        continue;
-      }
+    const { succeeded, transactionLost } = runEachInSavepoint(group, (sql) => this.control(sql), () => this.transactionHandle(recording), () => {
       const mark = this.writer.mark();
-      const handle = this.transactionHandle(recording);
-      try {
-        this.control('SAVEPOINT hearth_tx');
-        const value = item.fn(handle.tx);
-        refuseAsync(value);
-        this.control('RELEASE hearth_tx');
-        succeeded.push({ item, value });
-      } catch (error) {
-        this.writer.rewind(mark);
-        try {
-          this.control('ROLLBACK TO hearth_tx');
-          this.control('RELEASE hearth_tx');
-        } catch {
-          // SQLite already ended the whole transaction (ON CONFLICT ROLLBACK,
-          // RAISE(ROLLBACK)); anything fn ran after that ran in autocommit.
-          transactionLost = error;
-        }
-        item.reject(error); // nothing of it will be stored: no need to wait for the group
-      } finally {
-        handle.finish();
-      }
-    }
+      return () => this.writer.rewind(mark);
+    });
 
     let groupError: unknown;
     if (transactionLost !== undefined) {
-      groupError = new Error('rolled back: a transaction after it in the same group ended the SQLite transaction', { cause: transactionLost });
+      groupError = groupLost(transactionLost);
       this.rollbackQuietly();
       if (recording) {
         this.failure = new StorageError('corrupt', 'a transaction ended the SQLite transaction itself (ON CONFLICT ROLLBACK?); memory may differ from storage, reopen the database', { cause: transactionLost });

@@ -81,7 +81,7 @@ export interface PageP2P {
   readonly bootstrap: readonly string[];
   /** Dials a peer the person added in the panel; resolves with its server name. */
   dial(address: string): Promise<string>;
-  /** Called whenever a peer connects, disconnects or is discovered (for the page's peers panel). */
+  /** Called whenever a peer connects, disconnects or is discovered, and whenever a connection opens or closes (how a peer is reached may change): for the page's peers panel. */
   subscribe(listener: () => void): () => void;
   stop(): Promise<void>;
 }
@@ -130,6 +130,12 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     onPeerDisconnected: changed,
     log,
   });
+  // How a peer is reached changes without a peer event: a WebRTC link opened to a peer already joined
+  // through the relay (relayed → direct), or that link lost while the relay stays (direct → relayed).
+  // peer:connect and peer:disconnect fire only for a peer's first and last connection, so each
+  // connection's open and close redraws too.
+  node.libp2p.addEventListener('connection:open', changed);
+  node.libp2p.addEventListener('connection:close', changed);
   await core.attachFederation(Comlink.proxy(pageSendOver(node.transport)));
   // Peers that connected before the core could send through us (bootstrap dials start with the node):
   // their queues may have backed off meanwhile, so wake them now.

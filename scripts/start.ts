@@ -49,6 +49,9 @@ if (!values['no-peer']) {
     log: (message, error) => console.error(`peer: ${message}`, error ?? ''),
   });
   closers.push(() => peer.close());
+  // "peer joined: 6f1c2a9b…e01d via direct", "peer left: …": once per peer, not per connection.
+  const { printPeerEvents } = await import('../src/node/peer-events.ts');
+  printPeerEvents(peer.p2p, (line) => console.log(line));
   // The page can dial WebSocket addresses only.
   const wsAddresses = peer.p2p.multiaddrs().filter((address) => /\/wss?\//.test(address));
   bootstrap.unshift(...wsAddresses);

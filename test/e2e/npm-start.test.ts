@@ -14,6 +14,8 @@ interface Started {
   child: ChildProcess;
   url: string;
   output(): string;
+  /** Resolves once the output (stdout and stderr) has a match for `pattern`. */
+  waitForOutput(pattern: RegExp): Promise<void>;
   stop(): Promise<number | null>;
 }
 
@@ -25,6 +27,15 @@ afterEach(async () => {
 function npmStart(args: string[]): Promise<Started> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts', '--no-build', '--dist', inject('hearthDist'), '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
+  const waiters = new Set<{ pattern: RegExp; resolve: () => void }>();
+  const heard = () => {
+    for (const waiter of waiters) if (waiter.pattern.test(output)) (waiters.delete(waiter), waiter.resolve());
+  };
+  const waitForOutput = (pattern: RegExp) =>
+    new Promise<void>((resolve) => {
+      waiters.add({ pattern, resolve });
+      heard();
+    });
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
@@ -34,11 +45,15 @@ function npmStart(args: string[]): Promise<Started> {
   return new Promise((resolve, reject) => {
     const onOutput = (chunk: Buffer) => {
       output += chunk.toString();
+      heard();
       const url = /served at (http:\/\/\S+?)\/ /.exec(output)?.[1];
-      if (url) resolve({ child, url, output: () => output, stop });
+      if (url) resolve({ child, url, output: () => output, waitForOutput, stop });
     };
     child.stdout!.on('data', onOutput);
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      heard();
+    });
     void exited.then((code) => reject(new Error(`npm start exited (${code}) before it served:\n${output}`)));
   });
 }
@@ -65,6 +80,15 @@ describe('npm start', () => {
     const peersOfPeer = async () => ((await (await fetch(`${peerApi}/_hearth/status`)).json()) as HearthStatus).peers.map((p) => p.server_name);
     await expect.poll(peersOfPeer, { timeout: 20_000 }).toEqual([browserName]);
     await expect.poll(() => page.evaluate(() => (globalThis as any).hearthP2P.node.peers().map((p: any) => p.server_name))).toEqual([peerName]);
+
+    // The peer says who came and went, one line each: the page reaches it over WebSockets, so directly.
+    const short = `${browserName.slice(0, 8)}\u2026${browserName.slice(-4)}`;
+    await started.waitForOutput(new RegExp(`^peer joined: ${short} via direct$`, 'm'));
+    await page.context().close();
+    await started.waitForOutput(new RegExp(`^peer left: ${short}$`, 'm'));
+    // Once each: one line per peer, whatever its connections did in between.
+    expect(started.output().match(/^peer joined: .*$/gm)).toEqual([`peer joined: ${short} via direct`]);
+    expect(started.output().match(/^peer left: .*$/gm)).toEqual([`peer left: ${short}`]);
 
     expect(await started.stop()).toBe(0);
   });

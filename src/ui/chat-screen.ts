@@ -8,6 +8,9 @@ import { RoomView } from './room-view.ts';
 import { Sidebar } from './sidebar.ts';
 import type { TimelineActions } from './timeline.ts';
 
+/** What a phone shows (below 760 px the screen holds one at a time): the room list, the open room, or the peers panel. */
+type PhoneView = 'rooms' | 'room' | 'peers';
+
 /**
  * The signed-in screen: the sidebar, the open room and its members. It renders what the
  * client holds whenever the client says something changed, and keeps which room is open.
@@ -24,6 +27,13 @@ export class ChatScreen {
     return room && this.client ? { client: this.client, room } : undefined;
   });
   private readonly demoRoom: DemoRoom;
+  private readonly chat = h('div', { class: 'chat' });
+  /** The phone's tabs: hidden on wider screens, where the three stand side by side. */
+  private readonly tabs: Record<PhoneView, HTMLButtonElement> = {
+    rooms: h('button', { type: 'button', class: 'tab', onclick: () => this.showPhoneView('rooms') }, 'Rooms'),
+    room: h('button', { type: 'button', class: 'tab room-tab', onclick: () => this.showPhoneView('room') }, 'Room'),
+    peers: h('button', { type: 'button', class: 'tab', onclick: () => this.showPhoneView('peers') }, 'Peers'),
+  };
 
   constructor(
     private readonly p2pPanel: P2PPanel,
@@ -34,7 +44,7 @@ export class ChatScreen {
       client: () => this.client,
       select: (roomId) => this.selectRoom(roomId),
       inviteInput: this.members.inviteInput,
-      openPanel: () => (this.p2pPanel.element.open = true),
+      openPanel: () => this.showPhoneView('peers'),
     });
     document.addEventListener('visibilitychange', () => this.markRead());
   }
@@ -48,7 +58,10 @@ export class ChatScreen {
     this.roomView.build(this.composer);
     this.p2pPanel.showIdentity(client.userId);
     this.p2pPanel.setActions(...this.demoRoom.elements());
-    container.replaceChildren(h('div', { class: 'chat' }, this.sidebar.element, this.roomView.element, this.members.element));
+    this.chat.replaceChildren(h('nav', { class: 'phone-nav', 'aria-label': 'Show' }, this.tabs.rooms, this.tabs.room, this.tabs.peers), this.sidebar.element, this.roomView.element, this.members.element);
+    // A phone starts on the room list, even when a room is open behind it.
+    this.showPhoneView('rooms');
+    container.replaceChildren(this.chat);
     this.renderRooms();
     this.renderRoom();
     this.demoRoom.applyInviteLink();
@@ -83,6 +96,7 @@ export class ChatScreen {
   private selectRoom(roomId: string, after?: () => void): void {
     this.selectedRoomId = roomId;
     after?.();
+    this.showPhoneView('room');
     this.renderRooms();
     this.renderRoom();
     this.composer.input.focus();
@@ -104,6 +118,15 @@ export class ChatScreen {
     };
     this.roomView.render(client, room, actions);
     this.members.render(client, room);
+    this.tabs.room.textContent = room ? client.roomName(room) : 'Room';
+    this.tabs.room.disabled = !room;
+  }
+
+  /** On a phone: the room list, the open room or the peers panel (opened); CSS shows only that one below 760 px. */
+  private showPhoneView(view: PhoneView): void {
+    this.chat.dataset.view = view;
+    if (view === 'peers') this.p2pPanel.element.open = true;
+    for (const [name, tab] of Object.entries(this.tabs)) tab.setAttribute('aria-pressed', String(name === view));
   }
 
   /** Marks the newest event of the open room as read, when this tab is visible. */

@@ -1,6 +1,7 @@
 import type { ChatClient } from './chat.ts';
 import { h } from './dom.ts';
 import { describeError, describeInviteError } from './errors.ts';
+import { ErrorSlot, succeeded } from './error-slot.ts';
 import { invitedUserFromHash, shortUserId } from './ids.ts';
 
 const DEMO_ROOM_NAME = 'P2P demo';
@@ -21,7 +22,7 @@ export interface DemoRoomContext {
  */
 export class DemoRoom {
   private readonly invitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server (optional)', 'aria-label': 'Invite to the demo room' });
-  private readonly error = h('p', { class: 'error', role: 'alert' });
+  private readonly error = new ErrorSlot();
   private readonly notice = h('p', { class: 'invite-notice', role: 'status' });
 
   constructor(private readonly context: DemoRoomContext) {}
@@ -31,7 +32,7 @@ export class DemoRoom {
     return [
       h('h3', {}, 'Start a P2P demo room'),
       h('form', { class: 'inline demo-room', onsubmit: (e: Event) => this.start(e) }, this.invitee, h('button', { type: 'submit' }, 'Start')),
-      this.error,
+      this.error.element,
       this.notice,
     ];
   }
@@ -57,7 +58,7 @@ export class DemoRoom {
     const button = (event.target as HTMLFormElement).querySelector('button')!;
     const client = this.context.client();
     if (button.disabled || !client) return;
-    this.error.textContent = '';
+    this.error.clear();
     const invitee = this.invitee.value.trim();
     button.disabled = true;
     void (async () => {
@@ -65,20 +66,22 @@ export class DemoRoom {
       try {
         roomId = await client.createRoom(DEMO_ROOM_NAME);
       } catch (error) {
-        this.error.textContent = `Could not create the room: ${describeError(error)}`;
+        this.error.show('create', `Could not create the room: ${describeError(error)}`);
         return;
       }
+      succeeded('create');
       this.context.select(roomId);
       if (!invitee) return;
       try {
         // Invited apart from the creation, so an unreachable invitee leaves the room made and says why.
         await client.invite(roomId, invitee);
+        succeeded('invite');
         this.invitee.value = '';
         if (this.context.inviteInput.value.trim() === invitee) this.context.inviteInput.value = '';
         this.notice.textContent = `Invited ${shortUserId(invitee)} to \u201c${DEMO_ROOM_NAME}\u201d.`;
         if (invitedUserFromHash(location.hash) === invitee) history.replaceState(null, '', location.pathname + location.search);
       } catch (error) {
-        this.error.textContent = `The room was created, but the invite failed. ${describeInviteError(error, invitee)}`;
+        this.error.show('invite', `The room was created, but the invite failed. ${describeInviteError(error, invitee)}`);
       }
     })().finally(() => (button.disabled = false));
   }

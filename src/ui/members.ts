@@ -1,13 +1,14 @@
 import type { ChatClient, ChatRoom } from './chat.ts';
 import { h } from './dom.ts';
 import { describeInviteError } from './errors.ts';
+import { ErrorSlot, succeeded } from './error-slot.ts';
 
 /** The open room's members, and the form that invites someone to it. */
 export class MembersPane {
   readonly element = h('aside', { class: 'members', 'aria-label': 'Members' });
   // Kept across renders, so a sync does not wipe what is being typed (or what an invite link filled in).
   readonly inviteInput = h('input', { id: 'invite-user-id', placeholder: '@user:server', 'aria-label': 'User ID to invite', required: true });
-  private readonly inviteError = h('p', { class: 'error', role: 'alert' });
+  private readonly inviteError = new ErrorSlot();
   /** The member list starts open on wide screens, folded at phone width (the invite form shows either way). */
   private membersOpen = !matchMedia('(max-width: 760px)').matches;
 
@@ -38,17 +39,17 @@ export class MembersPane {
           onsubmit: (e: Event) => {
             e.preventDefault();
             const userId = invitee.value.trim();
-            inviteError.textContent = '';
+            inviteError.clear();
             client.invite(room.id, userId).then(
-              () => (invitee.value = ''),
-              (error) => (inviteError.textContent = describeInviteError(error, userId)),
+              () => ((invitee.value = ''), succeeded('invite')),
+              (error) => inviteError.show('invite', describeInviteError(error, userId)),
             );
           },
         },
         invitee,
         h('button', { type: 'submit' }, 'Invite'),
       ),
-      inviteError,
+      inviteError.element,
     );
   }
 }

@@ -1,4 +1,5 @@
 import { h } from './dom.ts';
+import { ErrorSlot, succeeded } from './error-slot.ts';
 import type { NodeState, PageHost } from './host.ts';
 import { inviteLink, shortServerName } from './ids.ts';
 
@@ -46,7 +47,7 @@ export class P2PPanel {
   private readonly identity = h('div', { class: 'identity' });
   private readonly actions = h('div', { class: 'p2p-actions' });
   private readonly bootstrapInput = h('input', { id: 'bootstrap-address', placeholder: '/dns4/\u2026/wss/p2p/12D3KooW\u2026', 'aria-label': 'Peer address', autocomplete: 'off', spellcheck: false });
-  private readonly bootstrapError = h('p', { class: 'error bootstrap-error', role: 'alert' });
+  private readonly bootstrapError = new ErrorSlot('bootstrap-error');
   private readonly bootstrapStatus = h('p', { class: 'hint bootstrap-status', role: 'status' });
   private readonly addedList = h('ul', { class: 'added-peers', 'aria-label': 'Peers you added' });
   private peerCount = 0;
@@ -61,7 +62,7 @@ export class P2PPanel {
       this.peerList,
       h('h3', {}, 'Add a peer'),
       h('form', { class: 'inline add-peer', onsubmit: (e: Event) => void this.addPeer(e) }, this.bootstrapInput, h('button', { type: 'submit' }, 'Add')),
-      this.bootstrapError,
+      this.bootstrapError.element,
       this.bootstrapStatus,
       this.addedList,
       this.identity,
@@ -83,13 +84,13 @@ export class P2PPanel {
    */
   private async addPeer(event: Event): Promise<void> {
     event.preventDefault();
-    this.bootstrapError.textContent = '';
+    this.bootstrapError.clear();
     this.bootstrapStatus.textContent = '';
     let address: string;
     try {
       address = this.host.addedPeers.add(this.bootstrapInput.value);
     } catch (error) {
-      this.bootstrapError.textContent = (error as Error).message;
+      this.bootstrapError.show('add-peer', (error as Error).message);
       return;
     }
     this.bootstrapInput.value = '';
@@ -103,6 +104,7 @@ export class P2PPanel {
     this.bootstrapStatus.textContent = 'Connecting\u2026';
     try {
       const serverName = await dialling;
+      succeeded('add-peer');
       this.bootstrapStatus.textContent = `Connected to ${shortServerName(serverName)}. It is dialled again whenever your homeserver starts.`;
     } catch (error) {
       this.bootstrapStatus.textContent = '';
@@ -111,9 +113,9 @@ export class P2PPanel {
         // libp2p could not read it after all: do not keep it.
         this.host.addedPeers.remove(address);
         this.renderAdded();
-        this.bootstrapError.textContent = `That is not a valid peer address: ${message}.`;
+        this.bootstrapError.show('add-peer', `That is not a valid peer address: ${message}.`);
       } else {
-        this.bootstrapError.textContent = `Kept, but the peer did not answer at that address (${message}). It is tried again whenever your homeserver starts.`;
+        this.bootstrapError.show('add-peer', `Kept, but the peer did not answer at that address (${message}). It is tried again whenever your homeserver starts.`);
       }
     }
   }
@@ -135,7 +137,7 @@ export class P2PPanel {
               onclick: () => {
                 this.host.addedPeers.remove(address);
                 this.renderAdded();
-                this.bootstrapError.textContent = '';
+                this.bootstrapError.clear();
                 this.bootstrapStatus.textContent = 'Removed: later tabs do not dial it. A connection open now stays until it drops.';
               },
             },

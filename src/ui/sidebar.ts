@@ -1,6 +1,8 @@
 import type { ChatClient } from './chat.ts';
 import { h } from './dom.ts';
 import { describeError, describeJoinError } from './errors.ts';
+import { ErrorSlot, succeeded, type ActionKind } from './error-slot.ts';
+import { copyText } from './p2p-panel.ts';
 
 /** What the sidebar asks of the chat screen. */
 export interface SidebarActions {
@@ -12,7 +14,7 @@ export interface SidebarActions {
 export class Sidebar {
   readonly element = h('nav', { class: 'sidebar' });
   private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
-  private readonly error = h('p', { class: 'error', role: 'alert' });
+  private readonly error = new ErrorSlot();
 
   constructor(private readonly actions: SidebarActions) {}
 
@@ -21,13 +23,13 @@ export class Sidebar {
     const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
     const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
     this.element.replaceChildren(
-      h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, async () => this.actions.select(await client.createRoom(newRoomName.value), () => (newRoomName.value = ''))) }, newRoomName, h('button', { type: 'submit' }, 'Create')),
+      h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, 'create', async () => this.actions.select(await client.createRoom(newRoomName.value), () => (newRoomName.value = ''))) }, newRoomName, h('button', { type: 'submit' }, 'Create')),
       h(
         'form',
         {
           class: 'inline',
           onsubmit: (e: Event) =>
-            this.guard(e, async () => {
+            this.guard(e, 'join', async () => {
               const target = joinId.value.trim();
               let roomId: string;
               try {
@@ -42,18 +44,29 @@ export class Sidebar {
         joinId,
         h('button', { type: 'submit' }, 'Join'),
       ),
-      this.error,
+      this.error.element,
       peersPanel,
       h('h3', {}, 'Rooms'),
       this.roomList,
     );
   }
 
-  /** Runs a sidebar action, showing its error instead of throwing. */
-  private guard(event: Event, action: () => Promise<void>): void {
+  /** Runs a sidebar action, showing its error instead of throwing; once it succeeds, older errors of its kind go. */
+  private guard(event: Event, kind: ActionKind, action: () => Promise<void>): void {
     event.preventDefault();
-    this.error.textContent = '';
-    action().catch((error) => (this.error.textContent = describeError(error)));
+    this.error.clear();
+    action().then(
+      () => succeeded(kind),
+      (error) => this.error.show(kind, describeError(error)),
+    );
+  }
+
+  /** "invited by @someone:<64 hex digits>": cut short to the card's width, the whole ID on hover and copied by Copy. */
+  private inviterLine(inviter: string | undefined): HTMLElement {
+    if (!inviter) return h('span', { class: 'hint inviter-line' }, 'invited by someone');
+    const id = h('code', { class: 'inviter', title: inviter }, inviter);
+    const copy: HTMLButtonElement = h('button', { type: 'button', class: 'small link', 'aria-label': `Copy ${inviter}`, onclick: () => void copyText(inviter, id, copy) }, 'Copy');
+    return h('span', { class: 'hint inviter-line' }, 'invited by\u00a0', id, copy);
   }
 
   renderRooms(client: ChatClient, selectedRoomId: string | undefined): void {
@@ -63,9 +76,9 @@ export class Sidebar {
           'li',
           { class: 'invite' },
           h('span', { class: 'name' }, client.roomName(room)),
-          h('span', { class: 'hint' }, `invited by ${room.inviter ?? 'someone'}`),
-          h('button', { onclick: () => void client.join(room.id).then(() => this.actions.select(room.id)).catch((e) => (this.error.textContent = describeJoinError(e, room.id))) }, 'Accept'),
-          h('button', { class: 'link', onclick: () => void client.leave(room.id).catch((e) => (this.error.textContent = describeError(e))) }, 'Decline'),
+          this.inviterLine(room.inviter),
+          h('button', { onclick: () => void client.join(room.id).then(() => (succeeded('join'), this.actions.select(room.id)), (e) => this.error.show('join', describeJoinError(e, room.id))) }, 'Accept'),
+          h('button', { class: 'link', onclick: () => void client.leave(room.id).then(() => succeeded('leave'), (e) => this.error.show('leave', describeError(e))) }, 'Decline'),
         );
       }
       const last = room.timeline.filter((e) => e.type === 'm.room.message').at(-1);

@@ -1,6 +1,6 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRoomThroughUi, openHearth, sendThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+import { createRoomThroughUi, openHearth, pageFetch, pageServerName, sendThroughUi, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 13, the page as people use it: account creation that says what it takes, sends
 // that fail and say why, joins and invites that cannot reach the other server, and a
@@ -18,6 +18,7 @@ const NO_ERRCODE = /M_[A-Z_]{3,}/;
 beforeAll(async () => {
   site = await startSite(inject('hearthDist'));
   context = await site.browser.newContext();
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: site.server.url });
   page = await openHearth(context, site.server.url + '/');
 });
 
@@ -146,14 +147,99 @@ describe('another server that cannot be reached', () => {
   });
 });
 
+describe('errors that are out of date, and an invite card', () => {
+  /** A second user of this homeserver, made through the API: someone to invite and be invited by. */
+  let erin: { userId: string; token: string };
+  beforeAll(async () => {
+    const { status, body } = await pageFetch(page, 'POST', '/_matrix/client/v3/register', { body: { username: 'erin', password: PASSWORD, auth: { type: 'm.login.dummy' } } });
+    expect(status, JSON.stringify(body)).toBe(200);
+    erin = { userId: body.user_id, token: body.access_token };
+  });
+
+  it('an error goes when the next action of its kind succeeds, and each can be dismissed', async () => {
+    // From the tests above: a join and an invite that could not reach the other server.
+    const joinError = page.locator('.sidebar > .error');
+    const inviteError = page.locator('.members .error');
+    await joinError.filter({ hasText: 'You have not joined' }).waitFor();
+    await inviteError.filter({ hasText: 'Could not reach the server of @zed:' }).waitFor();
+    // A third, from the demo room: it is made, but its invite fails.
+    await page.locator('#demo-invitee').fill(`@zed:${NOWHERE}`);
+    await page.getByRole('button', { name: 'Start', exact: true }).click();
+    const demoError = page.locator('.p2p-actions .error');
+    await demoError.filter({ hasText: 'the invite failed' }).waitFor();
+
+    // An invite that works, from the members pane: both invite errors go; the join error is another kind, and stays.
+    await page.getByLabel('User ID to invite').fill(erin.userId);
+    await page.getByRole('button', { name: 'Invite', exact: true }).click();
+    await page.locator('.member-list li', { hasText: 'erin' }).waitFor();
+    await inviteError.waitFor({ state: 'hidden' });
+    await demoError.waitFor({ state: 'hidden' });
+    expect(await joinError.isVisible()).toBe(true);
+
+    // A join that works takes the join error away.
+    const created = await pageFetch(page, 'POST', '/_matrix/client/v3/createRoom', { token: erin.token, body: { name: 'Erin’s', preset: 'public_chat' } });
+    expect(created.status).toBe(200);
+    await page.getByLabel('Room ID to join').fill(created.body.room_id);
+    await page.getByRole('button', { name: 'Join' }).click();
+    await page.locator('.room-title', { hasText: 'Erin’s' }).waitFor();
+    await joinError.waitFor({ state: 'hidden' });
+
+    // Dismissed by hand.
+    await page.getByLabel('Room ID to join').fill(`#lobby:${NOWHERE}`);
+    await page.getByRole('button', { name: 'Join' }).click();
+    await joinError.filter({ hasText: 'You have not joined' }).waitFor();
+    await joinError.getByRole('button', { name: 'Dismiss' }).click();
+    await joinError.waitFor({ state: 'hidden' });
+    expect(await joinError.textContent()).toBe('');
+  });
+
+  it('the invite card keeps the inviter’s long ID inside it: cut short, whole on hover and when copied', async () => {
+    const created = await pageFetch(page, 'POST', '/_matrix/client/v3/createRoom', { token: erin.token, body: { name: 'Invite card', invite: [`@dora:${await pageServerName(page)}`] } });
+    expect(created.status).toBe(200);
+    const card = page.locator('.room-list .invite', { hasText: 'Invite card' });
+    await card.waitFor();
+    const inviter = card.locator('.inviter');
+    expect(await inviter.textContent()).toBe(erin.userId);
+    expect(await inviter.getAttribute('title')).toBe(erin.userId);
+    const box = (await card.boundingBox())!;
+    for (const part of [inviter, card.getByRole('button', { name: `Copy ${erin.userId}` }), card.getByRole('button', { name: 'Accept' })]) {
+      const inner = (await part.boundingBox())!;
+      expect(inner.x).toBeGreaterThanOrEqual(box.x);
+      expect(inner.x + inner.width, await part.textContent() ?? '').toBeLessThanOrEqual(box.x + box.width);
+    }
+    // The ID is longer than the card: the text is cut (with an ellipsis), not run past the edge.
+    expect(await inviter.evaluate((e) => e.scrollWidth > e.clientWidth)).toBe(true);
+    await card.getByRole('button', { name: `Copy ${erin.userId}` }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(erin.userId);
+    await card.getByRole('button', { name: 'Decline' }).click();
+    await card.waitFor({ state: 'detached' });
+  });
+});
+
 describe('a narrow screen (390 px)', () => {
   it('header, sign-out, members and invite are all reachable, with nothing off the side', async () => {
     const phone = await context.newPage();
     await phone.setViewportSize({ width: 390, height: 844 });
     await phone.goto(site.server.url + '/');
     await phone.getByLabel('New room name').waitFor();
+    // Rooms first: the list is on top, above the forms and the (folded) peers panel.
+    const roomList = (await phone.locator('.room-list').boundingBox())!;
+    expect(roomList.y).toBeLessThan((await phone.locator('.p2p-panel').boundingBox())!.y);
+    expect(roomList.y).toBeLessThan((await phone.getByLabel('New room name').boundingBox())!.y);
+    expect(roomList.y + 40).toBeLessThan(844);
+    // Peers are one tap away, and the rooms one tap back.
+    await phone.getByRole('button', { name: 'Peers', exact: true }).click();
+    await phone.getByLabel('Your Matrix ID').waitFor();
+    expect(await phone.locator('.room-list').isVisible()).toBe(false);
+    await phone.getByRole('button', { name: 'Rooms', exact: true }).click();
     await phone.locator('.room-item', { hasText: 'Behaviours' }).click();
     await sendThroughUi(phone, 'from the phone');
+    // The open room has the screen: its timeline takes at least half of the height.
+    expect((await phone.locator('.timeline').boundingBox())!.height).toBeGreaterThanOrEqual(844 / 2);
+    expect(await phone.locator('.room-list').isVisible()).toBe(false);
+    await phone.getByRole('button', { name: 'Peers', exact: true }).click();
+    await phone.getByLabel('Your Matrix ID').waitFor();
+    await phone.getByRole('button', { name: 'Behaviours', exact: true }).click();
 
     const inView = async (selector: string) => {
       const box = await phone.locator(selector).first().boundingBox();

@@ -204,8 +204,9 @@ describe('the page’s P2P controls', () => {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(0);
     for (const label of ['Message', 'User ID to invite']) expect(await page.getByLabel(label).isVisible(), label).toBe(true);
+    // At phone width the peers panel is a tab of its own (issue 25): the Peers tab opens it.
     await page.locator('.p2p-panel').evaluate((panel: HTMLDetailsElement) => (panel.open = false));
-    await page.locator('.p2p-panel summary').click();
+    await page.getByRole('button', { name: 'Peers', exact: true }).click();
     await page.locator('.my-id').scrollIntoViewIfNeeded();
     expect(await page.locator('.my-id').isVisible()).toBe(true);
     const box = (await page.locator('.p2p-panel').boundingBox())!;

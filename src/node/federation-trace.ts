@@ -6,7 +6,7 @@
  */
 import { appendFileSync } from 'node:fs';
 
-type Inbound = (request: Request, remoteServerName: string) => Promise<Response>;
+type Inbound = (request: Request, remoteServerName: string | undefined) => Promise<Response>;
 
 const parsed = (text: string): unknown => {
   if (text === '') return undefined;

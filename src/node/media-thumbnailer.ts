@@ -1,4 +1,4 @@
-import sharp from 'sharp';
+import type SharpModule from 'sharp';
 import { thumbnailSize, type Thumbnail, type ThumbnailMethod, type Thumbnailer } from '../media/thumbnailer.ts';
 
 /** Types libvips (through sharp's prebuilt binaries) reads here. */
@@ -10,12 +10,16 @@ const READABLE = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp', 
  * Animated sources give their first frame (the spec's `animated` is a preference).
  */
 export class SharpThumbnailer implements Thumbnailer {
+  /** Loaded on the first thumbnail: libvips costs about 29 MiB resident, which an idle host need not pay. */
+  private sharp: Promise<typeof SharpModule> | undefined;
+
   canThumbnail(contentType: string): boolean {
     return READABLE.has(contentType);
   }
 
   async thumbnail(bytes: Uint8Array, contentType: string, width: number, height: number, method: ThumbnailMethod): Promise<Thumbnail> {
     // Bounded decode: a small file that claims to be a huge image is refused, not expanded.
+    const sharp = await (this.sharp ??= import('sharp').then((module) => module.default));
     const image = sharp(bytes, { limitInputPixels: 64 * 1024 * 1024, failOn: 'error' }).rotate();
     const meta = await image.metadata();
     if (!meta.width || !meta.height) throw new Error('the image has no dimensions');

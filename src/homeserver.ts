@@ -37,12 +37,14 @@ import type { ComponentSchema, Database } from './storage/database.ts';
 import { streamSchema, type StreamChange } from './storage/stream.ts';
 import { syncSchema } from './sync/schema.ts';
 import { Sync } from './sync/sync.ts';
+import { slidingSyncSchema } from './sliding-sync/schema.ts';
+import { SlidingSync } from './sliding-sync/sliding-sync.ts';
 import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
 import type { BackoffPolicy } from './util/backoff.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, serverKeysSchema, mailboxSchema, mediaSchema, searchSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, serverKeysSchema, mailboxSchema, mediaSchema, searchSchema, slidingSyncSchema];
 
 /** A host with no federation transport (yet): every destination is unreachable. */
 const NO_TRANSPORT: FederationTransport = {
@@ -236,6 +238,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     users,
     rooms,
     sync,
+    slidingSync: new SlidingSync({ db, rooms, users, keys, sync, now }),
     keys,
     media,
     federation,

@@ -1,0 +1,146 @@
+import type { Keys } from '../keys/keys.ts';
+import type { Rooms } from '../rooms/rooms.ts';
+import type { Database } from '../storage/database.ts';
+import type { Sync } from '../sync/sync.ts';
+import type { Users } from '../users/users.ts';
+import { KeyedLock } from '../util/keyed-lock.ts';
+import { extensionsOf, type AnswerRooms } from './extensions.ts';
+import { mergeConfigs } from './required-state.ts';
+import { RoomDataBuilder } from './room-data.ts';
+import { RoomLists, type Candidate } from './room-list.ts';
+import { ConnectionStore, type ConnectionState, type SentRoom, type Sticky } from './store.ts';
+import type { ExtensionsRequest, RoomConfig, SlidingSyncRequest, SlidingSyncResponse } from './types.ts';
+
+export { UnknownPosError } from './store.ts';
+export type { SlidingSyncRequest, SlidingSyncResponse } from './types.ts';
+
+export interface SlidingSyncOptions {
+  db: Database;
+  rooms: Rooms;
+  users: Users;
+  keys: Keys;
+  sync: Sync;
+  now: () => number;
+}
+
+/**
+ * Simplified sliding sync (MSC4186): lists of the user's rooms sorted by recency, of which only
+ * the rooms in range are built; room subscriptions; extensions. What a connection was sent is kept
+ * in the database (store.ts), so later answers carry only what changed, across restarts too.
+ */
+export class SlidingSync {
+  private readonly store: ConnectionStore;
+  private readonly lock = new KeyedLock();
+  /** The latest request of each connection, and how to end an older one's wait (a client that resent gave it up). */
+  private readonly latest = new Map<string, { ticket: number; cancel: () => void }>();
+  private tickets = 0;
+
+  constructor(private readonly options: SlidingSyncOptions) {
+    this.store = new ConnectionStore(options.db, options.now);
+  }
+
+  async sync(request: SlidingSyncRequest): Promise<SlidingSyncResponse> {
+    const { sync, now } = this.options;
+    const name = `${request.userId}\u0000${request.deviceId}\u0000${request.connId}`;
+    const ticket = ++this.tickets;
+    this.latest.get(name)?.cancel();
+    const deadline = now() + request.timeoutMs;
+    for (;;) {
+      const memberRooms = new Set(await this.options.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));
+      const listener = sync.notifier.listen(request.userId, memberRooms, Math.max(0, deadline - now()));
+      this.latest.set(name, { ticket, cancel: listener.cancel });
+      try {
+        const answer = await this.lock.run(name, async () => {
+          if (this.latest.get(name)?.ticket !== ticket) return 'superseded' as const;
+          return this.answer(request, deadline - now() <= 0);
+        });
+        if (answer === 'superseded') return { pos: request.pos ?? '', lists: {}, rooms: {}, extensions: {} };
+        if (answer) return answer;
+        if (!(await listener.changed)) {
+          const last = await this.lock.run(name, () => this.answer(request, true));
+          return last!;
+        }
+      } finally {
+        listener.cancel();
+        if (this.latest.get(name)?.ticket === ticket) this.latest.delete(name);
+      }
+    }
+  }
+
+  /** An answer from the request's position, or undefined when it would be empty and `force` is false (the long poll waits on). */
+  private async answer(request: SlidingSyncRequest, force: boolean): Promise<SlidingSyncResponse | undefined> {
+    const { rooms, users, sync, keys } = this.options;
+    const { userId, deviceId } = request;
+    const from = await this.store.open(userId, deviceId, request.connId, request.pos);
+    const upTo = await sync.currentToken();
+    const sticky = stickyAfter(from.sticky, request);
+
+    const lists = new RoomLists(rooms, users, sync, userId);
+    const candidates = await lists.candidates(from, upTo.stream);
+    const byId = new Map(candidates.map((c) => [c.roomId, c]));
+    const configs = new Map<string, RoomConfig[]>();
+    const answerRooms: AnswerRooms = { byList: new Map(), subscribed: [], initial: new Set(), timelineEvents: new Map() };
+    const response: SlidingSyncResponse = { pos: '', lists: {}, rooms: {}, extensions: {} };
+    for (const [listName, list] of Object.entries(request.lists)) {
+      const kept = await lists.filter(candidates, list.filters);
+      response.lists[listName] = { count: kept.length };
+      const inRange = new Set<string>();
+      for (const [start, end] of list.ranges) for (const c of kept.slice(start, end + 1)) inRange.add(c.roomId);
+      answerRooms.byList.set(listName, [...inRange]);
+      for (const roomId of inRange) (configs.get(roomId) ?? configs.set(roomId, []).get(roomId)!).push(list);
+    }
+    for (const [roomId, config] of Object.entries(sticky.subscriptions)) {
+      // A subscription to a room the user has no place in shows nothing.
+      if (!byId.has(roomId)) continue;
+      answerRooms.subscribed.push(roomId);
+      (configs.get(roomId) ?? configs.set(roomId, []).get(roomId)!).push(config);
+    }
+
+    const builder = new RoomDataBuilder(rooms, sync, userId, deviceId, await sync.push.rulesOf(userId), await lists.directRooms());
+    const receiptNews = from.pos !== undefined ? new Set(await sync.receipts.roomsChanged(from.stream, upTo.stream)) : new Set<string>();
+    const sent = new Map<string, SentRoom>();
+    for (const [roomId, roomConfigs] of configs) {
+      const candidate: Candidate = byId.get(roomId)!;
+      const built = await builder.build(candidate, mergeConfigs(roomConfigs), from.rooms.get(roomId), upTo, receiptNews.has(roomId));
+      if (!built.data) continue;
+      response.rooms[roomId] = built.data;
+      sent.set(roomId, built.sent);
+      if (built.initial) answerRooms.initial.add(roomId);
+      const timeline = built.data['timeline'] as { event_id: string }[] | undefined;
+      if (timeline) answerRooms.timelineEvents.set(roomId, new Set(timeline.map((e) => e.event_id)));
+    }
+
+    // `since` is this request's alone: the rest of the extension settings stay in force.
+    const ext = { ...sticky.extensions } as ExtensionsRequest;
+    if (ext.to_device) ext.to_device = { ...ext.to_device, since: request.extensions.to_device?.since };
+    const { extensions, news } = await extensionsOf({ keys, users, sync }, request, ext, from, upTo, answerRooms);
+    response.extensions = extensions;
+    if (request.txnId !== undefined) response.txn_id = request.txnId;
+    const stickyChanged = JSON.stringify(sticky) !== JSON.stringify(from.sticky);
+    const empty = from.pos !== undefined && sent.size === 0 && !news && !stickyChanged;
+    if (empty) {
+      if (!force) return undefined;
+      response.pos = String(from.pos);
+      return response;
+    }
+    response.pos = await this.store.save(from, upTo, sticky, sent);
+    return response;
+  }
+}
+
+/** The sticky parameters after a request: subscriptions added and removed, extension settings merged into the old. */
+function stickyAfter(before: Sticky, request: SlidingSyncRequest): Sticky {
+  const subscriptions = { ...before.subscriptions };
+  for (const roomId of request.unsubscribeRooms) delete subscriptions[roomId];
+  for (const [roomId, config] of Object.entries(request.roomSubscriptions)) subscriptions[roomId] = config;
+  const extensions = { ...before.extensions };
+  for (const [name, settings] of Object.entries(request.extensions)) {
+    if (!settings) continue;
+    // `since` belongs to this request only; the rest stays in force.
+    const { since: _since, ...rest } = settings as Record<string, unknown>;
+    extensions[name] = { ...(extensions[name] ?? {}), ...rest };
+  }
+  return { subscriptions, extensions };
+}
+
+export type { ConnectionState };

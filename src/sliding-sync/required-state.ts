@@ -35,9 +35,16 @@ export class RequiredState {
     return this.types.has(type) || this.anyType.has(stateKeyPart);
   }
 
-  /** The canonical text of a request, to tell whether it changed since it was last sent. */
-  static key(pairs: string[][]): string {
-    return JSON.stringify([...new Set(pairs.map((p) => JSON.stringify([p[0] ?? '', p[1] ?? ''])))].sort());
+  /** The canonical text of a room's config (its sorted pairs and its timeline limit), to tell what changed since it was last sent. */
+  static key(config: { required_state: string[][]; timeline_limit: number }): string {
+    return JSON.stringify([[...new Set(config.required_state.map((p) => JSON.stringify([p[0] ?? '', p[1] ?? ''])))].sort(), config.timeline_limit]);
+  }
+
+  /** What changed between the config a room was sent with and this one. */
+  static compare(sent: string, now: string): { stateChanged: boolean; timelineGrew: boolean } {
+    const [sentPairs, sentLimit] = JSON.parse(sent) as [string[], number];
+    const [nowPairs, nowLimit] = JSON.parse(now) as [string[], number];
+    return { stateChanged: JSON.stringify(sentPairs) !== JSON.stringify(nowPairs), timelineGrew: nowLimit > sentLimit };
   }
 }
 

@@ -32,7 +32,7 @@ export class RoomDataBuilder {
 
   async build(c: Candidate, config: RoomConfig, sent: SentRoom | undefined, upTo: SyncToken, ephemeralNews: boolean): Promise<BuiltRoom> {
     const { roomId, membership: m } = c;
-    const requiredKey = RequiredState.key(config.required_state);
+    const requiredKey = RequiredState.key(config);
     const initial = !sent || sent.membership !== m.membership && (sent.membership === 'invite' || sent.membership === 'knock' || m.membership === 'invite' || m.membership === 'knock');
     const base: Record<string, unknown> = { bump_stamp: c.bumpStamp };
     if (this.dmRooms.has(roomId)) base['is_dm'] = true;
@@ -55,27 +55,29 @@ export class RoomDataBuilder {
     const end = m.membership === 'join' ? upTo.stream : m.streamOrdering;
     const from = initial ? 0 : Math.min(sent!.sentStream, end);
     const wanted = new RequiredState(config.required_state, this.userId);
-    const configChanged = !initial && sent!.requiredState !== requiredKey;
-    const window = await this.sync.timelineWindow(roomId, this.userId, from, end, config.timeline_limit);
+    const { stateChanged: configChanged, timelineGrew } = initial ? { stateChanged: false, timelineGrew: false } : RequiredState.compare(sent!.requiredState, requiredKey);
+    // A larger timeline_limit (a room opened, its subscription asking more than its list) gets the whole window
+    // again, as Synapse's expanded timeline: the client keeps what it knew and takes the older events as scrollback.
+    const window = await this.sync.timelineWindow(roomId, this.userId, timelineGrew ? 0 : from, end, config.timeline_limit);
     const membershipChanged = !initial && sent!.membership !== m.membership;
-    if (!initial && !configChanged && !membershipChanged && window.events.length === 0 && !window.limited && !ephemeralNews) {
+    if (!initial && !configChanged && !timelineGrew && !membershipChanged && window.events.length === 0 && !window.limited && !ephemeralNews) {
       return { data: undefined, sent: sent!, initial };
     }
 
     const stateAtEnd = await this.rooms.timeline.stateAtStream(roomId, end);
-    const inTimeline = new Set(window.events.map((e) => e.nid));
     const stateAtFrom = initial || configChanged ? undefined : await this.rooms.timeline.stateAtStream(roomId, from);
     const lazySent = new Set(initial || configChanged ? [] : sent!.lazyMembers);
     const picked = new Map<StateKey, number>();
     for (const [key, nid] of stateAtEnd) {
-      if (stateAtFrom?.get(key) === nid || inTimeline.has(nid)) continue;
+      // State events in the timeline count too: matrix-js-sdk takes room state from required_state alone.
+      if (stateAtFrom?.get(key) === nid) continue;
       if (wanted.wants(key)) picked.set(key, nid);
     }
     if (wanted.lazyMembers) {
       for (const sender of new Set(window.events.map((e) => e.event.sender))) {
         const key = stateKey('m.room.member', sender);
         const nid = stateAtEnd.get(key);
-        if (nid === undefined || inTimeline.has(nid)) continue;
+        if (nid === undefined) continue;
         if (!lazySent.has(sender) || (stateAtFrom !== undefined && stateAtFrom.get(key) !== nid)) picked.set(key, nid);
         lazySent.add(sender);
       }
@@ -94,11 +96,13 @@ export class RoomDataBuilder {
     const data: Record<string, unknown> = { ...base };
     if (initial) data['initial'] = true;
     if (stateEvents.length > 0 || initial || configChanged) data['required_state'] = await Promise.all(stateEvents.map(format));
-    if (window.events.length > 0 || window.limited || initial) {
+    if (window.events.length > 0 || window.limited || initial || timelineGrew) {
       data['timeline'] = await Promise.all(window.events.map(format));
-      data['limited'] = window.limited;
+      // js-sdk keeps known events out of a grown timeline only when it is marked limited.
+      data['limited'] = window.limited || timelineGrew;
       data['prev_batch'] = formatToken({ stream: window.events.length > 0 ? window.events[0]!.streamOrdering! - 1 : end, ephemeral: upTo.ephemeral });
       data['num_live'] = initial ? 0 : window.events.filter((e) => e.streamOrdering! > from).length;
+      if (timelineGrew) data['unstable_expanded_timeline'] = true;
     }
     // Name, avatar, heroes and counts: on a new room, or when the events carried change them.
     const changed = new Set([...stateEvents, ...window.events].filter((e) => e.event.state_key !== undefined).map((e) => e.event.type));

@@ -26,8 +26,9 @@ export class RoomDataBuilder {
     private readonly sync: Sync,
     private readonly userId: string,
     private readonly deviceId: string,
-    private readonly pushRules: UserPushRules | undefined,
-    private readonly dmRooms: Set<string>,
+    /** Read once, when a room is first built. */
+    private readonly pushRules: () => Promise<UserPushRules | undefined>,
+    private readonly dmRooms: () => Promise<Set<string>>,
   ) {}
 
   async build(c: Candidate, config: RoomConfig, sent: SentRoom | undefined, upTo: SyncToken, ephemeralNews: boolean): Promise<BuiltRoom> {
@@ -35,7 +36,7 @@ export class RoomDataBuilder {
     const requiredKey = RequiredState.key(config);
     const initial = !sent || sent.membership !== m.membership && (sent.membership === 'invite' || sent.membership === 'knock' || m.membership === 'invite' || m.membership === 'knock');
     const base: Record<string, unknown> = { bump_stamp: c.bumpStamp };
-    if (this.dmRooms.has(roomId)) base['is_dm'] = true;
+    if ((await this.dmRooms()).has(roomId)) base['is_dm'] = true;
 
     if (m.membership === 'invite' || m.membership === 'knock') {
       const next: SentRoom = { sentStream: upTo.stream, membership: m.membership, requiredState: requiredKey, lazyMembers: [] };
@@ -119,7 +120,7 @@ export class RoomDataBuilder {
       data['invited_count'] = invited.length;
       if (data['name'] === undefined) data['heroes'] = await this.heroes(stateAtEnd, [...joined, ...invited]);
     }
-    if (m.membership === 'join') Object.assign(data, await this.sync.push.unread(roomId, this.userId, upTo.stream, this.pushRules));
+    if (m.membership === 'join') Object.assign(data, await this.sync.push.unread(roomId, this.userId, upTo.stream, await this.pushRules()));
     return { data, sent: { sentStream: end, membership: m.membership, requiredState: requiredKey, lazyMembers: [...lazySent] }, initial };
   }
 

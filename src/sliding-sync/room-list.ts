@@ -13,6 +13,44 @@ export interface Candidate {
 }
 
 /**
+ * Joined rooms' bump stamps, kept in memory for every request (so a first screen does not probe all of a
+ * user's rooms each time): the rooms with live events since the cache's position are probed again, one
+ * query finds them (the stream index). A room the user is not joined to has its stamp bounded by its
+ * membership and is probed each time (there are few).
+ */
+export class BumpStamps {
+  private readonly stamps = new Map<string, number>();
+  private position = 0;
+
+  constructor(private readonly rooms: Rooms) {}
+
+  async of(memberships: LocalMembership[], upTo: number): Promise<Map<string, number>> {
+    if (upTo > this.position) {
+      for (const roomId of await this.rooms.timeline.roomsWithEvents(this.position, upTo)) this.stamps.delete(roomId);
+      this.position = upTo;
+    }
+    const out = new Map<string, number>();
+    const probe: { roomId: string; upTo: number; joined: boolean }[] = [];
+    for (const m of memberships) {
+      const known = m.membership === 'join' ? this.stamps.get(m.roomId) : undefined;
+      if (known !== undefined) out.set(m.roomId, known);
+      else probe.push({ roomId: m.roomId, upTo: m.membership === 'join' ? upTo : m.streamOrdering, joined: m.membership === 'join' });
+    }
+    const found = await this.rooms.timeline.latestOfTypes(probe, BUMP_EVENT_TYPES);
+    for (const { roomId, joined } of probe) {
+      const stamp = found.get(roomId) ?? 0;
+      out.set(roomId, stamp);
+      // Cached only for joined rooms, and only while the cache has seen up to this answer's position.
+      if (joined && upTo === this.position) {
+        if (this.stamps.size >= 100_000) this.stamps.clear();
+        this.stamps.set(roomId, stamp);
+      }
+    }
+    return out;
+  }
+}
+
+/**
  * The rooms a user's lists draw from, sorted by recency from the index of each room's latest
  * bump event (one query for all of them), and the facts list filters ask for, read only when asked
  * (is_encrypted reads one state event per room, room_types the create event, spaces the spaces' children).
@@ -27,6 +65,7 @@ export class RoomLists {
     private readonly users: Users,
     private readonly sync: Sync,
     private readonly userId: string,
+    private readonly bumpStamps: BumpStamps,
   ) {}
 
   /**
@@ -45,14 +84,11 @@ export class RoomLists {
         else if ((await this.rooms.getEvent(m.eventId))?.event.sender !== this.userId) kept.push(m);
       }
     }
-    const stamps = await this.rooms.timeline.latestOfTypes(
-      kept.map((m) => ({ roomId: m.roomId, upTo: m.membership === 'join' ? upTo : m.streamOrdering })),
-      BUMP_EVENT_TYPES,
-    );
+    const stamps = await this.bumpStamps.of(kept, upTo);
     const out = kept.map((m) => ({
       roomId: m.roomId,
       membership: m,
-      bumpStamp: m.membership === 'join' ? (stamps.get(m.roomId) ?? m.streamOrdering) : Math.max(stamps.get(m.roomId) ?? 0, m.streamOrdering),
+      bumpStamp: m.membership === 'join' ? stamps.get(m.roomId) || m.streamOrdering : Math.max(stamps.get(m.roomId) ?? 0, m.streamOrdering),
     }));
     return out.sort((a, b) => b.bumpStamp - a.bumpStamp || (a.roomId < b.roomId ? -1 : 1));
   }

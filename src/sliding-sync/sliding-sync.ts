@@ -5,9 +5,9 @@ import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
 import { KeyedLock } from '../util/keyed-lock.ts';
 import { extensionsOf, type AnswerRooms } from './extensions.ts';
-import { mergeConfigs } from './required-state.ts';
+import { mergeConfigs, RequiredState } from './required-state.ts';
 import { RoomDataBuilder } from './room-data.ts';
-import { RoomLists, type Candidate } from './room-list.ts';
+import { BumpStamps, RoomLists, type Candidate } from './room-list.ts';
 import { ConnectionStore, type ConnectionState, type SentRoom, type Sticky } from './store.ts';
 import type { ExtensionsRequest, RoomConfig, SlidingSyncRequest, SlidingSyncResponse } from './types.ts';
 
@@ -34,9 +34,11 @@ export class SlidingSync {
   /** The latest request of each connection, and how to end an older one's wait (a client that resent gave it up). */
   private readonly latest = new Map<string, { ticket: number; cancel: () => void }>();
   private tickets = 0;
+  private readonly bumpStamps: BumpStamps;
 
   constructor(private readonly options: SlidingSyncOptions) {
     this.store = new ConnectionStore(options.db, options.now);
+    this.bumpStamps = new BumpStamps(options.rooms);
   }
 
   async sync(request: SlidingSyncRequest): Promise<SlidingSyncResponse> {
@@ -75,7 +77,7 @@ export class SlidingSync {
     const upTo = await sync.currentToken();
     const sticky = stickyAfter(from.sticky, request);
 
-    const lists = new RoomLists(rooms, users, sync, userId);
+    const lists = new RoomLists(rooms, users, sync, userId, this.bumpStamps);
     const candidates = await lists.candidates(from, upTo.stream);
     const byId = new Map(candidates.map((c) => [c.roomId, c]));
     const configs = new Map<string, RoomConfig[]>();
@@ -96,11 +98,17 @@ export class SlidingSync {
       (configs.get(roomId) ?? configs.set(roomId, []).get(roomId)!).push(config);
     }
 
-    const builder = new RoomDataBuilder(rooms, sync, userId, deviceId, await sync.push.rulesOf(userId), await lists.directRooms());
+    let rules: ReturnType<Sync['push']['rulesOf']> | undefined;
+    const builder = new RoomDataBuilder(rooms, sync, userId, deviceId, () => (rules ??= sync.push.rulesOf(userId)), () => lists.directRooms());
     const receiptNews = from.pos !== undefined ? new Set(await sync.receipts.roomsChanged(from.stream, upTo.stream)) : new Set<string>();
+    // Rooms with events since the position: a room the connection has up to there, and nothing else new, is skipped unread.
+    const eventNews = from.pos !== undefined ? new Set(await rooms.timeline.roomsWithEvents(from.stream, upTo.stream)) : undefined;
     const sent = new Map<string, SentRoom>();
     for (const [roomId, roomConfigs] of configs) {
       const candidate: Candidate = byId.get(roomId)!;
+      const had = from.rooms.get(roomId);
+      const quiet = eventNews && had && had.sentStream >= from.stream && had.membership === candidate.membership.membership && !eventNews.has(roomId) && !receiptNews.has(roomId);
+      if (quiet && had.requiredState === RequiredState.key(mergeConfigs(roomConfigs))) continue;
       const built = await builder.build(candidate, mergeConfigs(roomConfigs), from.rooms.get(roomId), upTo, receiptNews.has(roomId));
       if (!built.data) continue;
       response.rooms[roomId] = built.data;

@@ -150,6 +150,26 @@ describe('sliding sync', () => {
     expect(r.body.rooms[space]).toBeDefined();
   });
 
+  it('serves a knock with knock_state, and a ban keeps the room in the list with the ban in its timeline', async () => {
+    const user = await register(server, `knocker${Date.now()}`);
+    const knockable = await createRoom(bob, { name: 'knock here', room_version: '10', initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'knock' } }] });
+    expect((await api(server, 'POST', `/_matrix/client/v3/knock/${enc(knockable)}`, { token: user.accessToken, body: {} })).status).toBe(200);
+    const banning = await createRoom(bob, { preset: 'public_chat', name: 'banning' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(banning)}`, { token: user.accessToken, body: {} });
+    const first = await ss(user, { lists: { all: list() } });
+    expect(first.body.rooms[knockable].initial).toBe(true);
+    expect(first.body.rooms[knockable].knock_state.some((e: any) => e.type === 'm.room.member' && e.state_key === user.userId && e.content.membership === 'knock')).toBe(true);
+    expect(first.body.rooms[knockable].name).toBe('knock here');
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(banning)}/ban`, { token: bob.accessToken, body: { user_id: user.userId, reason: 'test' } });
+    const second = await ss(user, { lists: { all: list({ required_state: [['m.room.member', '$ME']] }) } }, `?pos=${first.body.pos}`);
+    expect(second.body.rooms[banning].timeline.at(-1)).toMatchObject({ type: 'm.room.member', content: { membership: 'ban' } });
+    expect(second.body.rooms[banning].required_state).toEqual([expect.objectContaining({ state_key: user.userId, content: expect.objectContaining({ membership: 'ban' }) })]);
+    // Banned by another: it stays in the list (Synapse shows kicks and bans), not sent again.
+    const third = await ss(user, { lists: { all: list({ required_state: [['m.room.member', '$ME']] }) } }, `?pos=${second.body.pos}&timeout=0`);
+    expect(third.body.lists.all.count).toBe(2);
+    expect(third.body.rooms).toEqual({});
+  });
+
   it('serves heroes for an unnamed room, and a leave as the room with the leave in its timeline', async () => {
     const user = await register(server, `leaver${Date.now()}`);
     const roomId = await createRoom(bob, { preset: 'public_chat' });

@@ -1,10 +1,7 @@
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
 import { SlidingSync, type MSC3575List } from 'matrix-js-sdk/lib/sliding-sync.js';
-import type { Logger } from 'matrix-js-sdk/lib/logger.js';
 import type { Account } from './harness.ts';
-import { sdk } from './sdk.ts';
-
-const silentLogger: Logger = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, getChild: () => silentLogger };
+import { sdk, silentLogger } from './sdk.ts';
 
 /** The lists Element Web's SlidingSyncManager asks for: the room list by recency, and one of invites. */
 export const ROOM_LIST: MSC3575List = {

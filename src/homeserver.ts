@@ -230,6 +230,9 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   // A deactivated account leaves its rooms and declines its invites before it is signed out.
   users.onDeactivate((userId) => memberships.leaveAll(userId));
 
+  const slidingSync = new SlidingSync({ db, rooms, users, keys, sync, now });
+  // A device's sliding sync connections go in the write that removes it.
+  users.addDeviceListener(slidingSync);
   const services: ClientServices = {
     config: {
       registrationEnabled: options.registrationEnabled ?? true,
@@ -238,7 +241,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     users,
     rooms,
     sync,
-    slidingSync: new SlidingSync({ db, rooms, users, keys, sync, now }),
+    slidingSync,
     keys,
     media,
     federation,

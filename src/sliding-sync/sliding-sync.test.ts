@@ -4,13 +4,14 @@ import { stateKey } from '../events/event.ts';
 import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { mergeConfigs, RequiredState } from './required-state.ts';
 import { slidingSyncSchema } from './schema.ts';
-import { ConnectionStore, UnknownPosError, type SentRoom } from './store.ts';
+import { ConnectionStore, dropDeviceConnections, UnknownPosError, type SentRoom } from './store.ts';
 
 const sticky = { subscriptions: {}, extensions: {} };
 const room = (sentStream: number): SentRoom => ({ sentStream, membership: 'join', requiredState: '[]', lazyMembers: [] });
 
 describe('ConnectionStore', () => {
-  const open = async () => new ConnectionStore(await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [slidingSyncSchema] }), () => 0);
+  const openDb = () => initSqlJs().then((sqlJs) => openSqlJsDatabase({ sqlJs, schemas: [slidingSyncSchema] }));
+  const open = async () => new ConnectionStore(await openDb(), () => 0);
 
   it('keeps what each position sent, replays a retried position, and forgets the positions before the one used', async () => {
     const store = await open();
@@ -42,6 +43,17 @@ describe('ConnectionStore', () => {
     // A new connection of the same name replaces the old one.
     await store.save(await store.open('@a:x', 'D', 'main', undefined), { stream: 2, ephemeral: 0 }, sticky, new Map());
     await expect(store.open('@a:x', 'D', 'main', pos)).rejects.toBeInstanceOf(UnknownPosError);
+  });
+
+  it("drops a device's connections with the device", async () => {
+    const db = await openDb();
+    const store = new ConnectionStore(db, () => 0);
+    const kept = await store.save(await store.open('@a:x', 'KEEP', '', undefined), { stream: 1, ephemeral: 0 }, sticky, new Map([['!r', room(1)]]));
+    const gone = await store.save(await store.open('@a:x', 'GONE', '', undefined), { stream: 1, ephemeral: 0 }, sticky, new Map([['!r', room(1)]]));
+    await db.transaction((tx) => dropDeviceConnections(tx, '@a:x', ['GONE']));
+    await expect(store.open('@a:x', 'GONE', '', gone)).rejects.toBeInstanceOf(UnknownPosError);
+    expect((await store.open('@a:x', 'KEEP', '', kept)).rooms.size).toBe(1);
+    expect(await db.all('SELECT * FROM sliding_sync_rooms')).toHaveLength(1);
   });
 });
 

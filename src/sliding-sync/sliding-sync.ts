@@ -1,14 +1,14 @@
 import type { Keys } from '../keys/keys.ts';
 import type { Rooms } from '../rooms/rooms.ts';
-import type { Database } from '../storage/database.ts';
+import type { Database, WriteTransaction } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
-import type { Users } from '../users/users.ts';
+import type { DeviceListener, Users } from '../users/users.ts';
 import { KeyedLock } from '../util/keyed-lock.ts';
 import { extensionsOf, type AnswerRooms } from './extensions.ts';
 import { mergeConfigs, RequiredState } from './required-state.ts';
 import { RoomDataBuilder } from './room-data.ts';
 import { BumpStamps, RoomLists, type Candidate } from './room-list.ts';
-import { ConnectionStore, type ConnectionState, type SentRoom, type Sticky } from './store.ts';
+import { ConnectionStore, dropDeviceConnections, type ConnectionState, type SentRoom, type Sticky } from './store.ts';
 import type { ExtensionsRequest, RoomConfig, SlidingSyncRequest, SlidingSyncResponse } from './types.ts';
 
 export { UnknownPosError } from './store.ts';
@@ -28,7 +28,7 @@ export interface SlidingSyncOptions {
  * the rooms in range are built; room subscriptions; extensions. What a connection was sent is kept
  * in the database (store.ts), so later answers carry only what changed, across restarts too.
  */
-export class SlidingSync {
+export class SlidingSync implements DeviceListener {
   private readonly store: ConnectionStore;
   private readonly lock = new KeyedLock();
   /** The latest request of each connection, and how to end an older one's wait (a client that resent gave it up). */
@@ -39,6 +39,13 @@ export class SlidingSync {
   constructor(private readonly options: SlidingSyncOptions) {
     this.store = new ConnectionStore(options.db, options.now);
     this.bumpStamps = new BumpStamps(options.rooms);
+  }
+
+  devicesAdded(): void {}
+
+  /** A device signed out or deleted: its connections are dropped in the same write. */
+  devicesRemoved(tx: WriteTransaction, userId: string, deviceIds: string[]): void {
+    dropDeviceConnections(tx, userId, deviceIds);
   }
 
   async sync(request: SlidingSyncRequest): Promise<SlidingSyncResponse> {

@@ -101,6 +101,13 @@ export class ConnectionStore {
   }
 }
 
+/** A device's connections go with it (in the write that removes the device). */
+export function dropDeviceConnections(tx: WriteTransaction, userId: string, deviceIds: string[]): void {
+  for (const deviceId of deviceIds) {
+    for (const { conn_key } of tx.all<{ conn_key: number }>('SELECT conn_key FROM sliding_sync_connections WHERE user_id = ? AND device_id = ?', [userId, deviceId])) dropConnection(tx, conn_key);
+  }
+}
+
 function dropConnection(tx: WriteTransaction, connKey: number): void {
   tx.run('DELETE FROM sliding_sync_rooms WHERE conn_key = ?', [connKey]);
   tx.run('DELETE FROM sliding_sync_positions WHERE conn_key = ?', [connKey]);

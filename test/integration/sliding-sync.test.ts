@@ -47,6 +47,21 @@ describe('sliding sync', () => {
     expect((await ss(alice, { lists: {}, conn_id: 'other' }, `?pos=${mine.body.pos}`)).body.errcode).toBe('M_UNKNOWN_POS');
   });
 
+  it("forgets a device's connections when it signs out", async () => {
+    const name = `leaving${Date.now()}`;
+    await register(server, name);
+    const login = async () => {
+      const r = await api(server, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: name }, password: 'correct horse battery staple', device_id: 'SAMEDEVICE' } });
+      return { userId: r.body.user_id, accessToken: r.body.access_token, deviceId: r.body.device_id } as Account;
+    };
+    const first = await login();
+    const pos = (await ss(first, { lists: {} })).body.pos;
+    expect((await ss(first, { lists: {} }, `?pos=${pos}&timeout=0`)).status).toBe(200);
+    await api(server, 'POST', '/_matrix/client/v3/logout', { token: first.accessToken, body: {} });
+    const again = await login();
+    expect((await ss(again, { lists: {} }, `?pos=${pos}`)).body.errcode).toBe('M_UNKNOWN_POS');
+  });
+
   it('sorts a list by recency, counts it, builds only the rooms in range and reorders on a new message', async () => {
     const user = await register(server, `sorter${Date.now()}`);
     const rooms: string[] = [];

@@ -114,6 +114,8 @@ export class RoomDataBuilder {
       const avatarNid = stateAtEnd.get(stateKey('m.room.avatar', ''));
       const avatar = avatarNid === undefined ? undefined : (await this.rooms.getEventByNid(avatarNid))?.event.content['url'];
       if (typeof avatar === 'string' && avatar !== '') data['avatar'] = avatar;
+      // An avatar taken away: null, as Synapse says it (undefined would mean unchanged).
+      else if (!initial && changed.has('m.room.avatar')) data['avatar'] = null;
       const joined = await this.rooms.members(roomId, 'join');
       const invited = await this.rooms.members(roomId, 'invite');
       data['joined_count'] = joined.length;

@@ -138,6 +138,14 @@ describe('sliding sync', () => {
     const next = await ss(user, {}, `?pos=${all.body.pos}`);
     expect(next.body.rooms[roomId].name).toBe('renamed');
     expect(next.body.rooms[roomId].required_state.map((e: any) => e.content.name)).toEqual(['renamed']);
+
+    // An avatar set, then taken away: its mxc URI, then null.
+    await api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.avatar/`, { token: user.accessToken, body: { url: 'mxc://example.org/abc' } });
+    const withAvatar = await ss(user, {}, `?pos=${next.body.pos}`);
+    expect(withAvatar.body.rooms[roomId].avatar).toBe('mxc://example.org/abc');
+    await api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/state/m.room.avatar/`, { token: user.accessToken, body: {} });
+    const withoutAvatar = await ss(user, {}, `?pos=${withAvatar.body.pos}`);
+    expect(withoutAvatar.body.rooms[roomId].avatar).toBeNull();
   });
 
   it('serves invites with invite_state and filters by is_invite, is_dm, is_encrypted and room_types', async () => {

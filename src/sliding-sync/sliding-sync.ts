@@ -31,8 +31,10 @@ export interface SlidingSyncOptions {
 export class SlidingSync implements DeviceListener {
   private readonly store: ConnectionStore;
   private readonly lock = new KeyedLock();
-  /** The latest request of each connection, and how to end an older one's wait (a client that resent gave it up). */
-  private readonly latest = new Map<string, { ticket: number; cancel: () => void }>();
+  /** The latest request of each connection: an older one (a client that resent gave it up) answers nothing more. */
+  private readonly latest = new Map<string, number>();
+  /** How to end the wait of each connection's latest request. */
+  private readonly waits = new Map<string, () => void>();
   private tickets = 0;
   private readonly bumpStamps: BumpStamps;
 
@@ -52,27 +54,29 @@ export class SlidingSync implements DeviceListener {
     const { sync, now } = this.options;
     const name = `${request.userId}\u0000${request.deviceId}\u0000${request.connId}`;
     const ticket = ++this.tickets;
-    this.latest.get(name)?.cancel();
+    this.latest.set(name, ticket);
+    this.waits.get(name)?.();
     const deadline = now() + request.timeoutMs;
-    for (;;) {
-      const memberRooms = new Set(await this.options.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));
-      const listener = sync.notifier.listen(request.userId, memberRooms, Math.max(0, deadline - now()));
-      this.latest.set(name, { ticket, cancel: listener.cancel });
-      try {
-        const answer = await this.lock.run(name, async () => {
-          if (this.latest.get(name)?.ticket !== ticket) return 'superseded' as const;
-          return this.answer(request, deadline - now() <= 0);
-        });
-        if (answer === 'superseded') return { pos: request.pos ?? '', lists: {}, rooms: {}, extensions: {} };
-        if (answer) return answer;
-        if (!(await listener.changed)) {
-          const last = await this.lock.run(name, () => this.answer(request, true));
-          return last!;
+    const superseded = { pos: request.pos ?? '', lists: {}, rooms: {}, extensions: {} };
+    try {
+      for (;;) {
+        if (this.latest.get(name) !== ticket) return superseded;
+        const memberRooms = new Set(await this.options.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));
+        const listener = sync.notifier.listen(request.userId, memberRooms, Math.max(0, deadline - now()));
+        this.waits.set(name, listener.cancel);
+        try {
+          const answer = await this.lock.run(name, async () => (this.latest.get(name) === ticket ? this.answer(request, deadline - now() <= 0) : superseded));
+          if (answer) return answer;
+          if (!(await listener.changed) && this.latest.get(name) === ticket) {
+            return (await this.lock.run(name, () => this.answer(request, true)))!;
+          }
+        } finally {
+          listener.cancel();
+          if (this.waits.get(name) === listener.cancel) this.waits.delete(name);
         }
-      } finally {
-        listener.cancel();
-        if (this.latest.get(name)?.ticket === ticket) this.latest.delete(name);
       }
+    } finally {
+      if (this.latest.get(name) === ticket) this.latest.delete(name);
     }
   }
 

@@ -117,6 +117,24 @@ describe('sliding sync', () => {
     expect(woken.body.rooms[roomId].timeline.map((e: any) => e.content.body)).toEqual(['wake up']);
   });
 
+  it('ends an older long poll of the connection when the client resends from the same pos', async () => {
+    const user = await register(server, `resender${Date.now()}`);
+    const roomId = await createRoom(user);
+    const first = await ss(user, { lists: { all: list() } });
+    const waiting = nextLongPoll(server);
+    const older = ss(user, { lists: { all: list() } }, `?pos=${first.body.pos}&timeout=30000`);
+    await waiting;
+    const newer = ss(user, { lists: { all: list() } }, `?pos=${first.body.pos}&timeout=30000`);
+    // The older one answers at once, with nothing and the pos it was asked from.
+    expect((await older).body).toEqual({ pos: first.body.pos, lists: {}, rooms: {}, extensions: {} });
+    // The newer one is then the only long poll (it took the older one's place).
+    await server.homeserver.services.sync.notifier.untilWaiting(1);
+    await send(user, roomId, 'for the newer');
+    const answer = await newer;
+    expect(answer.body.rooms[roomId].timeline.at(-1).content.body).toBe('for the newer');
+    expect((await ss(user, { lists: { all: list() } }, `?pos=${answer.body.pos}&timeout=0`)).status).toBe(200);
+  });
+
   it('serves required_state with ["*","*"], $LAZY and $ME, and sends a state change as a delta', async () => {
     const user = await register(server, `stater${Date.now()}`);
     const other = await register(server, `other${Date.now()}`);

@@ -135,6 +135,24 @@ describe('sliding sync', () => {
     expect((await ss(user, { lists: { all: list() } }, `?pos=${answer.body.pos}&timeout=0`)).status).toBe(200);
   });
 
+  it('counts notifications and highlights, and clears them on a read receipt', async () => {
+    const user = await register(server, `counted${Date.now()}`);
+    const roomId = await createRoom(bob, { preset: 'public_chat' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: user.accessToken, body: {} });
+    const first = await ss(user, { lists: { all: list() } });
+    await send(bob, roomId, 'plain');
+    const mention = await api(server, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/m${Date.now()}`, {
+      token: bob.accessToken,
+      body: { msgtype: 'm.text', body: `hey ${user.userId}`, 'm.mentions': { user_ids: [user.userId] } },
+    });
+    const second = await ss(user, { lists: { all: list() } }, `?pos=${first.body.pos}`);
+    expect(second.body.rooms[roomId]).toMatchObject({ notification_count: 2, highlight_count: 1 });
+    await api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/receipt/m.read/${enc(mention.body.event_id)}`, { token: user.accessToken, body: {} });
+    const third = await ss(user, { lists: { all: list() } }, `?pos=${second.body.pos}`);
+    expect(third.body.rooms[roomId]).toMatchObject({ notification_count: 0, highlight_count: 0 });
+    expect(third.body.rooms[roomId].timeline).toBeUndefined();
+  });
+
   it('serves required_state with ["*","*"], $LAZY and $ME, and sends a state change as a delta', async () => {
     const user = await register(server, `stater${Date.now()}`);
     const other = await register(server, `other${Date.now()}`);

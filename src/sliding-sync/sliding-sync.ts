@@ -1,4 +1,5 @@
 import type { Keys } from '../keys/keys.ts';
+import { LruCache } from '../rooms/lru.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
@@ -37,6 +38,11 @@ export class SlidingSync implements DeviceListener {
   private readonly waits = new Map<string, () => void>();
   private tickets = 0;
   private readonly bumpStamps: BumpStamps;
+  /**
+   * The rooms each user's long polls watch (joined, invited, knocked), as the last answer read them: a change of
+   * the user's own membership wakes them by user, so the set is right until the answer that refreshes it.
+   */
+  private readonly watched = new LruCache<string, Set<string>>(10_000);
 
   constructor(private readonly options: SlidingSyncOptions) {
     this.store = new ConnectionStore(options.db, options.now);
@@ -61,8 +67,12 @@ export class SlidingSync implements DeviceListener {
     try {
       for (;;) {
         if (this.latest.get(name) !== ticket) return superseded;
-        const memberRooms = new Set(await this.options.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));
-        const listener = sync.notifier.listen(request.userId, memberRooms, Math.max(0, deadline - now()));
+        let watched = this.watched.get(request.userId);
+        if (!watched) {
+          watched = new Set(await this.options.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));
+          this.watched.set(request.userId, watched);
+        }
+        const listener = sync.notifier.listen(request.userId, watched, Math.max(0, deadline - now()));
         this.waits.set(name, listener.cancel);
         try {
           const answer = await this.lock.run(name, async () => (this.latest.get(name) === ticket ? this.answer(request, deadline - now() <= 0) : superseded));
@@ -90,6 +100,11 @@ export class SlidingSync implements DeviceListener {
 
     const lists = new RoomLists(rooms, users, sync, userId, this.bumpStamps);
     const candidates = await lists.candidates(from, upTo.stream);
+    const watched = this.watched.get(userId);
+    if (watched) {
+      watched.clear();
+      for (const c of candidates) if (c.membership.membership !== 'leave' && c.membership.membership !== 'ban') watched.add(c.roomId);
+    }
     const byId = new Map(candidates.map((c) => [c.roomId, c]));
     const configs = new Map<string, RoomConfig[]>();
     const answerRooms: AnswerRooms = { byList: new Map(), subscribed: [], initial: new Set(), timelineEvents: new Map() };

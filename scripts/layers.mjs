@@ -20,7 +20,7 @@ export const layers = [
   { name: 'composition root', folders: ['src/homeserver.ts', 'src/index.ts'], owns: 'createHomeserver wires the components; index.ts is the package root' },
   { name: 'edges', folders: ['src/client', 'src/mailbox', 'src/p2p'], owns: 'the client-server API, the mailbox (store-and-forward, its routes mounted on the federation app), federation over libp2p' },
   { name: 'federation', folders: ['src/federation'], owns: 'the server-server API: its routes, and the outbound side other edges use' },
-  { name: 'features', folders: ['src/search', 'src/spaces'], owns: 'search and the space hierarchy, over the room engine and sync' },
+  { name: 'features', folders: ['src/search', 'src/spaces', 'src/sliding-sync'], owns: 'search, the space hierarchy and sliding sync, over the room engine and sync' },
   { name: 'sync', folders: ['src/sync'], owns: '/sync, /messages, visibility, push' },
   { name: 'domain', folders: ['src/rooms', 'src/keys', 'src/media'], owns: 'the room engine, end-to-end keys, the content repository' },
   { name: 'users', folders: ['src/users'], owns: 'accounts, devices, profiles, push rules' },

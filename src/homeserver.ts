@@ -37,12 +37,14 @@ import type { ComponentSchema, Database } from './storage/database.ts';
 import { streamSchema, type StreamChange } from './storage/stream.ts';
 import { syncSchema } from './sync/schema.ts';
 import { Sync } from './sync/sync.ts';
+import { slidingSyncSchema } from './sliding-sync/schema.ts';
+import { SlidingSync } from './sliding-sync/sliding-sync.ts';
 import { usersSchema } from './users/schema.ts';
 import { Users } from './users/users.ts';
 import type { BackoffPolicy } from './util/backoff.ts';
 
 /** Every component's schema, in dependency order: hosts open the database with these. */
-export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, serverKeysSchema, mailboxSchema, mediaSchema, searchSchema];
+export const homeserverSchemas: ComponentSchema[] = [streamSchema, usersSchema, roomsSchema, syncSchema, keysSchema, federationSchema, serverKeysSchema, mailboxSchema, mediaSchema, searchSchema, slidingSyncSchema];
 
 /** A host with no federation transport (yet): every destination is unreachable. */
 const NO_TRANSPORT: FederationTransport = {
@@ -228,6 +230,9 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   // A deactivated account leaves its rooms and declines its invites before it is signed out.
   users.onDeactivate((userId) => memberships.leaveAll(userId));
 
+  const slidingSync = new SlidingSync({ db, rooms, users, keys, sync, now });
+  // A device's sliding sync connections go in the write that removes it.
+  users.addDeviceListener(slidingSync);
   const services: ClientServices = {
     config: {
       registrationEnabled: options.registrationEnabled ?? true,
@@ -236,6 +241,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     users,
     rooms,
     sync,
+    slidingSync,
     keys,
     media,
     federation,

@@ -14,6 +14,7 @@ import { roomRoutes } from './routes/rooms.ts';
 import { searchRoutes } from './routes/search.ts';
 import { spacesRoutes } from './routes/spaces.ts';
 import { syncRoutes } from './routes/sync.ts';
+import { slidingSyncRoutes } from './routes/sliding-sync.ts';
 import { relationsRoutes } from './routes/relations.ts';
 import type { ClientServices } from './services.ts';
 
@@ -45,6 +46,7 @@ export function createClientApp(services: ClientServices, log: (message: string,
   accountRoutes(app);
   roomRoutes(app);
   syncRoutes(app);
+  slidingSyncRoutes(app);
   relationsRoutes(app);
   searchRoutes(app);
   spacesRoutes(app);

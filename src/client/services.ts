@@ -5,6 +5,7 @@ import type { Keys } from '../keys/keys.ts';
 import type { Media } from '../media/media.ts';
 import type { Rooms } from '../rooms/rooms.ts';
 import type { Search } from '../search/search.ts';
+import type { SlidingSync } from '../sliding-sync/sliding-sync.ts';
 import type { SpaceHierarchy } from '../spaces/hierarchy.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
@@ -24,6 +25,8 @@ export interface ClientServices {
   users: Users;
   rooms: Rooms;
   sync: Sync;
+  /** Simplified sliding sync (MSC4186). */
+  slidingSync: SlidingSync;
   keys: Keys;
   /** The content repository. */
   media: Media;

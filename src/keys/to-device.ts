@@ -134,16 +134,17 @@ export class ToDevice {
    * so the next response has a later next_batch than this one: an acknowledgement of
    * this response's position then never covers messages only a later response carried.
    */
-  async deliver(userId: string, deviceId: string, since: number, upTo: number): Promise<ToDeviceEvent[]> {
+  async deliver(userId: string, deviceId: string, since: number, upTo: number, limit = MAX_TO_DEVICE_PER_SYNC): Promise<ToDeviceEvent[]> {
+    limit = Math.max(1, Math.min(limit, MAX_TO_DEVICE_PER_SYNC));
     const rows = await this.db.all<{ id: number; sender: string; type: string; content: string }>(
       `SELECT id, sender, type, content FROM to_device_messages
        WHERE user_id = ? AND device_id = ? AND stream_id <= ? AND (delivered_at IS NULL OR delivered_at > ?)
        ORDER BY id LIMIT ?`,
-      [userId, deviceId, upTo, since, MAX_TO_DEVICE_PER_SYNC + 1],
+      [userId, deviceId, upTo, since, limit + 1],
     );
     if (rows.length === 0) return [];
-    const more = rows.length > MAX_TO_DEVICE_PER_SYNC;
-    const carried = rows.slice(0, MAX_TO_DEVICE_PER_SYNC);
+    const more = rows.length > limit;
+    const carried = rows.slice(0, limit);
     await this.db.transaction((tx) => {
       for (const row of carried) tx.run('UPDATE to_device_messages SET delivered_at = ? WHERE id = ?', [upTo, row.id]);
       if (more) nextStreamId(tx);

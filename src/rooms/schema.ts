@@ -139,5 +139,10 @@ export const roomsSchema: ComponentSchema = {
         }
       },
     },
+    {
+      version: 4,
+      description: 'events by room, type and stream position: the latest event of some types in each room (sliding sync\'s bump stamps)',
+      up: (tx) => void tx.run('CREATE INDEX events_by_room_type_stream ON events (room_id, type, stream_ordering)'),
+    },
   ],
 };

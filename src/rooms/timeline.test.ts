@@ -127,3 +127,17 @@ describe('room timeline: stream reads for /sync', () => {
     expect(await liveMessages()).toEqual(['hello']);
   });
 });
+
+describe('room timeline: latest event of some types', () => {
+  it("gives each room's latest live event of the types up to its bound, and leaves out rooms with none", async () => {
+    const last = history.at(-1)!;
+    const [topic] = await remote.sendEvents(roomId, [{ type: 'm.room.topic', sender: alice, state_key: '', content: { topic: 'not a bump' } }]);
+    const stamps = await remote.timeline.latestOfTypes([{ roomId, upTo: topic!.streamOrdering! }, { roomId: '!none:x', upTo: 1000 }], ['m.room.message', 'm.room.create']);
+    expect(stamps).toEqual(new Map([[roomId, last.streamOrdering!]]));
+    // Bounded: up to the first message, that message; with create alone, the create event.
+    const first = history.find((e) => e.event.type === 'm.room.message')!;
+    expect((await remote.timeline.latestOfTypes([{ roomId, upTo: first.streamOrdering! }], ['m.room.message', 'm.room.create'])).get(roomId)).toBe(first.streamOrdering);
+    expect((await remote.timeline.latestOfTypes([{ roomId, upTo: last.streamOrdering! }], ['m.room.create'])).get(roomId)).toBe(history[0]!.streamOrdering);
+    expect(await remote.timeline.latestOfTypes([], ['m.room.create'])).toEqual(new Map());
+  });
+});

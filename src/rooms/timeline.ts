@@ -152,6 +152,29 @@ export class RoomTimeline {
     return rows.map((r) => r.room_id);
   }
 
+  /**
+   * The stream position of each room's latest live event of one of `types` at or before its bound
+   * (sliding sync's bump stamp), one index probe per room and type (events_by_room_type_stream);
+   * rooms with none are left out.
+   */
+  async latestOfTypes(rooms: { roomId: string; upTo: number }[], types: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    if (rooms.length === 0 || types.length === 0) return out;
+    const probes = types.map((_, i) => `(SELECT MAX(stream_ordering) FROM events WHERE room_id = r.room_id AND type = ? AND stream_ordering > 0 AND stream_ordering <= r.up_to) AS s${i}`);
+    const latest = types.length === 1 ? 's0' : `MAX(${types.map((_, i) => `COALESCE(s${i}, 0)`).join(', ')})`;
+    // Rooms go in as a VALUES list, a few hundred at a time (within SQLite's bound on parameters).
+    for (let start = 0; start < rooms.length; start += 400) {
+      const chunk = rooms.slice(start, start + 400);
+      const rows = await this.db.all<{ room_id: string; stamp: number | null }>(
+        `WITH r(room_id, up_to) AS (VALUES ${chunk.map(() => '(?, ?)').join(', ')})
+         SELECT room_id, ${latest} AS stamp FROM (SELECT r.room_id, ${probes.join(', ')} FROM r)`,
+        [...chunk.flatMap((r) => [r.roomId, r.upTo]), ...types],
+      );
+      for (const row of rows) if (row.stamp) out.set(row.room_id, row.stamp);
+    }
+    return out;
+  }
+
   /** A local user's latest membership in each room, with the stream position it changed at, up to `upTo`. */
   async membershipsOf(userId: string, upTo: number): Promise<LocalMembership[]> {
     const rows = await this.db.all<{ room_id: string; membership: string; event_id: string; stream_ordering: number; forgotten: number }>(

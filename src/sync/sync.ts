@@ -357,6 +357,15 @@ export class Sync {
     };
   }
 
+  /**
+   * A room's newest events the user may see in (from, upTo], oldest first, at most `limit`, and whether
+   * visible events were left out before them: /sync's timeline rule, for sliding sync's rooms.
+   */
+  async timelineWindow(roomId: string, userId: string, from: number, upTo: number, limit: number): Promise<{ events: StoredEvent[]; limited: boolean }> {
+    const timeline = await this.timeline(roomId, userId, from, upTo, Math.min(limit, MAX_TIMELINE_LIMIT), undefined);
+    return { events: timeline.events, limited: await this.isLimited(roomId, userId, timeline, undefined, from === 0) };
+  }
+
   /** A joined room's unread counts: the room's, or the main timeline's and each thread's when the filter asks. */
   private async unreadCounts(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined, byThread: boolean): Promise<Pick<JoinedRoom, 'unread_notifications' | 'unread_thread_notifications'>> {
     if (!byThread) return { unread_notifications: await this.push.unread(roomId, userId, upTo, rules) };
@@ -531,7 +540,7 @@ export class Sync {
   }
 
   /** An invite's or knock's room as the user sees it: the stripped state it came with, or the room's own, and the membership. */
-  private async strippedState(roomId: string, memberEventId: string): Promise<Record<string, unknown>[]> {
+  async strippedState(roomId: string, memberEventId: string): Promise<Record<string, unknown>[]> {
     const member = await this.rooms.getEvent(memberEventId);
     // What the room's server handed over with an invite (invite_room_state) or a knock (knock_room_state).
     const carried = member?.event.unsigned?.['invite_room_state'] ?? member?.event.unsigned?.['knock_room_state'];

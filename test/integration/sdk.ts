@@ -7,7 +7,7 @@ import type { Account } from './harness.ts';
 // The SDK logs a great deal; tests want quiet.
 (logger as unknown as { setLevel(level: string): void }).setLevel('silent');
 // Child loggers (the Rust crypto glue makes some) do not inherit that level: give clients a silent one.
-const silentLogger: Logger = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, getChild: () => silentLogger };
+export const silentLogger: Logger = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, getChild: () => silentLogger };
 
 export interface StartOptions {
   /** Start the Rust crypto stack (in memory) before syncing. */

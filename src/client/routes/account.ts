@@ -80,7 +80,7 @@ function rateLimit(c: Ctx, key: string): void {
 
 export function accountRoutes(app: Hono<Env>): void {
   on(app, 'GET', '/versions', (c) =>
-    c.json({ versions: SPEC_VERSIONS, unstable_features: { 'org.matrix.msc2732': true, 'org.matrix.e2e_cross_signing': true } }),
+    c.json({ versions: SPEC_VERSIONS, unstable_features: { 'org.matrix.msc2732': true, 'org.matrix.e2e_cross_signing': true, 'org.matrix.simplified_msc3575': true } }),
     ['/_matrix/client'],
   );
   app.get('/.well-known/matrix/client', (c) => c.json({ 'm.homeserver': { base_url: new URL(c.req.url).origin } }));

@@ -32,6 +32,8 @@ export interface P2PHomeserverOptions {
   refuse?: (serverName: string) => boolean;
   /** Called with the homeserver before it starts (to listen for what it does from its first moment). */
   onCreated?: (homeserver: Homeserver) => void;
+  /** Where the homeserver's log lines go (nowhere by default). */
+  log?: HomeserverOptions['log'];
 }
 
 /**
@@ -65,7 +67,7 @@ export async function startP2PHomeserver(options: P2PHomeserverOptions = {}): Pr
     seed,
     rateLimits: false,
     passwordIterations: 1000,
-    log: () => {},
+    log: options.log ?? (() => {}),
     mailbox: options.mailbox,
     federation: { transport: p2p.transport, backoff: { initialMs: 100, maxMs: 1000, refusedMs: 500 } },
   });

@@ -1,0 +1,83 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fuzzParameters, fuzzTimeout } from '../support/fuzz.ts';
+import { listSpecOperations, requestBodyProperties, type SpecOperation } from '../support/spec-schema.ts';
+import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
+
+// Random JSON (and some that is not JSON) to every client-server endpoint the spec gives a
+// JSON body, against a running homeserver: the answer is a success or a 4xx in the Matrix
+// error shape, never a 5xx, and the server goes on serving valid requests afterwards.
+
+let server: TestServer;
+let alice: Account;
+let bob: Account;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  alice = await register(server, 'alice');
+  bob = await register(server, 'bob');
+});
+afterAll(() => server?.close());
+
+const operations = listSpecOperations('client').filter((op) => requestBodyProperties(op) !== undefined);
+
+/** Real values for each path parameter, in a room made for this operation. */
+async function pathFor(op: SpecOperation): Promise<string> {
+  const room = (await api(server, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat', invite: [bob.userId] } })).body.room_id as string;
+  const sent = await api(server, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(room)}/send/m.room.message/${crypto.randomUUID()}`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'hi' } });
+  const values: Record<string, string> = {
+    userId: alice.userId, roomId: room, roomIdOrAlias: room, eventId: sent.body.event_id, deviceId: alice.deviceId,
+    txnId: crypto.randomUUID(), eventType: 'm.room.message', stateKey: '', type: 'm.fuzz', tag: 'u.fuzz', keyName: 'displayname',
+    kind: 'override', ruleId: 'fuzz', receiptType: 'm.read', version: '1', sessionId: 'session', appserviceId: 'as', networkId: 'net',
+    roomAlias: `#fuzz-${crypto.randomUUID()}:${server.homeserver.serverName}`,
+  };
+  return op.template.replace(/\{(\w+)\}/g, (_, name: string) => {
+    const value = values[name];
+    if (value === undefined) throw new Error(`no value for path parameter ${name} of ${op.template}`);
+    return encodeURIComponent(value);
+  });
+}
+
+const junk = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }),
+  fc.constantFrom(-1, 0, 2 ** 53, 1.5, -0, '', 'x'.repeat(300), [], {}, null, true, ['@alice:nowhere'], { '': null }),
+  fc.constantFrom('@bob:' + 'localhost', '!nope:localhost', '#nope:localhost', 'm.login.password', 'public_chat', 'private_chat', '1', '10', 'm.room.message', 'org.matrix.msc2432'),
+);
+/** A body: any JSON, an object of the spec's own keys with junk values, or bytes that are not JSON. */
+const body = (properties: string[]) => fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)),
+  fc.dictionary(properties.length > 0 ? fc.oneof(fc.constantFrom(...properties), fc.string({ maxLength: 5 })) : fc.string({ maxLength: 5 }), junk, { maxKeys: 5 }).map((v) => JSON.stringify(v)),
+  fc.constantFrom('{', 'nul', '{"a":1,}', '\u0000', '[1,2', '{"a":NaN}', '', '{"a":1e400}', '{"__proto__":{"admin":true}}', '"\\ud800"'),
+);
+
+describe('client request bodies, fuzzed', { timeout: fuzzTimeout }, () => {
+  it(`${operations.length} endpoints with a JSON body: a success or a 4xx Matrix error, never a 5xx`, async () => {
+    expect(operations.length).toBeGreaterThan(60);
+    for (const op of operations) {
+      const path = await pathFor(op);
+      await fc.assert(
+        fc.asyncProperty(body(requestBodyProperties(op)!), async (text) => {
+          const response = await fetch(server.url + path, {
+            method: op.method.toUpperCase(),
+            headers: { authorization: `Bearer ${alice.accessToken}`, 'content-type': 'application/json' },
+            body: text,
+          });
+          const answer = await response.text();
+          const what = `${op.method} ${path} ${text} → ${response.status} ${answer}`;
+          expect(response.status, what).toBeLessThan(500);
+          if (response.status < 400) return;
+          const parsed = JSON.parse(answer) as Record<string, unknown>;
+          // User-interactive auth answers 401 with its flows (errcode only once a stage failed).
+          if (response.status === 401 && Array.isArray(parsed['flows'])) return;
+          expect(parsed['errcode'], what).toMatch(/^M_[A-Z_]+$/);
+          expect(parsed['error'], what).toBeTypeOf('string');
+        }),
+        fuzzParameters(4, 25),
+      );
+    }
+    // Still serving: alice can sync and talk.
+    const room = (await api(server, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: {} })).body.room_id;
+    expect((await api(server, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(room)}/send/m.room.message/after`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'after' } })).status).toBe(200);
+    expect((await api(server, 'GET', '/_matrix/client/v3/sync?timeout=0', { token: alice.accessToken })).status).toBe(200);
+  });
+});

@@ -160,8 +160,39 @@ describe('federation intake, fuzzed over libp2p', { timeout: fuzzTimeout }, () =
         expect(crashes).toEqual([]);
       }),
       fuzzParameters(40, 20),
+    );  });
+
+  it('random EDUs (each kind, valid and mutated): the transaction answers 200, no handler fails with a programming error', async () => {
+    const client = new FederationClient(attacker.p2p.transport, attacker.homeserver.serverName, HEARTH_KEY_ID, attackerKey);
+    const latest = (await validMessage()).pdu['prev_events'] as string[];
+    const templates = (): Record<string, unknown>[] => [
+      { edu_type: 'm.typing', content: { room_id: roomId, user_id: mallory.userId, typing: true } },
+      { edu_type: 'm.receipt', content: { [roomId]: { 'm.read': { [mallory.userId]: { event_ids: latest, data: { ts: 1 } } } } } },
+      { edu_type: 'm.presence', content: { push: [{ user_id: mallory.userId, presence: 'online', last_active_ago: 5, currently_active: true, status_msg: 'hi' }] } },
+      { edu_type: 'm.direct_to_device', content: { sender: mallory.userId, type: 'm.fuzz', message_id: crypto.randomUUID(), messages: { [alice.userId]: { '*': { n: 1 } } } } },
+      { edu_type: 'm.device_list_update', content: { user_id: mallory.userId, device_id: 'FUZZ', device_display_name: 'x', stream_id: 7, prev_id: [6], deleted: false, keys: { user_id: mallory.userId, device_id: 'FUZZ', algorithms: ['m.olm.v1.curve25519-aes-sha2'], keys: { 'ed25519:FUZZ': 'key' }, signatures: {} } } },
+      { edu_type: 'm.signing_key_update', content: { user_id: mallory.userId, master_key: { user_id: mallory.userId, usage: ['master'], keys: { 'ed25519:base64': 'base64' } }, self_signing_key: { user_id: mallory.userId, usage: ['self_signing'], keys: { 'ed25519:other': 'other' } } } },
+    ];
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.tuple(fc.nat(5), fc.array(mutation, { maxLength: 3 })), { minLength: 1, maxLength: 4 }), async (picks) => {
+        const edus = picks.map(([kind, mutations]) => mutate(templates()[kind]!, mutations));
+        const txn = { origin: attacker.homeserver.serverName, origin_server_ts: Date.now(), pdus: [], edus };
+        const answer = await client.sendTransaction(victim.homeserver.serverName, crypto.randomUUID(), txn as never).catch((e: unknown) => e);
+        if (answer instanceof FederationRequestError) {
+          // The transaction's own schema (each EDU an object with a string edu_type and an object content) may refuse it whole.
+          expect([answer.status, answer.errcode], `${answer.message} for ${JSON.stringify(edus)}`).toEqual([400, 'M_BAD_JSON']);
+          return;
+        }
+        if (answer instanceof Error) throw answer;
+        expect(crashes, JSON.stringify(edus)).toEqual([]);
+      }),
+      fuzzParameters(30, 20),
     );
-    // The room still works both ways.
+    expect((await api(victim, 'GET', '/_matrix/client/v3/sync?timeout=0', { token: alice.accessToken })).status).toBe(200);
+  });
+
+  it('the room still works both ways', async () => {
+    const client = new FederationClient(attacker.p2p.transport, attacker.homeserver.serverName, HEARTH_KEY_ID, attackerKey);
     const after = await validMessage();
     const answer = await client.sendTransaction(victim.homeserver.serverName, crypto.randomUUID(), { origin: attacker.homeserver.serverName, origin_server_ts: Date.now(), pdus: [after.pdu as unknown as PDU] });
     expect(answer.pdus?.[after.eventId]).toEqual({});

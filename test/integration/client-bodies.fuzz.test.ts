@@ -47,10 +47,10 @@ async function fixture(): Promise<{ room: string; eventId: string }> {
 }
 
 /** A Matrix error, or a success; never a 5xx. */
-async function expectMatrixAnswer(method: string, path: string, text: string): Promise<void> {
+async function expectMatrixAnswer(method: string, path: string, text?: string): Promise<void> {
   const response = await fetch(server.url + path, {
     method,
-    headers: { authorization: `Bearer ${alice.accessToken}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${alice.accessToken}`, ...(text === undefined ? {} : { 'content-type': 'application/json' }) },
     body: text,
   });
   const answer = await response.text();
@@ -102,6 +102,43 @@ describe('client request bodies, fuzzed', { timeout: fuzzTimeout }, () => {
         fuzzParameters(2, 50),
       );
     }
+    await stillServing();
+  });
+});
+
+describe('query strings, fuzzed', { timeout: fuzzTimeout }, () => {
+  it('sync tokens, pagination tokens, filters and limits: any value gives a success or a 4xx Matrix error', async () => {
+    const { room, eventId } = await (shared ??= fixture());
+    const since = (await api(server, 'GET', '/_matrix/client/v3/sync?timeout=0', { token: alice.accessToken })).body.next_batch as string;
+    const r = encodeURIComponent(room);
+    const queries: [path: string, params: string[]][] = [
+      ['/_matrix/client/v3/sync', ['since', 'filter', 'set_presence', 'full_state', 'timeout']],
+      [`/_matrix/client/v3/rooms/${r}/messages`, ['from', 'to', 'dir', 'limit', 'filter']],
+      [`/_matrix/client/v3/rooms/${r}/context/${encodeURIComponent(eventId)}`, ['limit', 'filter']],
+      [`/_matrix/client/v1/rooms/${r}/relations/${encodeURIComponent(eventId)}`, ['from', 'to', 'limit', 'dir', 'recurse']],
+      [`/_matrix/client/v1/rooms/${r}/threads`, ['from', 'limit', 'include']],
+      [`/_matrix/client/v3/rooms/${r}/members`, ['at', 'membership', 'not_membership']],
+      ['/_matrix/client/v3/publicRooms', ['limit', 'since', 'server']],
+      ['/_matrix/client/v3/keys/changes', ['from', 'to']],
+      ['/_matrix/client/v3/notifications', ['from', 'limit', 'only']],
+      ['/_matrix/client/v3/events', ['from', 'timeout', 'room_id']],
+      [`/_matrix/client/v1/rooms/${r}/hierarchy`, ['from', 'limit', 'max_depth', 'suggested_only']],
+      [`/_matrix/client/v1/rooms/${r}/timestamp_to_event`, ['ts', 'dir']],
+    ];
+    const value = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 16 }),
+      fc.constantFrom(since, `${since}x`, since.slice(0, -1), 's0', 's-1', 's99999999999999999999', '0', '-1', '1e3', 'NaN', '9007199254740993', 'b', 'f', '{}', '{"room":{"timeline":{"limit":-1}}}', '{"room":{"rooms":[1]}}', 'true', 'online', 'm.room.message'),
+      fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v)),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.nat(queries.length - 1), fc.array(fc.tuple(fc.nat(4), value), { minLength: 1, maxLength: 3 }), async (which, picks) => {
+        const [path, params] = queries[which]!;
+        const query = new URLSearchParams(picks.map(([p, v]) => [params[p % params.length]!, v]));
+        if (path.endsWith('/sync') || path.endsWith('/events')) query.set('timeout', '0');
+        await expectMatrixAnswer('GET', `${path}?${query}`);
+      }),
+      fuzzParameters(60, 10),
+    );
     await stillServing();
   });
 });

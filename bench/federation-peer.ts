@@ -172,10 +172,23 @@ export async function acceptedEvents(peer: BenchPeer, roomId: string, type: stri
   return row?.n ?? 0;
 }
 
+/** Who waits on each peer's news: the sync notifier is wrapped once per peer, so waits can overlap. */
+const newsWaiters = new WeakMap<BenchPeer, Set<() => void>>();
+
 /** Resolves once the room holds `count` accepted events of the type: counted again each time the peer's sync notifier is told of news. */
 export function untilAccepted(peer: BenchPeer, roomId: string, type: string, count: number): Promise<void> {
-  const sync = peer.homeserver.services.sync;
-  const notify = sync.notify;
+  let waiters = newsWaiters.get(peer);
+  if (!waiters) {
+    const all = new Set<() => void>();
+    const sync = peer.homeserver.services.sync;
+    const notify = sync.notify.bind(sync);
+    sync.notify = (change) => {
+      notify(change);
+      for (const waiter of all) waiter();
+    };
+    newsWaiters.set(peer, (waiters = all));
+  }
+  const registered = waiters;
   return new Promise((resolve, reject) => {
     let checking = false;
     let again = false;
@@ -186,21 +199,20 @@ export function untilAccepted(peer: BenchPeer, roomId: string, type: string, cou
         do {
           again = false;
           if ((await acceptedEvents(peer, roomId, type)) >= count) {
-            sync.notify = notify;
+            registered.delete(wake);
             return resolve();
           }
         } while (again);
       } catch (error) {
+        registered.delete(wake);
         reject(error as Error);
       } finally {
         checking = false;
       }
     };
-    sync.notify = (change) => {
-      notify.call(sync, change);
-      void check();
-    };
-    void check();
+    const wake = () => void check();
+    registered.add(wake);
+    wake();
   });
 }
 

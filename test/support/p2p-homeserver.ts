@@ -34,6 +34,8 @@ export interface P2PHomeserverOptions {
   onCreated?: (homeserver: Homeserver) => void;
   /** Where the homeserver's log lines go (nowhere by default). */
   log?: HomeserverOptions['log'];
+  /** The per-origin federation limits (the homeserver's defaults unless given; false: none). */
+  federationRateLimits?: HomeserverOptions['federationRateLimits'];
 }
 
 /**
@@ -68,6 +70,7 @@ export async function startP2PHomeserver(options: P2PHomeserverOptions = {}): Pr
     rateLimits: false,
     passwordIterations: 1000,
     log: options.log ?? (() => {}),
+    ...(options.federationRateLimits !== undefined ? { federationRateLimits: options.federationRateLimits } : {}),
     mailbox: options.mailbox,
     federation: { transport: p2p.transport, backoff: { initialMs: 100, maxMs: 1000, refusedMs: 500 } },
   });

@@ -13,8 +13,9 @@ import { openDurableDatabase } from '../src/storage/durable-database.ts';
  * per commit), unless HEARTH_BENCH_STORAGE=sqljs asks for sql.js on files (the engine
  * of the browser's redo log and of `serve --storage sqljs`).
  */
-export async function openBenchDatabase(schemas: ComponentSchema[]): Promise<{ db: Database; kind: string; close(): Promise<void> }> {
-  const directory = await mkdtemp(join(tmpdir(), 'hearth-bench-'));
+export async function openBenchDatabase(schemas: ComponentSchema[], keepIn?: string): Promise<{ db: Database; kind: string; close(): Promise<void> }> {
+  // Given a folder, the database lives there and outlives close (a peer that restarts); otherwise in a temporary one.
+  const directory = keepIn ?? (await mkdtemp(join(tmpdir(), 'hearth-bench-')));
   const sqljs = process.env.HEARTH_BENCH_STORAGE === 'sqljs';
   const db = sqljs
     ? await openDurableDatabase({ sqlJs: await initSqlJs(), persistence: await openFilePersistence({ directory }), schemas })
@@ -24,7 +25,7 @@ export async function openBenchDatabase(schemas: ComponentSchema[]): Promise<{ d
     kind: sqljs ? 'sql.js on files (fdatasync per commit)' : 'native SQLite (WAL, synchronous=FULL)',
     close: async () => {
       await db.close();
-      await rm(directory, { recursive: true, force: true });
+      if (!keepIn) await rm(directory, { recursive: true, force: true });
     },
   };
 }

@@ -60,8 +60,8 @@ const endpointOf = (request: Request) => `${request.method} ${new URL(request.ur
 
 const record = (timings: Timings, key: string, ms: number) => (timings[key] ??= []).push(ms);
 
-export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: string[]; dns?: BenchDns }): Promise<BenchPeer> {
-  const { db, close: closeDb } = await openBenchDatabase(homeserverSchemas);
+export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: string[]; dns?: BenchDns; dataDir?: string }): Promise<BenchPeer> {
+  const { db, close: closeDb } = await openBenchDatabase(homeserverSchemas, options.dataDir);
   const outbound: Timings = {};
   const inbound: Timings = {};
   const responseBytes: Timings = {};
@@ -163,10 +163,67 @@ export async function startBenchPeer(options: { seed: Uint8Array; bootstrap?: st
   };
 }
 
+/** Events of a type the room engine accepted (not outliers, rejected or soft-failed). */
+export async function acceptedEvents(peer: BenchPeer, roomId: string, type: string): Promise<number> {
+  const row = await peer.db.get<{ n: number }>(
+    'SELECT COUNT(*) AS n FROM events WHERE room_id = ? AND type = ? AND outlier = 0 AND rejected IS NULL AND soft_failed = 0',
+    [roomId, type],
+  );
+  return row?.n ?? 0;
+}
+
+/** Who waits on each peer's news: the sync notifier is wrapped once per peer, so waits can overlap. */
+const newsWaiters = new WeakMap<BenchPeer, Set<() => void>>();
+
+/** Resolves once the room holds `count` accepted events of the type: counted again each time the peer's sync notifier is told of news. */
+export function untilAccepted(peer: BenchPeer, roomId: string, type: string, count: number): Promise<void> {
+  let waiters = newsWaiters.get(peer);
+  if (!waiters) {
+    const all = new Set<() => void>();
+    const sync = peer.homeserver.services.sync;
+    const notify = sync.notify.bind(sync);
+    sync.notify = (change) => {
+      notify(change);
+      for (const waiter of all) waiter();
+    };
+    newsWaiters.set(peer, (waiters = all));
+  }
+  const registered = waiters;
+  return new Promise((resolve, reject) => {
+    let checking = false;
+    let again = false;
+    const check = async (): Promise<void> => {
+      if (checking) return void (again = true);
+      checking = true;
+      try {
+        do {
+          again = false;
+          if ((await acceptedEvents(peer, roomId, type)) >= count) {
+            registered.delete(wake);
+            return resolve();
+          }
+        } while (again);
+      } catch (error) {
+        registered.delete(wake);
+        reject(error as Error);
+      } finally {
+        checking = false;
+      }
+    };
+    const wake = () => void check();
+    registered.add(wake);
+    wake();
+  });
+}
+
 /** Commands the bench sends a child peer, and what each answers. */
 export type PeerCommand =
-  | { cmd: 'start'; seed: number[]; bootstrap: string[]; dns?: BenchDns }
+  | { cmd: 'start'; seed: number[]; bootstrap: string[]; dns?: BenchDns; dataDir?: string }
   | { cmd: 'count'; roomId: string; type: string }
+  /** Answers once the room holds `count` accepted events of the type (checked whenever something becomes durable). */
+  | { cmd: 'untilCount'; roomId: string; type: string; count: number }
+  /** This process's resident memory now and at its peak, in bytes. */
+  | { cmd: 'memory' }
   | { cmd: 'timings' }
   /** Answers once `count` /sync long-polls are waiting on this peer. */
   | { cmd: 'untilWaiting'; count: number }
@@ -179,18 +236,19 @@ if (process.argv[2] === 'child' && process.send) {
     try {
       switch (message.cmd) {
         case 'start':
-          peer = await startBenchPeer({ seed: Uint8Array.from(message.seed), bootstrap: message.bootstrap, ...(message.dns ? { dns: message.dns } : {}) });
+          peer = await startBenchPeer({ seed: Uint8Array.from(message.seed), bootstrap: message.bootstrap, ...(message.dns ? { dns: message.dns } : {}), ...(message.dataDir ? { dataDir: message.dataDir } : {}) });
           reply({ url: peer.url, serverName: peer.homeserver.serverName, multiaddrs: peer.p2p.multiaddrs() });
           break;
-        case 'count': {
-          // Events of a type the room engine accepted (not outliers, rejected or soft-failed).
-          const row = await peer!.db.get<{ n: number }>(
-            'SELECT COUNT(*) AS n FROM events WHERE room_id = ? AND type = ? AND outlier = 0 AND rejected IS NULL AND soft_failed = 0',
-            [message.roomId, message.type],
-          );
-          reply(row?.n ?? 0);
+        case 'count':
+          reply(await acceptedEvents(peer!, message.roomId, message.type));
           break;
-        }
+        case 'untilCount':
+          await untilAccepted(peer!, message.roomId, message.type, message.count);
+          reply(true);
+          break;
+        case 'memory':
+          reply({ rss: process.memoryUsage().rss, peakRss: process.resourceUsage().maxRSS * 1024 });
+          break;
         case 'untilWaiting':
           await peer!.homeserver.services.sync.notifier.untilWaiting(message.count);
           reply(true);

@@ -71,9 +71,13 @@ export interface ChildPeer extends Reachable {
   serverName: string;
   command<T>(command: PeerCommand): Promise<T>;
   stop(): Promise<void>;
+  /** kill -9: no clean stop, nothing flushed. */
+  kill(): void;
+  /** Resolves when the process has exited. */
+  exited: Promise<void>;
 }
 
-export async function startChildPeer(seed: Uint8Array, bootstrap: string[], dns?: BenchDns): Promise<ChildPeer> {
+export async function startChildPeer(seed: Uint8Array, bootstrap: string[], dns?: BenchDns, dataDir?: string): Promise<ChildPeer> {
   const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: ['--import', 'tsx'] });
   let next = 0;
   const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
@@ -102,8 +106,8 @@ export async function startChildPeer(seed: Uint8Array, bootstrap: string[], dns?
     clearTimeout(timer);
   };
   try {
-    const started = await command<{ url: string; serverName: string }>({ cmd: 'start', seed: [...seed], bootstrap, ...(dns ? { dns } : {}) });
-    return { ...started, command, stop };
+    const started = await command<{ url: string; serverName: string }>({ cmd: 'start', seed: [...seed], bootstrap, ...(dns ? { dns } : {}), ...(dataDir ? { dataDir } : {}) });
+    return { ...started, command, stop, kill: () => child.kill('SIGKILL'), exited };
   } catch (error) {
     child.kill('SIGTERM');
     throw error;

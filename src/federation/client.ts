@@ -1,9 +1,11 @@
 import type { SigningKey } from '../crypto/ed25519.ts';
+import { isValidServerName } from '../events/identifiers.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { PublicRoomsPage } from '../rooms/directory.ts';
 import { decodeMediaMultipart, type MediaPart } from '../media/multipart.ts';
 import { FederationUnreachable, type FederationTransport } from './transport.ts';
 import { authorizationHeader } from './x-matrix.ts';
+import { CodedError } from '../util/coded-error.ts';
 
 /** A server answered an error, or its answer made no sense. */
 export class FederationRequestError extends Error {
@@ -83,6 +85,8 @@ export class FederationClient {
     options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal },
   ): Promise<Response> {
     if (destination === this.origin) throw new FederationUnreachable(destination, 'a server does not federate with itself');
+    // A name a client gave (`?server=`, `via`): one that is no server name is the caller's mistake, not a request to make.
+    if (!isValidServerName(destination)) throw new CodedError(400, 'M_INVALID_PARAM', `${JSON.stringify(destination.slice(0, 300))} is not a server name`);
     const search = new URLSearchParams();
     for (const [name, value] of Object.entries(options.query ?? {})) {
       for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) search.append(name, v);

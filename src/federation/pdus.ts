@@ -19,6 +19,10 @@ export async function countersignEvent<T extends PDU>(event: T, version: RoomVer
   return { ...event, signatures };
 }
 
+/** An event reference: an ID (v3+) or an [ID, hashes] pair (v1–v2). */
+const isReference = (ref: unknown): boolean => typeof ref === 'string' || (Array.isArray(ref) && typeof ref[0] === 'string');
+const isOptionalString = (value: unknown): boolean => value === undefined || typeof value === 'string';
+
 /** The shape every PDU must have before anything else looks at it. */
 export function isPduShaped(value: unknown): value is PDU {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
@@ -30,11 +34,13 @@ export function isPduShaped(value: unknown): value is PDU {
     typeof pdu['origin_server_ts'] === 'number' &&
     typeof pdu['depth'] === 'number' &&
     typeof pdu['content'] === 'object' && pdu['content'] !== null && !Array.isArray(pdu['content']) &&
-    Array.isArray(pdu['prev_events']) &&
-    Array.isArray(pdu['auth_events']) &&
+    Array.isArray(pdu['prev_events']) && pdu['prev_events'].every(isReference) &&
+    Array.isArray(pdu['auth_events']) && pdu['auth_events'].every(isReference) &&
     typeof pdu['hashes'] === 'object' && pdu['hashes'] !== null &&
     typeof pdu['signatures'] === 'object' && pdu['signatures'] !== null &&
-    (pdu['state_key'] === undefined || typeof pdu['state_key'] === 'string')
+    isOptionalString(pdu['state_key']) &&
+    isOptionalString(pdu['redacts']) &&
+    isOptionalString(pdu['origin'])
   );
 }
 

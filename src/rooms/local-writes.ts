@@ -142,7 +142,9 @@ export class LocalWrites {
       // A write this one builds on may have failed to become durable and rolled back.
       store.requirePrevEvents(tx, roomId, prevIds);
       if (txn) {
-        const repeated = tx.get<{ event_id: string }>('SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND txn_id = ?', [txn.userId, txn.deviceId, txn.txnId]);
+        const repeated = tx.get<{ event_id: string }>(
+          'SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND endpoint = ? AND txn_id = ?', [txn.userId, txn.deviceId, txn.endpoint, txn.txnId],
+        );
         if (repeated) throw new RepeatedTransaction(repeated.event_id);
       }
       for (const event of built) refuseDuplicateAnnotation(tx, event);
@@ -171,7 +173,7 @@ export class LocalWrites {
         tx.run('INSERT INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, last.event_id]);
       }
       if (txn) {
-        tx.run('INSERT INTO transaction_ids (user_id, device_id, txn_id, event_id) VALUES (?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.txnId, last.event_id]);
+        tx.run('INSERT INTO transaction_ids (user_id, device_id, endpoint, txn_id, event_id) VALUES (?, ?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.endpoint, txn.txnId, last.event_id]);
       }
       const sent = store.outbox?.(tx, { roomId, version: head.version, events: built, servers: this.destinationsOf(tx, roomId, built) });
       return { stored, head: { version: head.version, current, extremities: [last.event_id] }, snapshots, redactionTargets, afterDurable: sent ?? undefined };

@@ -144,5 +144,24 @@ export const roomsSchema: ComponentSchema = {
       description: 'events by room, type and stream position: the latest event of some types in each room (sliding sync\'s bump stamps)',
       up: (tx) => void tx.run('CREATE INDEX events_by_room_type_stream ON events (room_id, type, stream_ordering)'),
     },
+    {
+      version: 5,
+      description: 'client transaction IDs scoped to the device and the endpoint, not the device alone',
+      up: (tx) => {
+        tx.run(`CREATE TABLE transaction_ids_scoped (
+          user_id TEXT NOT NULL,
+          device_id TEXT NOT NULL,
+          endpoint TEXT NOT NULL,
+          txn_id TEXT NOT NULL,
+          event_id TEXT NOT NULL,
+          PRIMARY KEY (user_id, device_id, endpoint, txn_id)
+        )`);
+        // Earlier rows named no endpoint; they are kept (for unsigned.transaction_id) under an empty one.
+        tx.run("INSERT INTO transaction_ids_scoped (user_id, device_id, endpoint, txn_id, event_id) SELECT user_id, device_id, '', txn_id, event_id FROM transaction_ids");
+        tx.run('DROP TABLE transaction_ids');
+        tx.run('ALTER TABLE transaction_ids_scoped RENAME TO transaction_ids');
+        tx.run('CREATE INDEX transaction_ids_by_event ON transaction_ids (event_id)');
+      },
+    },
   ],
 };

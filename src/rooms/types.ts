@@ -34,9 +34,12 @@ export interface EventTemplate {
   redacts?: string;
 }
 
+/** A client's transaction: scoped to the device and the endpoint (client-server §Transaction identifiers). */
 export interface TransactionKey {
   userId: string;
   deviceId: string;
+  /** Names the endpoint the request went to, with its path parameters: another endpoint, another request. */
+  endpoint: string;
   txnId: string;
 }
 

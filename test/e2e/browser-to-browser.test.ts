@@ -23,14 +23,15 @@ let nameB: string;
 let relayName: string;
 let shared: { roomId: string; alice: { userId: string; token: string }; bob: { userId: string; token: string }; aliceSince: string; bobSince: string } | undefined;
 
-// As `npm start`'s peer: a relay and a mailbox.
-const startRelay = (port: number) => startNodeHost({ dataDir: dir, port: 0, listen: [`/ip4/127.0.0.1/tcp/${port}/ws`], relay: true, mailbox: true, rateLimits: false });
+// As `npm start`'s peer: a relay and a mailbox, asking for any port (it keeps the one it got in <data>/listen.json).
+const startRelay = () => startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, mailbox: true, rateLimits: false });
+const wsPortOf = (host: NodeHost) => Number(/\/tcp\/(\d+)\/ws/.exec(host.p2p.multiaddrs()[0]!)![1]);
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-relay-'));
-  relay = await startRelay(0);
+  relay = await startRelay();
   relayName = relay.homeserver.serverName;
-  relayPort = Number(/\/tcp\/(\d+)\/ws/.exec(relay.p2p.multiaddrs()[0]!)![1]);
+  relayPort = wsPortOf(relay);
   site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
   pageA = await openHearth(contexts[0]!, site.server.url + '/');
@@ -134,10 +135,11 @@ describe('two browsers, each its own homeserver, linked directly by WebRTC', () 
     shared!.aliceSince = (await syncUntil(pageA, alice.token, timelineHas(roomId, 'Still here, A'), shared!.aliceSince)).next_batch;
   }, 120_000);
 
-  it('the relay restarts on the same data folder and port, and both pages reconnect to it', async () => {
+  it('the relay restarts on the same data folder, asking for any port again, gets its old one, and both pages reconnect to it', async () => {
     expect(relay).toBeUndefined();
-    relay = await startRelay(relayPort);
+    relay = await startRelay();
     expect(relay.homeserver.serverName).toBe(relayName);
+    expect(wsPortOf(relay)).toBe(relayPort);
     for (const page of [pageA, pageB]) {
       await expect.poll(async () => (await peersOf(page)).map((p) => p.server_name), { timeout: 40_000 }).toContain(relayName);
     }

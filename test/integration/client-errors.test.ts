@@ -137,6 +137,12 @@ describe('routing', () => {
     expectError(await api(server, 'GET', '/_matrix/client/v3/no/such/endpoint', { unchecked: true }), 404, 'M_UNRECOGNIZED');
     expectError(await api(server, 'DELETE', '/_matrix/client/v3/login', { unchecked: true }), 405, 'M_UNRECOGNIZED');
   });
+  it('M_INVALID_PARAM 400 for a server name that is none (found by fuzzing: /publicRooms?server= was a 500)', async () => {
+    for (const server_ of ['{"a":1}', 'white space', 'a/b', '[zz]']) {
+      expectError(await api(server, 'GET', `/_matrix/client/v3/publicRooms?server=${enc(server_)}`, { token: alice.accessToken, unchecked: true }), 400, 'M_INVALID_PARAM');
+      expectError(await api(server, 'POST', `/_matrix/client/v3/publicRooms?server=${enc(server_)}`, { token: alice.accessToken, body: {}, unchecked: true }), 400, 'M_INVALID_PARAM');
+    }
+  });
   it('answers the legacy r0 paths like v3', async () => {
     const r = await api(server, 'GET', '/_matrix/client/r0/account/whoami', { token: alice.accessToken });
     expect(r.body.user_id).toBe(alice.userId);

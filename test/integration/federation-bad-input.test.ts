@@ -126,6 +126,19 @@ describe('bad federation input over libp2p', () => {
     for (const body of ['forged signature', 'tampered', 'original', 'not a member', 'impostor']) expect(await visibleToAlice(body), body).toBe(false);
   });
 
+  it('drops a PDU whose references or optional strings have the wrong type (found by fuzzing: it was a 500)', async () => {
+    const odd = await Promise.all([
+      message(mallory.userId, 'bad prev', (e) => { e['prev_events'] = [false]; }),
+      message(mallory.userId, 'bad auth', (e) => { e['auth_events'] = [...(e['auth_events'] as string[]), 7]; }),
+      message(mallory.userId, 'bad redacts', (e) => { e['redacts'] = { id: 1 }; }),
+    ]);
+    const results = await sendPdus(odd.map((o) => o.pdu));
+    for (const { eventId } of odd) {
+      expect(results[eventId]).toBeUndefined();
+      expect(await victim.homeserver.services.rooms.getEvent(eventId)).toBeUndefined();
+    }
+  });
+
   it('goes on serving: a good event from the same peer is accepted and shown', async () => {
     const good = await message(mallory.userId, 'hello, properly');
     const results = await sendPdus([good.pdu]);

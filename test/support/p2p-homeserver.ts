@@ -32,6 +32,10 @@ export interface P2PHomeserverOptions {
   refuse?: (serverName: string) => boolean;
   /** Called with the homeserver before it starts (to listen for what it does from its first moment). */
   onCreated?: (homeserver: Homeserver) => void;
+  /** Where the homeserver's log lines go (nowhere by default). */
+  log?: HomeserverOptions['log'];
+  /** The per-origin federation limits (the homeserver's defaults unless given; false: none). */
+  federationRateLimits?: HomeserverOptions['federationRateLimits'];
 }
 
 /**
@@ -65,7 +69,8 @@ export async function startP2PHomeserver(options: P2PHomeserverOptions = {}): Pr
     seed,
     rateLimits: false,
     passwordIterations: 1000,
-    log: () => {},
+    log: options.log ?? (() => {}),
+    ...(options.federationRateLimits !== undefined ? { federationRateLimits: options.federationRateLimits } : {}),
     mailbox: options.mailbox,
     federation: { transport: p2p.transport, backoff: { initialMs: 100, maxMs: 1000, refusedMs: 500 } },
   });

@@ -660,6 +660,27 @@ export function listSpecExamples(api: SpecApi): SpecExample[] {
   return out;
 }
 
+/**
+ * The top-level property names of an operation's JSON request body (through $refs and
+ * allOf/oneOf/anyOf), or undefined when the operation takes no JSON body: what a fuzzer fills.
+ */
+export function requestBodyProperties(op: SpecOperation): string[] | undefined {
+  const json = child(operationLocated(op), 'requestBody', 'content', 'application/json');
+  if (!json) return undefined;
+  const names = new Set<string>();
+  const walk = (loc: Located | undefined, depth: number): void => {
+    if (!loc || depth > 10 || !isObject(loc.node)) return;
+    const props = child(loc, 'properties');
+    if (props && isObject(props.node)) for (const key of Object.keys(props.node)) names.add(key);
+    for (const key of ['allOf', 'oneOf', 'anyOf']) {
+      const list = child(loc, key);
+      if (list && Array.isArray(list.node)) list.node.forEach((_, i) => walk(child(list, String(i)), depth + 1));
+    }
+  };
+  walk(child(json, 'schema'), 0);
+  return [...names];
+}
+
 /** Example values of an operation's path parameters, for building a concrete path from its template. */
 export function pathParameterExamples(op: SpecOperation): Record<string, string> {
   const out: Record<string, string> = {};

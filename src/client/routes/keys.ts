@@ -169,7 +169,9 @@ export function keysRoutes(app: Hono<Env>): void {
     const body = await parseBody(c, sendToDeviceSchema);
     checkUserIds(Object.keys(body.messages));
     // Not rate-limited: a client sharing a room key sends bursts of these, and failing one breaks decryption.
-    await services.keys.toDevice.send(session, c.req.param('txnId')!, c.req.param('eventType')!, body.messages);
+    // A transaction ID is scoped to the endpoint, event type included: the same ID for another type is another request.
+    const eventType = c.req.param('eventType')!;
+    await services.keys.toDevice.send(session, JSON.stringify([eventType, c.req.param('txnId')!]), eventType, body.messages);
     return c.json({});
   });
 

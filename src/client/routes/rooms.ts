@@ -44,11 +44,14 @@ function requireUserId(userId: string): string {
   return userId;
 }
 
-async function send(c: Ctx, roomId: string, templates: EventTemplate[], txnId?: string): Promise<StoredEvent[]> {
+/** A transaction: its ID and the endpoint it was sent to (the method and the path without the ID), which scope it with the device. */
+type ClientTxn = { endpoint: string; txnId: string };
+
+async function send(c: Ctx, roomId: string, templates: EventTemplate[], txnKey?: ClientTxn): Promise<StoredEvent[]> {
   const session = await requireSession(c);
   const services = c.get('services');
   services.rateLimiter?.take(session.userId + '/' + session.deviceId);
-  const txn = txnId === undefined ? undefined : { userId: session.userId, deviceId: session.deviceId, txnId };
+  const txn = txnKey === undefined ? undefined : { userId: session.userId, deviceId: session.deviceId, ...txnKey };
   return services.rooms.sendEvents(roomId, templates, txn);
 }
 
@@ -220,7 +223,8 @@ export function roomRoutes(app: Hono<Env>): void {
     const content = await parseBody(c, jsonObject);
     if (type === 'm.room.redaction') throw badJson('use the /redact endpoint to send redactions');
     await checkRelation(c, roomId, type, content as JsonObject);
-    const [event] = await send(c, roomId, [{ type, sender: session.userId, content: content as JsonObject }], txnId);
+    const txn = txnId === undefined ? undefined : { endpoint: JSON.stringify(['send', roomId, type]), txnId };
+    const [event] = await send(c, roomId, [{ type, sender: session.userId, content: content as JsonObject }], txn);
     return c.json({ event_id: event!.event.event_id });
   };
   on(app, 'PUT', '/rooms/:roomId/send/:eventType/:txnId', (c) => sendMessage(c, c.req.param('txnId')!));
@@ -278,7 +282,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const version = (await services.rooms.roomVersion(roomId)) ?? getRoomVersion(DEFAULT_ROOM_VERSION)!;
     const content: JsonObject = body.reason !== undefined ? { reason: body.reason } : {};
     if (version.redactsInContent) content['redacts'] = eventId;
-    const [event] = await send(c, roomId, [{ type: 'm.room.redaction', sender: session.userId, content, redacts: eventId }], txnId === undefined ? undefined : `redact:${txnId}`);
+    const [event] = await send(c, roomId, [{ type: 'm.room.redaction', sender: session.userId, content, redacts: eventId }], txnId === undefined ? undefined : { endpoint: JSON.stringify(['redact', roomId, eventId]), txnId });
     return c.json({ event_id: event!.event.event_id });
   };
   on(app, 'PUT', '/rooms/:roomId/redact/:eventId/:txnId', (c) => redact(c, c.req.param('txnId')));

@@ -2,6 +2,7 @@ import type { ChatChange, ChatClient, ChatRoom } from './chat.ts';
 import { Composer } from './composer.ts';
 import { DemoRoom } from './demo-room.ts';
 import { h } from './dom.ts';
+import { EncryptionPanel } from './encryption-panel.ts';
 import { MembersPane } from './members.ts';
 import type { P2PPanel } from './p2p-panel.ts';
 import { RoomView } from './room-view.ts';
@@ -19,6 +20,7 @@ export class ChatScreen {
   private readonly sidebar = new Sidebar({ select: (roomId, after) => this.selectRoom(roomId, after) });
   private readonly roomView = new RoomView();
   private readonly members = new MembersPane();
+  private readonly encryptionPanel = new EncryptionPanel();
   private readonly composer = new Composer(() => {
     const room = this.selectedRoom();
     return room && this.client ? { client: this.client, room } : undefined;
@@ -45,12 +47,13 @@ export class ChatScreen {
     this.selectedRoomId = undefined;
     client.subscribe((change) => this.onChange(client, change));
     this.sidebar.build(client, this.p2pPanel.element);
-    this.roomView.build(this.composer);
+    this.roomView.build(this.composer, this.encryptionPanel.element);
     this.p2pPanel.showIdentity(client.userId);
     this.p2pPanel.setActions(...this.demoRoom.elements());
     container.replaceChildren(h('div', { class: 'chat' }, this.sidebar.element, this.roomView.element, this.members.element));
     this.renderRooms();
     this.renderRoom();
+    this.encryptionPanel.render(client);
     this.demoRoom.applyInviteLink();
     client.start();
   }
@@ -67,8 +70,14 @@ export class ChatScreen {
 
   private onChange(client: ChatClient, change: ChatChange): void {
     if (client !== this.client || change === 'signed-out') return;
-    if (change === 'room') return this.renderRoom();
+    if (change === 'encryption') return this.encryptionPanel.render(client);
+    if (change === 'room') {
+      this.renderRooms();
+      return this.renderRoom();
+    }
     if (!this.selectedRoomId) this.selectedRoomId = client.sortedRooms().find((r) => r.membership === 'join')?.id;
+    // A room opened before its join reached this page, or joined over federation: fill it from /messages.
+    if (this.selectedRoomId) client.openRoom(this.selectedRoomId);
     this.renderRooms();
     this.renderRoom();
     this.markRead();
@@ -82,6 +91,7 @@ export class ChatScreen {
 
   private selectRoom(roomId: string, after?: () => void): void {
     this.selectedRoomId = roomId;
+    this.client?.openRoom(roomId);
     after?.();
     this.renderRooms();
     this.renderRoom();

@@ -1,8 +1,8 @@
 /**
  * The seam between the chat client and the views. The views (account form, room list,
  * room view, composer, demo room) use only what is declared here; the client behind it
- * (today the hand-written one in client/, later matrix-js-sdk) keeps the session, runs the
- * sync loop, sends, and holds the rooms' state.
+ * (client/, on matrix-js-sdk and its Rust crypto) keeps the session, runs the sync loop,
+ * sends, encrypts, and holds the rooms' state. The views never import matrix-js-sdk.
  */
 
 export interface Session {
@@ -46,7 +46,37 @@ export interface MatrixEvent {
   origin_server_ts?: number;
   content: Record<string, any>;
   unsigned?: Record<string, any>;
+  /** Sent encrypted (`m.room.encrypted` on the wire); `type` and `content` are the decrypted ones. */
+  encrypted?: boolean;
+  /** Still being decrypted: `type` is `m.room.encrypted`. */
+  decrypting?: boolean;
+  /** It could not be decrypted, and why: the views say it in words. */
+  undecryptable?: DecryptionProblem;
 }
+
+/**
+ * Why an encrypted message cannot be read (after matrix-js-sdk's DecryptionFailureCode):
+ * `no-keys` the sender's device has not shared its key with this one (yet); `withheld` the sender
+ * refused to share it (`withheld-unverified`: because this device is not verified); `later-index`
+ * the key this device has starts after this message; `before-join` sent before you joined;
+ * `backup-missing` sent before this device existed and not in the key backup; `backup-unset` sent
+ * before this device existed and no backup is set up here (verify this device); `backup-working`
+ * the backup is being read; `identity-changed` the sender's verified identity changed; `unsigned-device`
+ * `unknown-device` the sender's device is not signed by its owner or not known; `other` anything else.
+ */
+export type DecryptionProblem =
+  | 'no-keys'
+  | 'withheld'
+  | 'withheld-unverified'
+  | 'later-index'
+  | 'before-join'
+  | 'backup-missing'
+  | 'backup-unset'
+  | 'backup-working'
+  | 'identity-changed'
+  | 'unsigned-device'
+  | 'unknown-device'
+  | 'other';
 
 export interface Member {
   userId: string;
@@ -75,14 +105,38 @@ export interface ChatRoom {
   /** Latest m.read receipt of each user: user ID → event ID. */
   readonly receipts: ReadonlyMap<string, string>;
   readonly localEchoes: readonly LocalEcho[];
+  /** Messages are end-to-end encrypted (the room has `m.room.encryption`). */
+  readonly encrypted: boolean;
+  /** Anyone may join (join rule `public`). */
+  readonly isPublic: boolean;
+  /** A direct message: listed in `m.direct`, or invited to one. */
+  readonly isDirect: boolean;
+}
+
+/** This device's end-to-end encryption, as the page shows it. */
+export interface EncryptionStatus {
+  /** The Rust crypto runs here (false: it could not start, encrypted rooms cannot be read). */
+  readonly available: boolean;
+  /** This device is signed by its owner's cross-signing key: other devices trust it. */
+  readonly verified: boolean;
+  /** The account has cross-signing keys, and this device could verify with the recovery key. */
+  readonly canVerify: boolean;
+  /** The recovery key made with this account, shown until the person says it is saved. */
+  readonly recoveryKey: string | undefined;
+}
+
+/** The recovery key typed does not open the account's secret storage. */
+export class WrongRecoveryKey extends Error {
+  override name = 'WrongRecoveryKey';
 }
 
 /**
  * What changed: `synced` after each /sync response (rooms, timelines, typing, receipts),
  * `room` when only what a room shows changed here (a send's state, pending marks, older
- * events), `signed-out` when the homeserver no longer takes the session.
+ * events, decryptions), `signed-out` when the homeserver no longer takes the session,
+ * `encryption` when this device's encryption status changed.
  */
-export type ChatChange = 'synced' | 'room' | 'signed-out';
+export type ChatChange = 'synced' | 'room' | 'signed-out' | 'encryption';
 
 /** A signed-in client. */
 export interface ChatClient {
@@ -109,7 +163,17 @@ export interface ChatClient {
   /** Asks again which own events wait for other servers (peers came or went); polls while any do. */
   refreshPending(): void;
 
-  createRoom(name: string): Promise<string>;
+  /** Creates a room: private and encrypted, or public and not. */
+  createRoom(name: string, options?: { public?: boolean }): Promise<string>;
+  /** Starts an encrypted direct message with `userId` (listed in `m.direct`) and invites them; returns the room even when the invite failed (`DirectInviteFailed`). */
+  startDirect(userId: string): Promise<string>;
+  /** The room is shown: loads its history from /messages until the screen is filled or its start is reached. */
+  openRoom(roomId: string): void;
+  encryption(): EncryptionStatus;
+  /** The person saved the recovery key: it is not shown again. */
+  confirmRecoveryKeySaved(): void;
+  /** Verifies this device with the account's recovery key: it is cross-signed, and the key backup is restored. Throws `WrongRecoveryKey`. */
+  verifyWithRecoveryKey(recoveryKey: string): Promise<void>;
   join(roomIdOrAlias: string): Promise<string>;
   leave(roomId: string): Promise<void>;
   invite(roomId: string, userId: string): Promise<void>;
@@ -123,6 +187,17 @@ export interface ChatClient {
   setTyping(roomId: string, typing: boolean): void;
   /** Marks the newest event from others in the room as read, once per event. */
   markRead(roomId: string): void;
+}
+
+/** A direct message room was made, but its invite failed: `roomId` exists, `cause` says why. */
+export class DirectInviteFailed extends Error {
+  override name = 'DirectInviteFailed';
+  constructor(
+    readonly roomId: string,
+    override readonly cause: unknown,
+  ) {
+    super('the direct message was created, but the invite failed');
+  }
 }
 
 /** Sessions: the one kept for this origin, and new ones. */

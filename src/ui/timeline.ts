@@ -1,4 +1,4 @@
-import type { ChatClient, ChatRoom, LocalEcho, MatrixEvent } from './chat.ts';
+import type { ChatClient, ChatRoom, DecryptionProblem, LocalEcho, MatrixEvent } from './chat.ts';
 import { formatTime, h } from './dom.ts';
 import { describeSendError } from './errors.ts';
 
@@ -37,6 +37,17 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
 /** A message, or a notice for the state events people care about; undefined for the rest. */
 function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent): HTMLLIElement | undefined {
   const who = client.displayName(room, event.sender);
+  if (event.undecryptable) {
+    return h(
+      'li',
+      { class: 'event undecryptable', 'data-event-id': event.event_id },
+      h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts))),
+      h('div', { class: 'body' }, `Unable to decrypt this message: ${describeDecryptionProblem(event.undecryptable)}`),
+    );
+  }
+  if (event.decrypting) {
+    return h('li', { class: 'event decrypting', 'data-event-id': event.event_id }, h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who)), h('div', { class: 'body' }, 'Decrypting\u2026'));
+  }
   if (event.type === 'm.room.message') {
     // Stored here but not yet with every server of the room ("pending" is the class of unsent echoes).
     const waitingFor = event.event_id ? client.waitingFor(event.event_id) : undefined;
@@ -57,6 +68,7 @@ function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent): HTML
   let notice: string | undefined;
   if (event.type === 'm.room.create') notice = `${who} created the room`;
   else if (event.type === 'm.room.name') notice = `${who} named the room \u201c${String(event.content.name ?? '')}\u201d`;
+  else if (event.type === 'm.room.encryption') notice = `${who} turned on end-to-end encryption`;
   else if (event.type === 'm.room.topic') notice = `${who} set the topic: ${String(event.content.topic ?? '')}`;
   else if (event.type === 'm.room.member') {
     const target = event.state_key === event.sender ? who : client.displayName(room, event.state_key ?? '');
@@ -82,4 +94,23 @@ function echoItem(client: ChatClient, room: ChatRoom, echo: LocalEcho, actions: 
         )
       : null,
   );
+}
+
+/** Why a message cannot be read, in words (after the SDK's decryption failure codes). */
+export function describeDecryptionProblem(problem: DecryptionProblem): string {
+  const words: Record<DecryptionProblem, string> = {
+    'no-keys': "the sender's device has not shared its key with this device (yet). It may arrive shortly.",
+    withheld: 'the sender chose not to share its key with this device.',
+    'withheld-unverified': 'the sender shares keys only with verified devices: verify this device with your recovery key.',
+    'later-index': 'this device received the key only for later messages.',
+    'before-join': 'it was sent before you joined the room.',
+    'backup-missing': 'it was sent before this device was signed in, and its key is not in your key backup.',
+    'backup-unset': 'it was sent before this device was signed in: verify this device with your recovery key to read it from your key backup.',
+    'backup-working': 'its key is being read from your key backup.',
+    'identity-changed': "the sender's verified identity has changed.",
+    'unsigned-device': 'the sender did not verify the device it was sent from.',
+    'unknown-device': 'it was sent from a device this one does not know.',
+    other: 'the message is damaged or its key does not match.',
+  };
+  return words[problem];
 }

@@ -38,7 +38,10 @@ export class ChatScreen {
       inviteInput: this.members.inviteInput,
       openPanel: () => (this.p2pPanel.element.open = true),
     });
-    document.addEventListener('visibilitychange', () => this.markRead());
+    document.addEventListener('visibilitychange', () => {
+      this.markRead();
+      this.renderRooms();
+    });
   }
 
   /** Shows `client`'s rooms in `container` and starts its sync loop. */
@@ -61,6 +64,7 @@ export class ChatScreen {
   /** The client signed out or is replaced: nothing it says is shown any more. */
   leave(): void {
     this.client = undefined;
+    document.title = 'Hearth';
   }
 
   /** An invite link opened while the page was open. */
@@ -100,7 +104,13 @@ export class ChatScreen {
   }
 
   private renderRooms(): void {
-    if (this.client) this.sidebar.renderRooms(this.client, this.selectedRoomId);
+    if (!this.client) return;
+    this.sidebar.renderRooms(this.client, this.selectedRoomId);
+    // The tab's title counts what is unread elsewhere ("(3) Hearth", "(3!) Hearth" with a mention).
+    const others = this.client.sortedRooms().filter((room) => room.id !== this.selectedRoomId || document.visibilityState !== 'visible');
+    const unread = others.reduce((n, room) => n + room.unread, 0);
+    const highlight = others.some((room) => room.highlights > 0);
+    document.title = unread > 0 ? `(${unread}${highlight ? '!' : ''}) Hearth` : 'Hearth';
   }
 
   private renderRoom(): void {
@@ -111,6 +121,10 @@ export class ChatScreen {
       loadOlder: () => room && void client.loadOlder(room.id),
       retry: (echo) => room && client.retry(room.id, echo),
       discard: (echo) => room && client.discard(room.id, echo),
+      reply: (event) => room && this.composer.replyToEvent(room.id, event, client.displayName(room, event.sender)),
+      edit: (event) => room && this.composer.editEvent(room.id, event),
+      redact: (event) => room && event.event_id && void client.redact(room.id, event.event_id).catch((error) => console.error('hearth: delete failed', error)),
+      react: (event, key) => room && event.event_id && void client.react(room.id, event.event_id, key).catch((error) => console.error('hearth: reaction failed', error)),
     };
     this.roomView.render(client, room, actions);
     this.members.render(client, room);

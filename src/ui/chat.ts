@@ -52,6 +52,27 @@ export interface MatrixEvent {
   decrypting?: boolean;
   /** It could not be decrypted, and why: the views say it in words. */
   undecryptable?: DecryptionProblem;
+  /** Replaced by an edit (`m.replace`): `content` is the newest version's. */
+  edited?: boolean;
+  /** Deleted (redacted): its content is gone. */
+  redacted?: boolean;
+  /** The message this one answers (`m.in_reply_to`), as far as this page knows it. */
+  replyTo?: { eventId: string; sender: string | undefined; body: string | undefined };
+  /** Reactions (`m.annotation`) by key, in the order first given. */
+  reactions?: readonly Reaction[];
+}
+
+export interface Reaction {
+  readonly key: string;
+  readonly count: number;
+  /** This user's own reaction with this key, if any (undoing it redacts that event). */
+  readonly mine: boolean;
+}
+
+/** How a message is sent: as an answer to another, or as an action (`/me`, `m.emote`). */
+export interface SendOptions {
+  replyTo?: string;
+  emote?: boolean;
 }
 
 /**
@@ -111,6 +132,9 @@ export interface ChatRoom {
   readonly isPublic: boolean;
   /** A direct message: listed in `m.direct`, or invited to one. */
   readonly isDirect: boolean;
+  /** Unread notifications and highlights (mentions) as the homeserver counts them. */
+  readonly unread: number;
+  readonly highlights: number;
 }
 
 /** This device's end-to-end encryption, as the page shows it. */
@@ -178,8 +202,14 @@ export interface ChatClient {
   leave(roomId: string): Promise<void>;
   invite(roomId: string, userId: string): Promise<void>;
   loadOlder(roomId: string): Promise<void>;
-  /** Sends a text message, shown as a local echo until the homeserver has it. */
-  send(roomId: string, body: string): void;
+  /** Sends a text message (markdown: bold, italic, code and links go as `formatted_body`), shown as a local echo until the homeserver has it. */
+  send(roomId: string, body: string, options?: SendOptions): void;
+  /** Reacts with `key`, or takes this user's reaction back if there is one. */
+  react(roomId: string, eventId: string, key: string): Promise<void>;
+  /** Replaces an own message's text (`m.replace`). */
+  edit(roomId: string, eventId: string, body: string): Promise<void>;
+  /** Deletes (redacts) an own message. */
+  redact(roomId: string, eventId: string): Promise<void>;
   /** Sends a failed echo again (the same transaction ID, so it is applied once). */
   retry(roomId: string, echo: LocalEcho): void;
   /** Drops a failed echo. */

@@ -115,6 +115,10 @@ export class Sidebar {
         'button',
         { class: room.id === selectedRoomId ? 'room-item selected' : 'room-item', 'aria-current': room.id === selectedRoomId ? 'true' : undefined, onclick: () => this.actions.select(room.id) },
         h('span', { class: 'name' }, client.roomName(room)),
+        // The homeserver's notification counts: mentions (highlights) stand out.
+        room.unread > 0 && room.id !== selectedRoomId
+          ? h('span', { class: room.highlights > 0 ? 'unread-badge highlight' : 'unread-badge', title: `${room.unread} unread${room.highlights > 0 ? `, ${room.highlights} mentioning you` : ''}` }, String(room.unread))
+          : null,
         h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${String(last.content.body ?? '')}` : ''),
       ),
     );

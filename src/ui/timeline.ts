@@ -1,13 +1,21 @@
 import type { ChatClient, ChatRoom, DecryptionProblem, LocalEcho, MatrixEvent } from './chat.ts';
 import { formatTime, h } from './dom.ts';
 import { describeSendError } from './errors.ts';
+import { messageBody } from './message-body.ts';
 
 /** What the timeline's buttons do. */
 export interface TimelineActions {
   loadOlder(): void;
   retry(echo: LocalEcho): void;
   discard(echo: LocalEcho): void;
+  reply(event: MatrixEvent): void;
+  edit(event: MatrixEvent): void;
+  redact(event: MatrixEvent): void;
+  react(event: MatrixEvent, key: string): void;
 }
+
+/** The reactions offered on every message (with any others already given). */
+export const QUICK_REACTIONS = ['\u{1F44D}', '\u2764\uFE0F', '\u{1F602}', '\u{1F389}', '\u{1F62E}', '\u{1F622}'];
 
 /**
  * A room's timeline as list items: "Load earlier messages" while the start is not reached,
@@ -24,7 +32,7 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
   const items: HTMLElement[] = [];
   if (client.canLoadOlder(room)) items.push(h('li', { class: 'more' }, h('button', { class: 'link', onclick: () => actions.loadOlder() }, 'Load earlier messages')));
   for (const event of room.timeline) {
-    const item = eventItem(client, room, event);
+    const item = eventItem(client, room, event, actions);
     if (!item) continue;
     const seenBy = event.event_id ? readers.get(event.event_id) : undefined;
     if (seenBy) item.append(h('div', { class: 'receipts' }, `Seen by ${seenBy.join(', ')}`));
@@ -35,8 +43,13 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
 }
 
 /** A message, or a notice for the state events people care about; undefined for the rest. */
-function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent): HTMLLIElement | undefined {
+function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions): HTMLLIElement | undefined {
   const who = client.displayName(room, event.sender);
+  // Edits show on the message they replace; reactions and redactions under and on theirs.
+  if (event.type === 'm.room.message' && event.content['m.relates_to']?.rel_type === 'm.replace') return undefined;
+  if (event.redacted && (event.type === 'm.room.message' || event.type === 'm.room.encrypted')) {
+    return h('li', { class: 'event redacted', 'data-event-id': event.event_id }, h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who)), h('div', { class: 'body' }, 'Message deleted'));
+  }
   if (event.undecryptable) {
     return h(
       'li',
@@ -54,8 +67,11 @@ function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent): HTML
     return h(
       'li',
       { class: `${event.sender === client.userId ? 'event mine' : 'event'}${waitingFor ? ' undelivered' : ''}`, 'data-event-id': event.event_id, 'data-waiting-for': waitingFor?.length },
-      h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts))),
-      h('div', { class: 'body' }, typeof event.content.body === 'string' ? event.content.body : '(unsupported message)'),
+      h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts)), event.edited ? h('span', { class: 'edited' }, '(edited)') : null),
+      event.replyTo ? replyQuote(client, room, event.replyTo) : null,
+      messageBody(event, who),
+      reactionsRow(event, actions),
+      messageActions(client, event, actions),
       waitingFor
         ? h(
             'div',
@@ -113,4 +129,40 @@ export function describeDecryptionProblem(problem: DecryptionProblem): string {
     other: 'the message is damaged or its key does not match.',
   };
   return words[problem];
+}
+
+function replyQuote(client: ChatClient, room: ChatRoom, replyTo: NonNullable<MatrixEvent['replyTo']>): HTMLElement {
+  const who = replyTo.sender ? client.displayName(room, replyTo.sender) : 'a message';
+  return h('blockquote', { class: 'reply-quote', 'data-reply-to': replyTo.eventId }, h('span', { class: 'sender' }, `In reply to ${who}`), replyTo.body === undefined ? null : h('span', { class: 'quoted' }, replyTo.body));
+}
+
+/** The reactions given, each a button that adds or takes back this user's. */
+function reactionsRow(event: MatrixEvent, actions: TimelineActions): HTMLElement | null {
+  if (!event.reactions?.length) return null;
+  return h(
+    'div',
+    { class: 'reactions', 'aria-label': 'Reactions' },
+    ...event.reactions.map((r) =>
+      h('button', { type: 'button', class: r.mine ? 'reaction mine' : 'reaction', 'aria-pressed': String(r.mine), title: r.mine ? 'Take your reaction back' : 'React the same', onclick: () => actions.react(event, r.key) }, `${r.key} ${r.count}`),
+    ),
+  );
+}
+
+/** Reply and react on every message; edit and delete on one's own. */
+function messageActions(client: ChatClient, event: MatrixEvent, actions: TimelineActions): HTMLElement | null {
+  if (!event.event_id) return null;
+  const mine = event.sender === client.userId;
+  return h(
+    'div',
+    { class: 'message-actions' },
+    h('button', { type: 'button', class: 'small link', onclick: () => actions.reply(event) }, 'Reply'),
+    h(
+      'details',
+      { class: 'react-picker' },
+      h('summary', { 'aria-label': 'React' }, 'React'),
+      ...QUICK_REACTIONS.map((key) => h('button', { type: 'button', class: 'small link', 'aria-label': `React ${key}`, onclick: () => actions.react(event, key) }, key)),
+    ),
+    mine ? h('button', { type: 'button', class: 'small link', onclick: () => actions.edit(event) }, 'Edit') : null,
+    mine ? h('button', { type: 'button', class: 'small link', onclick: () => actions.redact(event) }, 'Delete') : null,
+  );
 }

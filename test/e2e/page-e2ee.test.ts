@@ -114,6 +114,70 @@ describe('an encrypted direct message between two browser homeservers', () => {
     }
   }, 90_000);
 
+  it('replies, reactions, edits, deletes, markdown and /me, as the other side shows them', async () => {
+    // The message itself, not the reply that quotes it.
+    const ananMessage = pageB.locator('.event[data-event-id]:not(:has(.reply-quote))', { hasText: 'Hello Ben, only we can read this' });
+    // Ben answers Ana's message, and reacts to it.
+    await ananMessage.getByRole('button', { name: 'Reply' }).click();
+    await pageB.locator('.composer-context', { hasText: 'Replying to ana' }).waitFor();
+    await sendThroughUi(pageB, 'A reply to you');
+    const reply = pageA.locator('.event[data-event-id]', { hasText: 'A reply to you' });
+    await reply.locator('.reply-quote', { hasText: 'In reply to ana' }).waitFor({ timeout: 30_000 });
+    expect(await reply.locator('.reply-quote .quoted').textContent()).toBe('Hello Ben, only we can read this');
+    await ananMessage.locator('.react-picker summary').click();
+    await ananMessage.getByRole('button', { name: 'React \u{1F44D}' }).click();
+    const mine = pageA.locator('.event[data-event-id]:not(:has(.reply-quote))', { hasText: 'Hello Ben, only we can read this' });
+    await mine.locator('.reaction', { hasText: '\u{1F44D} 1' }).waitFor({ timeout: 30_000 });
+    // Ana adds hers to the same: two.
+    await mine.locator('.reaction', { hasText: '\u{1F44D} 1' }).click();
+    await ananMessage.locator('.reaction', { hasText: '\u{1F44D} 2' }).waitFor({ timeout: 30_000 });
+
+    // Markdown goes as formatted_body; Ben's page shows it as markup, sanitized.
+    await pageA.getByLabel('Message').fill('**bold** and _italic_ and `code` and [a link](https://example.org/) <img src=x onerror=alert(1)>');
+    await pageA.getByRole('button', { name: 'Send' }).click();
+    const formatted = pageB.locator('.event[data-event-id] .formatted', { hasText: 'bold' });
+    await formatted.waitFor({ timeout: 30_000 });
+    expect(await formatted.locator('strong').textContent()).toBe('bold');
+    expect(await formatted.locator('em').textContent()).toBe('italic');
+    expect(await formatted.locator('code').textContent()).toBe('code');
+    expect(await formatted.locator('a').getAttribute('href')).toBe('https://example.org/');
+    expect(await formatted.locator('img').count()).toBe(0);
+    // /me is an action.
+    await pageA.getByLabel('Message').fill('/me waves');
+    await pageA.getByRole('button', { name: 'Send' }).click();
+    await pageB.locator('.event .body.emote', { hasText: '* ana waves' }).waitFor({ timeout: 30_000 });
+
+    // Ana edits a message of hers, then deletes another.
+    await sendThroughUi(pageA, 'A typo hree');
+    await pageB.locator('.event .body', { hasText: 'A typo hree' }).waitFor({ timeout: 30_000 });
+    await pageA.locator('.event[data-event-id]', { hasText: 'A typo hree' }).getByRole('button', { name: 'Edit' }).click();
+    expect(await pageA.getByLabel('Message').inputValue()).toBe('A typo hree');
+    await pageA.getByLabel('Message').fill('A typo here');
+    await pageA.getByRole('button', { name: 'Send' }).click();
+    const edited = pageB.locator('.event[data-event-id]', { hasText: 'A typo here' });
+    await edited.locator('.edited').waitFor({ timeout: 30_000 });
+    expect(await pageB.locator('.event .body', { hasText: 'A typo hree' }).count()).toBe(0);
+    await sendThroughUi(pageA, 'Never mind this one');
+    await pageB.locator('.event .body', { hasText: 'Never mind this one' }).waitFor({ timeout: 30_000 });
+    await pageA.locator('.event[data-event-id]', { hasText: 'Never mind this one' }).getByRole('button', { name: 'Delete' }).click();
+    await pageB.locator('.event .body', { hasText: 'Never mind this one' }).waitFor({ state: 'detached', timeout: 30_000 });
+    await pageB.locator('.event.redacted', { hasText: 'Message deleted' }).waitFor();
+  }, 120_000);
+
+  it('with another room open, Ben sees an unread badge on the DM and in the tab title; opening it clears them', async () => {
+    await pageB.getByLabel('New room name').fill('Elsewhere');
+    await pageB.getByRole('button', { name: 'Create', exact: true }).click();
+    await pageB.locator('.room-title', { hasText: 'Elsewhere' }).waitFor();
+    await sendThroughUi(pageA, 'Are you there?');
+    const dm = pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item');
+    await dm.locator('.unread-badge', { hasText: '1' }).waitFor({ timeout: 30_000 });
+    await expect.poll(() => pageB.title()).toMatch(/^\(1!?\) Hearth$/);
+    await dm.click();
+    await messageBody(pageB, 'Are you there?').waitFor();
+    await dm.locator('.unread-badge').waitFor({ state: 'detached' });
+    await expect.poll(() => pageB.title(), { timeout: 30_000 }).toBe('Hearth');
+  }, 90_000);
+
   it('a new sign-in of Ana cannot read the past until verified with the recovery key; then it reads the backup and new messages', async () => {
     // Both room keys (Ana's session and Ben's) are in her key backup before this device goes.
     const first = await storedSession(pageA);

@@ -1,6 +1,6 @@
 /** matrix-js-sdk's rooms as the views read them (`ChatRoom`, ../chat.ts): a fresh snapshot at each call. */
-import { Direction, EventStatus, EventType, KnownMembership, type MatrixClient, type Room } from 'matrix-js-sdk';
-import type { ChatRoom, LocalEcho, Member } from '../chat.ts';
+import { Direction, EventStatus, EventType, KnownMembership, NotificationCountType, RelationType, type MatrixClient, type MatrixEvent as SdkEvent, type Room } from 'matrix-js-sdk';
+import type { ChatRoom, LocalEcho, MatrixEvent, Member, Reaction } from '../chat.ts';
 import { toChatError, toChatEvent } from './convert.ts';
 
 /** `txnId` → a message refused before it was sent (too large): the SDK never saw it. */
@@ -18,7 +18,11 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     if (eventId) receipts.set(member.userId, eventId);
   }
   const localEchoes: LocalEcho[] = [
-    ...room.getPendingEvents().map((event) => ({
+    // Messages only: an edit's or a reaction's echo shows on its target, not as a message of its own.
+    ...room
+      .getPendingEvents()
+      .filter((event) => event.getType() === EventType.RoomMessage && !event.isRelation(RelationType.Replace))
+      .map((event) => ({
       txnId: event.getTxnId() ?? event.getId() ?? '',
       body: String(event.getContent()['body'] ?? ''),
       failed: event.status === EventStatus.NOT_SENT,
@@ -30,14 +34,34 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     id: room.roomId,
     membership: membership === KnownMembership.Invite ? 'invite' : membership === KnownMembership.Join ? 'join' : 'leave',
     inviter: membership === KnownMembership.Invite ? myMember?.events.member?.getSender() : undefined,
-    timeline: room.getLiveTimeline().getEvents().map(toChatEvent),
+    timeline: room.getLiveTimeline().getEvents().map((event) => chatEvent(room, event, me)),
     typing,
     receipts,
     localEchoes,
     encrypted: room.hasEncryptionStateEvent(),
     isPublic: room.getJoinRule() === 'public',
     isDirect: direct.has(room.roomId) || (membership === KnownMembership.Invite && myMember?.events.member?.getContent()['is_direct'] === true),
+    unread: room.getUnreadNotificationCount(NotificationCountType.Total),
+    highlights: room.getUnreadNotificationCount(NotificationCountType.Highlight),
   };
+}
+
+/** An event with what the SDK knows around it: its newest edit, its reactions, the message it answers. */
+function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
+  const plain = toChatEvent(event);
+  const id = event.getId();
+  if (event.isRedacted()) return { ...plain, redacted: true };
+  if (event.replacingEvent()) plain.edited = true;
+  const annotations = id ? room.relations.getChildEventsForEvent(id, RelationType.Annotation, EventType.Reaction)?.getSortedAnnotationsByKey() : null;
+  if (annotations?.length) {
+    plain.reactions = annotations.map(([key, events]): Reaction => ({ key, count: events.size, mine: [...events].some((e) => e.getSender() === me && !e.isRedacted()) }));
+  }
+  const replyId = event.replyEventId;
+  if (replyId) {
+    const original = room.findEventById(replyId);
+    plain.replyTo = { eventId: replyId, sender: original?.getSender(), body: original ? String(original.getContent()['body'] ?? '') : undefined };
+  }
+  return plain;
 }
 
 /** Rooms listed in this account's `m.direct` (user ID → room IDs). */

@@ -4,9 +4,10 @@
  * and cancel), receipts, typing, pagination, and its Rust crypto (encryption.ts) with the store in
  * IndexedDB. Hearth's own pending marks come from pending.ts. Only the seam's types leave here.
  */
-import { ClientEvent, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
+import { ClientEvent, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type EncryptionStatus, type LocalEcho, type Member } from '../chat.ts';
+import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type EncryptionStatus, type LocalEcho, type Member, type SendOptions } from '../chat.ts';
+import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
 import { PendingMarks } from './pending.ts';
@@ -97,7 +98,7 @@ export class SdkChatClient implements ChatClient {
       this.emit('synced');
       void this.pending.refresh();
     });
-    for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset] as const) {
+    for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset, RoomEvent.Redaction, RoomEvent.UnreadNotifications] as const) {
       (client as unknown as { on(event: string, listener: () => void): void }).on(event, this.roomChanged);
     }
     client.on(HttpApiEvent.SessionLoggedOut, () => {
@@ -266,8 +267,8 @@ export class SdkChatClient implements ChatClient {
     );
   }
 
-  send(roomId: string, body: string): void {
-    const content = { msgtype: 'm.text', body };
+  send(roomId: string, body: string, options: SendOptions = {}): void {
+    const content = messageContent(body, options);
     // The homeserver would refuse it (events are limited to 64 KiB): say so without trying.
     const size = new TextEncoder().encode(JSON.stringify(content)).length;
     if (size > MAX_MESSAGE_CONTENT_BYTES) {
@@ -309,6 +310,27 @@ export class SdkChatClient implements ChatClient {
     const event = this.pendingEvent(roomId, echo);
     if (event && event.status === EventStatus.NOT_SENT) this.client.cancelPendingEvent(event);
     this.emit('room');
+  }
+
+  async react(roomId: string, eventId: string, key: string): Promise<void> {
+    const room = this.sdkRoom(roomId);
+    const mine = room?.relations
+      .getChildEventsForEvent(eventId, RelationType.Annotation, EventType.Reaction)
+      ?.getRelations()
+      .find((e) => e.getSender() === this.userId && !e.isRedacted() && e.getRelation()?.key === key);
+    const mineId = mine?.getId();
+    if (mineId) await chatCall(() => this.client.redactEvent(roomId, mineId));
+    else await chatCall(() => this.client.sendEvent(roomId, EventType.Reaction, { 'm.relates_to': { rel_type: RelationType.Annotation, event_id: eventId, key } }));
+  }
+
+  async edit(roomId: string, eventId: string, body: string): Promise<void> {
+    const original = this.sdkRoom(roomId)?.findEventById(eventId);
+    const emote = original?.getContent()['msgtype'] === 'm.emote';
+    await chatCall(() => this.client.sendMessage(roomId, editContent(eventId, body, emote) as never));
+  }
+
+  async redact(roomId: string, eventId: string): Promise<void> {
+    await chatCall(() => this.client.redactEvent(roomId, eventId));
   }
 
   setTyping(roomId: string, typing: boolean): void {

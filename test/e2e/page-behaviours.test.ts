@@ -19,6 +19,8 @@ beforeAll(async () => {
   site = await startSite(inject('hearthDist'));
   context = await site.browser.newContext();
   page = await openHearth(context, site.server.url + '/');
+  // Signing out before the recovery key is saved asks first (issue 25): these tests say yes.
+  page.on('dialog', (dialog) => void dialog.accept());
 });
 
 afterAll(async () => {

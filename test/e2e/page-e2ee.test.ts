@@ -67,6 +67,12 @@ describe('an encrypted direct message between two browser homeservers', () => {
   it('both create accounts, each shown a recovery key once', async () => {
     await registerThroughUi(pageA, 'ana', PASSWORD);
     await registerThroughUi(pageB, 'ben', PASSWORD);
+    // Signing out before the key is saved asks first; said no, the page stays signed in with the key shown.
+    await pageA.getByLabel('Your recovery key').waitFor({ timeout: 60_000 });
+    const asked = new Promise<string>((resolve) => pageA.once('dialog', (dialog) => void dialog.dismiss().then(() => resolve(dialog.message()))));
+    await pageA.getByRole('button', { name: 'Sign out' }).click();
+    expect(await asked).toMatch(/recovery key is not saved/);
+    expect(await pageA.getByLabel('New room name').isVisible()).toBe(true);
     anaRecoveryKey = await saveRecoveryKey(pageA);
     await saveRecoveryKey(pageB);
     expect(anaRecoveryKey).toMatch(/^[1-9A-Za-z]{4}( [1-9A-Za-z]{4}){11}$/);

@@ -22,7 +22,7 @@ export class Encryption {
     private readonly userId: string,
     private readonly changed: () => void,
   ) {
-    this.status = { ...this.status, recoveryKey: localStorage.getItem(UNSAVED_RECOVERY_KEY) ?? undefined };
+    this.status = { ...this.status, recoveryKey: unsavedRecoveryKey(userId) };
   }
 
   /** What the SDK asks for when it reads or writes secret storage. */
@@ -76,11 +76,12 @@ export class Encryption {
     await crypto.bootstrapCrossSigning({ authUploadDeviceSigningKeys: passwordAuth(this.userId, password) });
     const recoveryKey = await crypto.createRecoveryKeyFromPassphrase();
     await crypto.bootstrapSecretStorage({ createSecretStorageKey: async () => recoveryKey, setupNewSecretStorage: true, setupNewKeyBackup: true });
-    localStorage.setItem(UNSAVED_RECOVERY_KEY, recoveryKey.encodedPrivateKey!);
+    localStorage.setItem(UNSAVED_RECOVERY_KEY, JSON.stringify({ userId: this.userId, key: recoveryKey.encodedPrivateKey }));
     this.set({ recoveryKey: recoveryKey.encodedPrivateKey });
     await this.refresh();
   }
 
+  /** Saved, or given up with the session: it is not kept or shown any more. */
   confirmRecoveryKeySaved(): void {
     localStorage.removeItem(UNSAVED_RECOVERY_KEY);
     this.set({ recoveryKey: undefined });
@@ -108,6 +109,16 @@ export class Encryption {
     await this.refresh();
     // Older messages come in from the backup as it is read; the timeline redraws as they decrypt.
     void crypto.restoreKeyBackup().catch(() => undefined);
+  }
+}
+
+/** The unsaved recovery key made here for `userId`, if any (another account's is not shown). */
+function unsavedRecoveryKey(userId: string): string | undefined {
+  try {
+    const kept = JSON.parse(localStorage.getItem(UNSAVED_RECOVERY_KEY) ?? 'null') as { userId?: string; key?: string } | null;
+    return kept?.userId === userId && typeof kept.key === 'string' ? kept.key : undefined;
+  } catch {
+    return undefined;
   }
 }
 

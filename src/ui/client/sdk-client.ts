@@ -136,6 +136,7 @@ export class SdkChatClient implements ChatClient {
     // The session is forgotten at once; the token is revoked after, so a busy or slow homeserver
     // does not hold the page on a signed-out session. The device's keys go with it.
     saveSession(undefined);
+    this.crypto.confirmRecoveryKeySaved();
     await this.client.logout().catch(() => undefined);
     await this.client.clearStores().catch(() => undefined);
   }

@@ -11,7 +11,8 @@ import { openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi
 // create accounts (each is shown a recovery key once), Ana starts a direct message with Ben, both read
 // each other, and both homeservers hold only m.room.encrypted events. Then Ana signs in again as a new
 // device, which cannot read what came before until it is verified with the recovery key; verified, it
-// reads the backup and new messages.
+// reads the backup and new messages. Last, Ben's page closes: what Ana sends meanwhile is marked pending
+// until he is back (the relay is no mailbox here, so the message waits in Ana's outbox).
 
 const PASSWORD = 'correct horse battery staple';
 let dir: string;
@@ -27,7 +28,7 @@ let roomId: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-e2ee-'));
-  relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, mailbox: true, rateLimits: false });
+  relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
   site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
   pageA = await openHearth(contexts[0]!, site.server.url + '/');
@@ -220,4 +221,19 @@ describe('an encrypted direct message between two browser homeservers', () => {
     await sendThroughUi(pageB, 'Welcome back, Ana');
     await messageBody(pageA, 'Welcome back, Ana').waitFor({ timeout: 30_000 });
   }, 150_000);
+
+  it('sent while the other page is closed: marked pending until it is back, then read there', async () => {
+    await pageB.close();
+    const name = ana.split(':')[1];
+    await pageA.waitForFunction((other) => !(globalThis as any).hearthP2P.node.peers().some((p: { server_name: string }) => p.server_name === other), ben.split(':')[1], { timeout: 30_000 });
+    await sendThroughUi(pageA, 'While your page was closed');
+    const message = pageA.locator('.event[data-event-id]', { hasText: 'While your page was closed' });
+    await message.locator('.pending-mark', { hasText: 'pending: waiting for 1 peer' }).waitFor({ timeout: 30_000 });
+    expect(await message.locator('.pending-mark').getAttribute('title')).toContain(ben.split(':')[1]);
+    pageB = await openHearth(contexts[1]!, site.server.url + '/');
+    await pageB.waitForFunction((other) => (globalThis as any).hearthP2P?.reachable.has(other), name, { timeout: 60_000 });
+    await message.locator('.pending-mark').waitFor({ state: 'detached', timeout: 60_000 });
+    await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').click();
+    await messageBody(pageB, 'While your page was closed').waitFor({ timeout: 30_000 });
+  }, 180_000);
 });

@@ -117,7 +117,18 @@ export class ChatScreen {
     const client = this.client;
     if (!client) return;
     const room = this.selectedRoom();
-    const actions: TimelineActions = {
+    const actions: TimelineActions & { leave(): void } = {
+      // Left and forgotten: it goes from the list; nothing is open until another room is chosen.
+      leave: () =>
+        room &&
+        void client.leave(room.id, { forget: true }).then(
+          () => {
+            if (this.selectedRoomId === room.id) this.selectedRoomId = undefined;
+            this.renderRooms();
+            this.renderRoom();
+          },
+          (error) => console.error('hearth: leave failed', error),
+        ),
       loadOlder: () => room && void client.loadOlder(room.id),
       retry: (echo) => room && client.retry(room.id, echo),
       discard: (echo) => room && client.discard(room.id, echo),

@@ -137,6 +137,14 @@ export interface ChatRoom {
   readonly highlights: number;
 }
 
+/** One of a user's devices, as this device's crypto knows it. */
+export interface DeviceInfo {
+  readonly deviceId: string;
+  readonly displayName: string | undefined;
+  /** Signed by its owner's cross-signing key (the owner verified it), or verified by this user. */
+  readonly verified: boolean;
+}
+
 /** This device's end-to-end encryption, as the page shows it. */
 export interface EncryptionStatus {
   /** The Rust crypto runs here (false: it could not start, encrypted rooms cannot be read). */
@@ -199,7 +207,10 @@ export interface ChatClient {
   /** Verifies this device with the account's recovery key: it is cross-signed, and the key backup is restored. Throws `WrongRecoveryKey`. */
   verifyWithRecoveryKey(recoveryKey: string): Promise<void>;
   join(roomIdOrAlias: string): Promise<string>;
-  leave(roomId: string): Promise<void>;
+  /** Leaves the room (declines an invite); `forget` also drops it from this account's list. */
+  leave(roomId: string, options?: { forget?: boolean }): Promise<void>;
+  /** A user's devices, fetched from their homeserver if not known yet (empty when encryption does not run here). */
+  devices(userId: string): Promise<DeviceInfo[]>;
   invite(roomId: string, userId: string): Promise<void>;
   loadOlder(roomId: string): Promise<void>;
   /** Sends a text message (markdown: bold, italic, code and links go as `formatted_body`), shown as a local echo until the homeserver has it. */

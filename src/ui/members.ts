@@ -1,4 +1,4 @@
-import type { ChatClient, ChatRoom } from './chat.ts';
+import type { ChatClient, ChatRoom, DeviceInfo } from './chat.ts';
 import { h } from './dom.ts';
 import { describeInviteError } from './errors.ts';
 
@@ -10,6 +10,9 @@ export class MembersPane {
   private readonly inviteError = h('p', { class: 'error', role: 'alert' });
   /** The member list starts open on wide screens, folded at phone width (the invite form shows either way). */
   private membersOpen = !matchMedia('(max-width: 760px)').matches;
+  /** Whose device list is open, and what was last fetched of it (kept across renders). */
+  private readonly devicesOpen = new Set<string>();
+  private readonly deviceLists = new Map<string, DeviceInfo[] | 'loading' | 'failed'>();
 
   render(client: ChatClient, room: ChatRoom | undefined): void {
     if (!room) return this.element.replaceChildren();
@@ -25,7 +28,14 @@ export class MembersPane {
         'ul',
         { class: 'member-list' },
         ...members.map((member) =>
-          h('li', { title: member.userId }, h('span', { class: 'name' }, client.displayName(room, member.userId)), member.userId === client.userId ? h('span', { class: 'hint' }, ' (you)') : null, member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null),
+          h(
+            'li',
+            { title: member.userId },
+            h('span', { class: 'name' }, client.displayName(room, member.userId)),
+            member.userId === client.userId ? h('span', { class: 'hint' }, ' (you)') : null,
+            member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null,
+            room.encrypted ? this.deviceDetails(client, member.userId) : null,
+          ),
         ),
       ),
     );
@@ -50,5 +60,39 @@ export class MembersPane {
       ),
       inviteError,
     );
+  }
+
+  /** A member's devices (for an encrypted room), fetched when opened: which are verified by their owner. */
+  private deviceDetails(client: ChatClient, userId: string): HTMLElement {
+    const list = this.deviceLists.get(userId);
+    const details = h(
+      'details',
+      {
+        class: 'member-devices',
+        open: this.devicesOpen.has(userId),
+        ontoggle: () => {
+          if (!details.open) return void this.devicesOpen.delete(userId);
+          // Open already before this render: the list shown is the one fetched then.
+          if (this.devicesOpen.has(userId)) return;
+          this.devicesOpen.add(userId);
+          this.deviceLists.set(userId, 'loading');
+          client.devices(userId).then(
+            (devices) => this.deviceLists.set(userId, devices),
+            () => this.deviceLists.set(userId, 'failed'),
+          ).finally(() => body.replaceChildren(...this.deviceItems(this.deviceLists.get(userId))));
+        },
+      },
+      h('summary', {}, 'Devices'),
+    );
+    const body = h('ul', { class: 'device-list', 'aria-label': `Devices of ${userId}` }, ...this.deviceItems(list));
+    details.append(body);
+    return details;
+  }
+
+  private deviceItems(list: DeviceInfo[] | 'loading' | 'failed' | undefined): HTMLElement[] {
+    if (list === undefined || list === 'loading') return [h('li', { class: 'hint' }, 'Loading\u2026')];
+    if (list === 'failed') return [h('li', { class: 'hint' }, 'Could not fetch the devices.')];
+    if (list.length === 0) return [h('li', { class: 'hint' }, 'No devices with encryption.')];
+    return list.map((d) => h('li', { class: d.verified ? 'device verified' : 'device' }, h('code', {}, d.deviceId), d.displayName ? ` ${d.displayName}` : '', h('span', { class: 'hint' }, d.verified ? ' verified' : ' not verified')));
   }
 }

@@ -11,15 +11,18 @@ export class RoomView {
   private readonly roomTitle = h('h2', { class: 'room-title' });
   private readonly roomIdLine = h('code', { class: 'room-id' });
   private readonly encryptionLine = h('span', { class: 'room-encryption' });
+  private readonly leaveButton = h('button', { type: 'button', class: 'small link room-leave' }, 'Leave room');
 
   /** Builds the pane around the composer (again at each sign-in), under the encryption panel. */
   build(composer: Composer, encryptionPanel: HTMLElement): void {
     this.element.replaceChildren(
-      encryptionPanel,h('header', { class: 'room-header' }, this.roomTitle, this.encryptionLine, this.roomIdLine), this.timeline, this.typingLine, composer.element);
+      encryptionPanel,h('header', { class: 'room-header' }, this.roomTitle, this.encryptionLine, this.roomIdLine, this.leaveButton), this.timeline, this.typingLine, composer.element);
   }
 
-  render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions): void {
+  render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions & { leave(): void }): void {
     this.element.classList.toggle('empty', !room);
+    this.leaveButton.hidden = !room;
+    this.leaveButton.onclick = () => actions.leave();
     if (!room) {
       this.roomTitle.textContent = 'No room selected';
       this.roomIdLine.textContent = '';

@@ -185,6 +185,22 @@ describe('an encrypted direct message between two browser homeservers', () => {
     await expect.poll(() => pageB.title(), { timeout: 30_000 }).toBe('Hearth');
   }, 90_000);
 
+  it('Ben sees that Ana\u2019s device is verified by her, and leaves the other room', async () => {
+    await pageB.locator('.member-details').evaluate((details: HTMLDetailsElement) => (details.open = true));
+    const anaItem = pageB.locator('.member-list li', { hasText: 'ana' });
+    await anaItem.locator('.member-devices summary').click();
+    const device = anaItem.locator('.device');
+    await device.waitFor({ timeout: 30_000 });
+    expect(await device.count()).toBe(1);
+    expect(await device.getAttribute('class')).toContain('verified');
+    expect(await device.textContent()).toContain((await storedSession(pageA)).deviceId);
+
+    await pageB.locator('.room-item', { hasText: 'Elsewhere' }).click();
+    await pageB.locator('.room-title', { hasText: 'Elsewhere' }).waitFor();
+    await pageB.getByRole('button', { name: 'Leave room' }).click();
+    await pageB.locator('.room-item', { hasText: 'Elsewhere' }).waitFor({ state: 'detached', timeout: 30_000 });
+  }, 60_000);
+
   it('a new sign-in of Ana cannot read the past until verified with the recovery key; then it reads the backup and new messages', async () => {
     // Both room keys (Ana's session and Ben's) are in her key backup before this device goes.
     const first = await storedSession(pageA);

@@ -6,7 +6,7 @@
  */
 import { ClientEvent, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type EncryptionStatus, type LocalEcho, type Member, type SendOptions } from '../chat.ts';
+import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type DeviceInfo, type EncryptionStatus, type LocalEcho, type Member, type SendOptions } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
@@ -236,8 +236,22 @@ export class SdkChatClient implements ChatClient {
     return room.roomId;
   }
 
-  async leave(roomId: string): Promise<void> {
+  async leave(roomId: string, options: { forget?: boolean } = {}): Promise<void> {
     await chatCall(() => this.client.leave(roomId));
+    if (options.forget) await chatCall(() => this.client.forget(roomId, true));
+    this.emit('room');
+  }
+
+  async devices(userId: string): Promise<DeviceInfo[]> {
+    const crypto = this.client.getCrypto();
+    if (!crypto) return [];
+    const devices = (await chatCall(() => crypto.getUserDeviceInfo([userId], true))).get(userId) ?? new Map();
+    const list: DeviceInfo[] = [];
+    for (const device of devices.values()) {
+      const status = await crypto.getDeviceVerificationStatus(userId, device.deviceId);
+      list.push({ deviceId: device.deviceId, displayName: device.displayName, verified: !!status && (status.signedByOwner || status.isVerified()) });
+    }
+    return list.sort((a, b) => a.deviceId.localeCompare(b.deviceId));
   }
 
   async invite(roomId: string, userId: string): Promise<void> {

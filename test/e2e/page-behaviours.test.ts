@@ -167,7 +167,7 @@ describe('a narrow screen (390 px)', () => {
     expect(await phone.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
 
     // The member list is folded under the room and opens on a tap; the invite form shows either way.
-    await phone.locator('.member-details summary').click();
+    await phone.locator('.member-details > summary').click();
     await phone.locator('.member-list li', { hasText: 'dora' }).waitFor();
     const invite = phone.getByLabel('User ID to invite');
     await invite.scrollIntoViewIfNeeded();

@@ -89,7 +89,7 @@ describe('an encrypted direct message between two browser homeservers', () => {
   it('Ana starts a direct message with Ben; it is encrypted and listed apart from rooms', async () => {
     await pageA.getByLabel('Start a direct chat with').fill(ben);
     await pageA.getByRole('button', { name: 'Start chat' }).click();
-    await pageA.locator('.room-encryption', { hasText: 'Encrypted' }).waitFor();
+    await pageA.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
     await pageA.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
     roomId = (await pageA.locator('.room-id').textContent())!;
     // Ben is invited, in his direct messages; he accepts.
@@ -97,7 +97,7 @@ describe('an encrypted direct message between two browser homeservers', () => {
     await invite.waitFor({ timeout: 30_000 });
     await invite.getByRole('button', { name: 'Accept' }).click();
     await pageB.locator('.room-id', { hasText: roomId }).waitFor({ timeout: 30_000 });
-    await pageB.locator('.room-encryption', { hasText: 'Encrypted' }).waitFor();
+    await pageB.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
     await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
     await pageA.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 30_000 });
   }, 90_000);

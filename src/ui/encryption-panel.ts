@@ -1,6 +1,7 @@
 import { WrongRecoveryKey, type ChatClient } from './chat.ts';
 import { h } from './dom.ts';
 import { describeError } from './errors.ts';
+import { copyText } from './p2p-panel.ts';
 
 /**
  * This device's encryption, above the open room: the recovery key made with the account, shown
@@ -11,7 +12,6 @@ export class EncryptionPanel {
   readonly element = h('section', { class: 'encryption-panel', 'aria-label': 'Encryption' });
   private readonly keyInput = h('input', { id: 'recovery-key-input', autocomplete: 'off', placeholder: 'EsT1 abcd \u2026', 'aria-label': 'Recovery key' });
   private readonly error = h('p', { class: 'error', role: 'alert' });
-  private readonly notice = h('p', { class: 'hint', role: 'status' });
   private verifying = false;
 
   render(client: ChatClient): void {
@@ -19,13 +19,13 @@ export class EncryptionPanel {
     if (status.recoveryKey) {
       const key = status.recoveryKey;
       const keyText = h('code', { class: 'recovery-key', 'aria-label': 'Your recovery key' }, key);
+      const copy = h('button', { type: 'button', class: 'small', onclick: () => void copyText(key, keyText, copy) }, 'Copy');
       return this.show(
         h('h3', {}, 'Save your recovery key'),
         h('p', {}, 'Your messages are end-to-end encrypted. This key lets a new device, or this one after you sign out, read them: keep it somewhere safe, such as a password manager. It is shown only until you confirm it is saved.'),
         keyText,
-        h('button', { type: 'button', class: 'small', onclick: () => void navigator.clipboard?.writeText(key).then(() => (this.notice.textContent = 'Copied.'), () => getSelection()?.selectAllChildren(keyText)) }, 'Copy'),
+        copy,
         h('button', { type: 'button', class: 'primary', onclick: () => client.confirmRecoveryKeySaved() }, 'I have saved my recovery key'),
-        this.notice,
       );
     }
     if (status.available && status.canVerify && !status.verified) {

@@ -1,6 +1,7 @@
 import type { ChatClient, ChatRoom, DeviceInfo } from './chat.ts';
 import { h } from './dom.ts';
 import { describeInviteError } from './errors.ts';
+import { copyText } from './p2p-panel.ts';
 
 /** The open room's members, and the form that invites someone to it. */
 export class MembersPane {
@@ -34,7 +35,7 @@ export class MembersPane {
             h('span', { class: 'name' }, client.displayName(room, member.userId)),
             member.userId === client.userId ? h('span', { class: 'hint' }, ' (you)') : null,
             member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null,
-            room.encrypted ? this.deviceDetails(client, member.userId) : null,
+            this.profileCard(client, member.userId, room.encrypted),
           ),
         ),
       ),
@@ -62,8 +63,8 @@ export class MembersPane {
     );
   }
 
-  /** A member's devices (for an encrypted room), fetched when opened: which are verified by their owner. */
-  private deviceDetails(client: ChatClient, userId: string): HTMLElement {
+  /** A member's card: the full Matrix ID with Copy, and (in an encrypted room) their devices, fetched when opened: which are verified by their owner. */
+  private profileCard(client: ChatClient, userId: string, encrypted: boolean): HTMLElement {
     const list = this.deviceLists.get(userId);
     const details = h(
       'details',
@@ -75,6 +76,7 @@ export class MembersPane {
           // Open already before this render: the list shown is the one fetched then.
           if (this.devicesOpen.has(userId)) return;
           this.devicesOpen.add(userId);
+          if (!encrypted) return;
           this.deviceLists.set(userId, 'loading');
           client.devices(userId).then(
             (devices) => this.deviceLists.set(userId, devices),
@@ -82,10 +84,13 @@ export class MembersPane {
           ).finally(() => body.replaceChildren(...this.deviceItems(this.deviceLists.get(userId))));
         },
       },
-      h('summary', {}, 'Devices'),
+      h('summary', {}, 'Profile'),
     );
+    const id = h('code', { class: 'member-id' }, userId);
+    const copy = h('button', { type: 'button', class: 'small', onclick: () => void copyText(userId, id, copy) }, 'Copy ID');
+    details.append(id, copy);
     const body = h('ul', { class: 'device-list', 'aria-label': `Devices of ${userId}` }, ...this.deviceItems(list));
-    details.append(body);
+    if (encrypted) details.append(body);
     return details;
   }
 
@@ -96,3 +101,4 @@ export class MembersPane {
     return list.map((d) => h('li', { class: d.verified ? 'device verified' : 'device' }, h('code', {}, d.deviceId), d.displayName ? ` ${d.displayName}` : '', h('span', { class: 'hint' }, d.verified ? ' verified' : ' not verified')));
   }
 }
+

@@ -185,10 +185,12 @@ describe('an encrypted direct message between two browser homeservers', () => {
     await expect.poll(() => pageB.title(), { timeout: 30_000 }).toBe('Hearth');
   }, 90_000);
 
-  it('Ben sees that Ana\u2019s device is verified by her, and leaves the other room', async () => {
+  it('Ben sees Ana\u2019s full ID on her card and her device verified by her, and leaves the other room', async () => {
     await pageB.locator('.member-details').evaluate((details: HTMLDetailsElement) => (details.open = true));
     const anaItem = pageB.locator('.member-list li', { hasText: 'ana' });
-    await anaItem.locator('.member-devices summary').click();
+    await anaItem.locator('.member-devices summary', { hasText: 'Profile' }).click();
+    // The full Matrix ID is on the card, not only in a tooltip.
+    expect(await anaItem.locator('.member-id').textContent()).toBe(ana);
     const device = anaItem.locator('.device');
     await device.waitFor({ timeout: 30_000 });
     expect(await device.count()).toBe(1);

@@ -77,6 +77,8 @@ export class App {
   }
 
   private async signOut(client: ChatClient): Promise<void> {
+    // The recovery key is shown only on this device until saved: signing out loses it (issue 25).
+    if (client.encryption().recoveryKey && !window.confirm('Your recovery key is not saved yet. Without it, a new sign-in cannot read your encrypted messages. Sign out anyway?')) return;
     this.dropClient();
     const revoked = client.signOut();
     this.showAccountForm('login');

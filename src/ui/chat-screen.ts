@@ -2,6 +2,7 @@ import type { ChatChange, ChatClient, ChatRoom } from './chat.ts';
 import { Composer } from './composer.ts';
 import { DemoRoom } from './demo-room.ts';
 import { h } from './dom.ts';
+import { EncryptionPanel } from './encryption-panel.ts';
 import { MembersPane } from './members.ts';
 import type { P2PPanel } from './p2p-panel.ts';
 import { RoomView } from './room-view.ts';
@@ -22,6 +23,7 @@ export class ChatScreen {
   private readonly sidebar = new Sidebar({ select: (roomId, after) => this.selectRoom(roomId, after) });
   private readonly roomView = new RoomView();
   private readonly members = new MembersPane();
+  private readonly encryptionPanel = new EncryptionPanel();
   private readonly composer = new Composer(() => {
     const room = this.selectedRoom();
     return room && this.client ? { client: this.client, room } : undefined;
@@ -46,7 +48,10 @@ export class ChatScreen {
       inviteInput: this.members.inviteInput,
       openPanel: () => this.showPhoneView('peers'),
     });
-    document.addEventListener('visibilitychange', () => this.markRead());
+    document.addEventListener('visibilitychange', () => {
+      this.markRead();
+      this.renderRooms();
+    });
   }
 
   /** Shows `client`'s rooms in `container` and starts its sync loop. */
@@ -55,7 +60,7 @@ export class ChatScreen {
     this.selectedRoomId = undefined;
     client.subscribe((change) => this.onChange(client, change));
     this.sidebar.build(client, this.p2pPanel.element);
-    this.roomView.build(this.composer);
+    this.roomView.build(this.composer, this.encryptionPanel.element);
     this.p2pPanel.showIdentity(client.userId);
     this.p2pPanel.setActions(...this.demoRoom.elements());
     this.chat.replaceChildren(h('nav', { class: 'phone-nav', 'aria-label': 'Show' }, this.tabs.rooms, this.tabs.room, this.tabs.peers), this.sidebar.element, this.roomView.element, this.members.element);
@@ -64,6 +69,7 @@ export class ChatScreen {
     container.replaceChildren(this.chat);
     this.renderRooms();
     this.renderRoom();
+    this.encryptionPanel.render(client);
     this.demoRoom.applyInviteLink();
     client.start();
   }
@@ -71,6 +77,7 @@ export class ChatScreen {
   /** The client signed out or is replaced: nothing it says is shown any more. */
   leave(): void {
     this.client = undefined;
+    document.title = 'Hearth';
   }
 
   /** An invite link opened while the page was open. */
@@ -80,10 +87,18 @@ export class ChatScreen {
 
   private onChange(client: ChatClient, change: ChatChange): void {
     if (client !== this.client || change === 'signed-out') return;
-    if (change === 'room') return this.renderRoom();
+    if (change === 'encryption') return this.encryptionPanel.render(client);
+    if (change === 'room') {
+      this.renderRooms();
+      return this.renderRoom();
+    }
     if (!this.selectedRoomId) this.selectedRoomId = client.sortedRooms().find((r) => r.membership === 'join')?.id;
+    // A room opened before its join reached this page, or joined over federation: fill it from /messages.
+    if (this.selectedRoomId) client.openRoom(this.selectedRoomId);
     this.renderRooms();
     this.renderRoom();
+    // Page load to the first room list from /sync: what bench/page-client.bench.ts reports.
+    if (performance.getEntriesByName('hearth-rooms-shown').length === 0) performance.mark('hearth-rooms-shown');
     this.markRead();
     this.onSynced();
   }
@@ -95,6 +110,7 @@ export class ChatScreen {
 
   private selectRoom(roomId: string, after?: () => void): void {
     this.selectedRoomId = roomId;
+    this.client?.openRoom(roomId);
     after?.();
     this.showPhoneView('room');
     this.renderRooms();
@@ -104,17 +120,38 @@ export class ChatScreen {
   }
 
   private renderRooms(): void {
-    if (this.client) this.sidebar.renderRooms(this.client, this.selectedRoomId);
+    if (!this.client) return;
+    this.sidebar.renderRooms(this.client, this.selectedRoomId);
+    // The tab's title counts what is unread elsewhere ("(3) Hearth", "(3!) Hearth" with a mention).
+    const others = this.client.sortedRooms().filter((room) => room.id !== this.selectedRoomId || document.visibilityState !== 'visible');
+    const unread = others.reduce((n, room) => n + room.unread, 0);
+    const highlight = others.some((room) => room.highlights > 0);
+    document.title = unread > 0 ? `(${unread}${highlight ? '!' : ''}) Hearth` : 'Hearth';
   }
 
   private renderRoom(): void {
     const client = this.client;
     if (!client) return;
     const room = this.selectedRoom();
-    const actions: TimelineActions = {
+    const actions: TimelineActions & { leave(): void } = {
+      // Left and forgotten: it goes from the list; nothing is open until another room is chosen.
+      leave: () =>
+        room &&
+        void client.leave(room.id, { forget: true }).then(
+          () => {
+            if (this.selectedRoomId === room.id) this.selectedRoomId = undefined;
+            this.renderRooms();
+            this.renderRoom();
+          },
+          (error) => console.error('hearth: leave failed', error),
+        ),
       loadOlder: () => room && void client.loadOlder(room.id),
       retry: (echo) => room && client.retry(room.id, echo),
       discard: (echo) => room && client.discard(room.id, echo),
+      reply: (event) => room && this.composer.replyToEvent(room.id, event, client.displayName(room, event.sender)),
+      edit: (event) => room && this.composer.editEvent(room.id, event),
+      redact: (event) => room && event.event_id && void client.redact(room.id, event.event_id).catch((error) => console.error('hearth: delete failed', error)),
+      react: (event, key) => room && event.event_id && void client.react(room.id, event.event_id, key).catch((error) => console.error('hearth: reaction failed', error)),
     };
     this.roomView.render(client, room, actions);
     this.members.render(client, room);

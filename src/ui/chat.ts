@@ -1,8 +1,8 @@
 /**
  * The seam between the chat client and the views. The views (account form, room list,
  * room view, composer, demo room) use only what is declared here; the client behind it
- * (today the hand-written one in client/, later matrix-js-sdk) keeps the session, runs the
- * sync loop, sends, and holds the rooms' state.
+ * (client/, on matrix-js-sdk and its Rust crypto) keeps the session, runs the sync loop,
+ * sends, encrypts, and holds the rooms' state. The views never import matrix-js-sdk.
  */
 
 export interface Session {
@@ -46,7 +46,58 @@ export interface MatrixEvent {
   origin_server_ts?: number;
   content: Record<string, any>;
   unsigned?: Record<string, any>;
+  /** Sent encrypted (`m.room.encrypted` on the wire); `type` and `content` are the decrypted ones. */
+  encrypted?: boolean;
+  /** Still being decrypted: `type` is `m.room.encrypted`. */
+  decrypting?: boolean;
+  /** It could not be decrypted, and why: the views say it in words. */
+  undecryptable?: DecryptionProblem;
+  /** Replaced by an edit (`m.replace`): `content` is the newest version's. */
+  edited?: boolean;
+  /** Deleted (redacted): its content is gone. */
+  redacted?: boolean;
+  /** The message this one answers (`m.in_reply_to`), as far as this page knows it. */
+  replyTo?: { eventId: string; sender: string | undefined; body: string | undefined };
+  /** Reactions (`m.annotation`) by key, in the order first given. */
+  reactions?: readonly Reaction[];
 }
+
+export interface Reaction {
+  readonly key: string;
+  readonly count: number;
+  /** This user's own reaction with this key, if any (undoing it redacts that event). */
+  readonly mine: boolean;
+}
+
+/** How a message is sent: as an answer to another, or as an action (`/me`, `m.emote`). */
+export interface SendOptions {
+  replyTo?: string;
+  emote?: boolean;
+}
+
+/**
+ * Why an encrypted message cannot be read (after matrix-js-sdk's DecryptionFailureCode):
+ * `no-keys` the sender's device has not shared its key with this one (yet); `withheld` the sender
+ * refused to share it (`withheld-unverified`: because this device is not verified); `later-index`
+ * the key this device has starts after this message; `before-join` sent before you joined;
+ * `backup-missing` sent before this device existed and not in the key backup; `backup-unset` sent
+ * before this device existed and no backup is set up here (verify this device); `backup-working`
+ * the backup is being read; `identity-changed` the sender's verified identity changed; `unsigned-device`
+ * `unknown-device` the sender's device is not signed by its owner or not known; `other` anything else.
+ */
+export type DecryptionProblem =
+  | 'no-keys'
+  | 'withheld'
+  | 'withheld-unverified'
+  | 'later-index'
+  | 'before-join'
+  | 'backup-missing'
+  | 'backup-unset'
+  | 'backup-working'
+  | 'identity-changed'
+  | 'unsigned-device'
+  | 'unknown-device'
+  | 'other';
 
 export interface Member {
   userId: string;
@@ -75,14 +126,49 @@ export interface ChatRoom {
   /** Latest m.read receipt of each user: user ID → event ID. */
   readonly receipts: ReadonlyMap<string, string>;
   readonly localEchoes: readonly LocalEcho[];
+  /** Messages are end-to-end encrypted (the room has `m.room.encryption`). */
+  readonly encrypted: boolean;
+  /** Anyone may join (join rule `public`). */
+  readonly isPublic: boolean;
+  /** A direct message: listed in `m.direct`, or invited to one. */
+  readonly isDirect: boolean;
+  /** Unread notifications and highlights (mentions) as the homeserver counts them. */
+  readonly unread: number;
+  readonly highlights: number;
+}
+
+/** One of a user's devices, as this device's crypto knows it. */
+export interface DeviceInfo {
+  readonly deviceId: string;
+  readonly displayName: string | undefined;
+  /** Signed by its owner's cross-signing key (the owner verified it), or verified by this user. */
+  readonly verified: boolean;
+}
+
+/** This device's end-to-end encryption, as the page shows it. */
+export interface EncryptionStatus {
+  /** The Rust crypto runs here (false: it could not start, encrypted rooms cannot be read). */
+  readonly available: boolean;
+  /** This device is signed by its owner's cross-signing key: other devices trust it. */
+  readonly verified: boolean;
+  /** The account has cross-signing keys, and this device could verify with the recovery key. */
+  readonly canVerify: boolean;
+  /** The recovery key made with this account, shown until the person says it is saved. */
+  readonly recoveryKey: string | undefined;
+}
+
+/** The recovery key typed does not open the account's secret storage. */
+export class WrongRecoveryKey extends Error {
+  override name = 'WrongRecoveryKey';
 }
 
 /**
  * What changed: `synced` after each /sync response (rooms, timelines, typing, receipts),
  * `room` when only what a room shows changed here (a send's state, pending marks, older
- * events), `signed-out` when the homeserver no longer takes the session.
+ * events, decryptions), `signed-out` when the homeserver no longer takes the session,
+ * `encryption` when this device's encryption status changed.
  */
-export type ChatChange = 'synced' | 'room' | 'signed-out';
+export type ChatChange = 'synced' | 'room' | 'signed-out' | 'encryption';
 
 /** A signed-in client. */
 export interface ChatClient {
@@ -109,13 +195,32 @@ export interface ChatClient {
   /** Asks again which own events wait for other servers (peers came or went); polls while any do. */
   refreshPending(): void;
 
-  createRoom(name: string): Promise<string>;
+  /** Creates a room: private and encrypted, or public and not. */
+  createRoom(name: string, options?: { public?: boolean }): Promise<string>;
+  /** Starts an encrypted direct message with `userId` (listed in `m.direct`) and invites them; returns the room even when the invite failed (`DirectInviteFailed`). */
+  startDirect(userId: string): Promise<string>;
+  /** The room is shown: loads its history from /messages until the screen is filled or its start is reached. */
+  openRoom(roomId: string): void;
+  encryption(): EncryptionStatus;
+  /** The person saved the recovery key: it is not shown again. */
+  confirmRecoveryKeySaved(): void;
+  /** Verifies this device with the account's recovery key: it is cross-signed, and the key backup is restored. Throws `WrongRecoveryKey`. */
+  verifyWithRecoveryKey(recoveryKey: string): Promise<void>;
   join(roomIdOrAlias: string): Promise<string>;
-  leave(roomId: string): Promise<void>;
+  /** Leaves the room (declines an invite); `forget` also drops it from this account's list. */
+  leave(roomId: string, options?: { forget?: boolean }): Promise<void>;
+  /** A user's devices, fetched from their homeserver if not known yet (empty when encryption does not run here). */
+  devices(userId: string): Promise<DeviceInfo[]>;
   invite(roomId: string, userId: string): Promise<void>;
   loadOlder(roomId: string): Promise<void>;
-  /** Sends a text message, shown as a local echo until the homeserver has it. */
-  send(roomId: string, body: string): void;
+  /** Sends a text message (markdown: bold, italic, code and links go as `formatted_body`), shown as a local echo until the homeserver has it. */
+  send(roomId: string, body: string, options?: SendOptions): void;
+  /** Reacts with `key`, or takes this user's reaction back if there is one. */
+  react(roomId: string, eventId: string, key: string): Promise<void>;
+  /** Replaces an own message's text (`m.replace`). */
+  edit(roomId: string, eventId: string, body: string): Promise<void>;
+  /** Deletes (redacts) an own message. */
+  redact(roomId: string, eventId: string): Promise<void>;
   /** Sends a failed echo again (the same transaction ID, so it is applied once). */
   retry(roomId: string, echo: LocalEcho): void;
   /** Drops a failed echo. */
@@ -123,6 +228,17 @@ export interface ChatClient {
   setTyping(roomId: string, typing: boolean): void;
   /** Marks the newest event from others in the room as read, once per event. */
   markRead(roomId: string): void;
+}
+
+/** A direct message room was made, but its invite failed: `roomId` exists, `cause` says why. */
+export class DirectInviteFailed extends Error {
+  override name = 'DirectInviteFailed';
+  constructor(
+    readonly roomId: string,
+    override readonly cause: unknown,
+  ) {
+    super('the direct message was created, but the invite failed');
+  }
 }
 
 /** Sessions: the one kept for this origin, and new ones. */

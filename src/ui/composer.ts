@@ -1,5 +1,6 @@
-import type { ChatClient, ChatRoom } from './chat.ts';
+import type { ChatClient, ChatRoom, MatrixEvent } from './chat.ts';
 import { h } from './dom.ts';
+import { describeError } from './errors.ts';
 
 /** Typing notices are refreshed this often while typing, and cleared after this much quiet. */
 const TYPING_REFRESH_MS = 20_000;
@@ -9,23 +10,75 @@ const TYPING_IDLE_MS = 4_000;
 export class Composer {
   readonly input = h('input', { id: 'composer', name: 'message', autocomplete: 'off', placeholder: 'Write a message\u2026', 'aria-label': 'Message' });
   readonly element: HTMLFormElement;
+  /** "Replying to …" or "Editing", with Cancel; empty otherwise. */
+  private readonly context = h('div', { class: 'composer-context', role: 'status' });
+  private readonly error = h('p', { class: 'error', role: 'alert' });
+  private replyTo: { roomId: string; eventId: string } | undefined;
+  private editing: { roomId: string; eventId: string } | undefined;
   private typingSentAt = 0;
   private typingIdleTimer: ReturnType<typeof setTimeout> | undefined;
 
   /** `open`: the client and the room messages go to, if a joined room is open. */
   constructor(private readonly open: () => { client: ChatClient; room: ChatRoom } | undefined) {
-    this.element = h('form', { class: 'composer', onsubmit: (e: Event) => this.onSend(e) }, this.input, h('button', { type: 'submit', class: 'primary' }, 'Send'));
+    this.element = h(
+      'form',
+      { class: 'composer', onsubmit: (e: Event) => this.onSend(e) },
+      this.context,
+      this.error,
+      this.input,
+      h('button', { type: 'submit', class: 'primary' }, 'Send'),
+    );
     this.input.oninput = () => this.onTyping();
+  }
+
+  /** Answers `event`: the next message sent is its reply. */
+  replyToEvent(roomId: string, event: MatrixEvent, who: string): void {
+    this.editing = undefined;
+    this.replyTo = { roomId, eventId: event.event_id! };
+    this.showContext(`Replying to ${who}: ${String(event.content.body ?? '').slice(0, 80)}`);
+    this.input.focus();
+  }
+
+  /** Puts an own message's text in the field: sending replaces it. */
+  editEvent(roomId: string, event: MatrixEvent): void {
+    this.replyTo = undefined;
+    this.editing = { roomId, eventId: event.event_id! };
+    this.input.value = String(event.content.body ?? '');
+    this.showContext('Editing your message');
+    this.input.focus();
+  }
+
+  private showContext(text: string): void {
+    this.context.replaceChildren(h('span', {}, text), h('button', { type: 'button', class: 'small link', onclick: () => this.clearContext() }, 'Cancel'));
+  }
+
+  private clearContext(): void {
+    if (this.editing) this.input.value = '';
+    this.replyTo = this.editing = undefined;
+    this.context.replaceChildren();
   }
 
   private onSend(event: Event): void {
     event.preventDefault();
     const open = this.open();
-    const body = this.input.value.trim();
+    let body = this.input.value.trim();
     if (!open || !body) return;
+    const roomId = open.room.id;
+    this.error.textContent = '';
     this.input.value = '';
-    this.stopTyping(open.client, open.room.id);
-    open.client.send(open.room.id, body);
+    this.stopTyping(open.client, roomId);
+    const editing = this.editing?.roomId === roomId ? this.editing : undefined;
+    const replyTo = this.replyTo?.roomId === roomId ? this.replyTo.eventId : undefined;
+    this.replyTo = this.editing = undefined;
+    this.context.replaceChildren();
+    if (editing) {
+      open.client.edit(roomId, editing.eventId, body).catch((error) => (this.error.textContent = `Not edited. ${describeError(error)}`));
+      return;
+    }
+    // "/me waves" is an action: sent as an emote ("* ana waves").
+    const emote = /^\/me\s/.test(body);
+    if (emote) body = body.replace(/^\/me\s+/, '');
+    open.client.send(roomId, body, { replyTo, emote });
   }
 
   private onTyping(): void {

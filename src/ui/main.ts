@@ -1,5 +1,5 @@
 import { App } from './app.ts';
-import { HearthAccounts } from './client/hearth-client.ts';
+import { SdkAccounts } from './client/accounts.ts';
 import type { PageHost } from './host.ts';
 import './style.css';
 
@@ -9,5 +9,5 @@ import './style.css';
  * homeserver only through fetch to `host.homeserverUrl`, like any Matrix client would.
  */
 export async function startPage(root: HTMLElement, host: PageHost): Promise<void> {
-  await new App(root, host, new HearthAccounts(host.homeserverUrl)).run();
+  await new App(root, host, new SdkAccounts(host.homeserverUrl)).run();
 }

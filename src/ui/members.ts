@@ -1,7 +1,8 @@
-import type { ChatClient, ChatRoom } from './chat.ts';
+import type { ChatClient, ChatRoom, DeviceInfo } from './chat.ts';
 import { h } from './dom.ts';
 import { describeInviteError } from './errors.ts';
 import { ErrorSlot, succeeded } from './error-slot.ts';
+import { copyText } from './p2p-panel.ts';
 
 /** The open room's members, and the form that invites someone to it. */
 export class MembersPane {
@@ -11,6 +12,9 @@ export class MembersPane {
   private readonly inviteError = new ErrorSlot();
   /** The member list starts open on wide screens, folded at phone width (the invite form shows either way). */
   private membersOpen = !matchMedia('(max-width: 760px)').matches;
+  /** Whose device list is open, and what was last fetched of it (kept across renders). */
+  private readonly devicesOpen = new Set<string>();
+  private readonly deviceLists = new Map<string, DeviceInfo[] | 'loading' | 'failed'>();
 
   render(client: ChatClient, room: ChatRoom | undefined): void {
     if (!room) return this.element.replaceChildren();
@@ -26,7 +30,14 @@ export class MembersPane {
         'ul',
         { class: 'member-list' },
         ...members.map((member) =>
-          h('li', { title: member.userId }, h('span', { class: 'name' }, client.displayName(room, member.userId)), member.userId === client.userId ? h('span', { class: 'hint' }, ' (you)') : null, member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null),
+          h(
+            'li',
+            { title: member.userId },
+            h('span', { class: 'name' }, client.displayName(room, member.userId)),
+            member.userId === client.userId ? h('span', { class: 'hint' }, ' (you)') : null,
+            member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null,
+            this.profileCard(client, member.userId, room.encrypted),
+          ),
         ),
       ),
     );
@@ -52,4 +63,43 @@ export class MembersPane {
       inviteError.element,
     );
   }
+
+  /** A member's card: the full Matrix ID with Copy, and (in an encrypted room) their devices, fetched when opened: which are verified by their owner. */
+  private profileCard(client: ChatClient, userId: string, encrypted: boolean): HTMLElement {
+    const list = this.deviceLists.get(userId);
+    const details = h(
+      'details',
+      {
+        class: 'member-devices',
+        open: this.devicesOpen.has(userId),
+        ontoggle: () => {
+          if (!details.open) return void this.devicesOpen.delete(userId);
+          // Open already before this render: the list shown is the one fetched then.
+          if (this.devicesOpen.has(userId)) return;
+          this.devicesOpen.add(userId);
+          if (!encrypted) return;
+          this.deviceLists.set(userId, 'loading');
+          client.devices(userId).then(
+            (devices) => this.deviceLists.set(userId, devices),
+            () => this.deviceLists.set(userId, 'failed'),
+          ).finally(() => body.replaceChildren(...this.deviceItems(this.deviceLists.get(userId))));
+        },
+      },
+      h('summary', {}, 'Profile'),
+    );
+    const id = h('code', { class: 'member-id' }, userId);
+    const copy = h('button', { type: 'button', class: 'small', onclick: () => void copyText(userId, id, copy) }, 'Copy ID');
+    details.append(id, copy);
+    const body = h('ul', { class: 'device-list', 'aria-label': `Devices of ${userId}` }, ...this.deviceItems(list));
+    if (encrypted) details.append(body);
+    return details;
+  }
+
+  private deviceItems(list: DeviceInfo[] | 'loading' | 'failed' | undefined): HTMLElement[] {
+    if (list === undefined || list === 'loading') return [h('li', { class: 'hint' }, 'Loading\u2026')];
+    if (list === 'failed') return [h('li', { class: 'hint' }, 'Could not fetch the devices.')];
+    if (list.length === 0) return [h('li', { class: 'hint' }, 'No devices with encryption.')];
+    return list.map((d) => h('li', { class: d.verified ? 'device verified' : 'device' }, h('code', {}, d.deviceId), d.displayName ? ` ${d.displayName}` : '', h('span', { class: 'hint' }, d.verified ? ' verified' : ' not verified')));
+  }
 }
+

@@ -10,17 +10,23 @@ export class RoomView {
   private readonly typingLine = h('div', { class: 'typing', 'aria-live': 'polite' });
   private readonly roomTitle = h('h2', { class: 'room-title' });
   private readonly roomIdLine = h('code', { class: 'room-id' });
+  private readonly encryptionLine = h('span', { class: 'room-encryption' });
+  private readonly leaveButton = h('button', { type: 'button', class: 'small link room-leave' }, 'Leave room');
 
-  /** Builds the pane around the composer (again at each sign-in). */
-  build(composer: Composer): void {
-    this.element.replaceChildren(h('header', { class: 'room-header' }, this.roomTitle, this.roomIdLine), this.timeline, this.typingLine, composer.element);
+  /** Builds the pane around the composer (again at each sign-in), under the encryption panel. */
+  build(composer: Composer, encryptionPanel: HTMLElement): void {
+    this.element.replaceChildren(
+      encryptionPanel,h('header', { class: 'room-header' }, this.roomTitle, this.encryptionLine, this.roomIdLine, this.leaveButton), this.timeline, this.typingLine, composer.element);
   }
 
-  render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions): void {
+  render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions & { leave(): void }): void {
     this.element.classList.toggle('empty', !room);
+    this.leaveButton.hidden = !room;
+    this.leaveButton.onclick = () => actions.leave();
     if (!room) {
       this.roomTitle.textContent = 'No room selected';
       this.roomIdLine.textContent = '';
+      this.encryptionLine.textContent = '';
       this.timeline.replaceChildren(h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
       this.typingLine.textContent = '';
       return;
@@ -28,6 +34,11 @@ export class RoomView {
     this.roomTitle.textContent = client.roomName(room);
     this.roomIdLine.textContent = room.id;
     this.roomIdLine.title = 'Room ID: share it so others can join';
+    this.encryptionLine.textContent = room.encrypted ? 'Encrypted' : room.isPublic ? 'Public room: not encrypted' : 'Not encrypted';
+    this.encryptionLine.title = room.encrypted
+      ? 'End-to-end encrypted: only the members\u2019 devices can read its messages, not the servers that carry them.'
+      : 'Messages are stored readable on every server in the room.';
+    this.encryptionLine.dataset.encrypted = String(room.encrypted);
 
     const atBottom = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < 40;
     this.timeline.replaceChildren(...timelineItems(client, room, actions));

@@ -1,6 +1,6 @@
-import type { ChatClient } from './chat.ts';
+import { DirectInviteFailed, type ChatClient, type ChatRoom } from './chat.ts';
 import { h } from './dom.ts';
-import { describeError, describeJoinError } from './errors.ts';
+import { describeError, describeInviteError, describeJoinError } from './errors.ts';
 import { ErrorSlot, succeeded, type ActionKind } from './error-slot.ts';
 import { copyText } from './p2p-panel.ts';
 
@@ -14,6 +14,7 @@ export interface SidebarActions {
 export class Sidebar {
   readonly element = h('nav', { class: 'sidebar' });
   private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
+  private readonly directList = h('ul', { class: 'room-list direct-list', 'aria-label': 'Direct chats' });
   private readonly error = new ErrorSlot();
 
   constructor(private readonly actions: SidebarActions) {}
@@ -21,9 +22,18 @@ export class Sidebar {
   /** Builds the forms for `client` (again at each sign-in), with the peers panel between them and the rooms. */
   build(client: ChatClient, peersPanel: HTMLElement): void {
     const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
+    // Private rooms are end-to-end encrypted; a public one (anyone may join) is not.
+    const isPublic = h('input', { type: 'checkbox', id: 'new-room-public', 'aria-label': 'Public room (not encrypted)' });
+    const directTo = h('input', { id: 'direct-user-id', placeholder: '@someone:server', 'aria-label': 'Start a direct chat with', required: true });
     const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
     this.element.replaceChildren(
-      h('form', { class: 'inline', onsubmit: (e: Event) => this.guard(e, 'create', async () => this.actions.select(await client.createRoom(newRoomName.value), () => (newRoomName.value = ''))) }, newRoomName, h('button', { type: 'submit' }, 'Create')),
+      h(
+        'form',
+        { class: 'inline', onsubmit: (e: Event) => this.guard(e, 'create', async () => this.actions.select(await client.createRoom(newRoomName.value, { public: isPublic.checked }), () => (newRoomName.value = ''))) },
+        newRoomName,
+        h('label', { class: 'hint', title: 'Anyone may join a public room, and its messages are not encrypted' }, isPublic, ' Public'),
+        h('button', { type: 'submit' }, 'Create'),
+      ),
       h(
         'form',
         {
@@ -44,9 +54,30 @@ export class Sidebar {
         joinId,
         h('button', { type: 'submit' }, 'Join'),
       ),
+      h(
+        'form',
+        {
+          class: 'inline',
+          onsubmit: (e: Event) =>
+            this.guard(e, 'create', async () => {
+              const userId = directTo.value.trim();
+              try {
+                this.actions.select(await client.startDirect(userId), () => (directTo.value = ''));
+              } catch (error) {
+                if (!(error instanceof DirectInviteFailed)) throw error;
+                this.actions.select(error.roomId);
+                throw new Error(`The direct message was created, but the invite failed. ${describeInviteError(error.cause, userId)}`);
+              }
+            }),
+        },
+        directTo,
+        h('button', { type: 'submit' }, 'Start chat'),
+      ),
       this.error.element,
       peersPanel,
-      h('h3', {}, 'Rooms'),
+      h('h3', { class: 'room-list-heading' }, 'Direct messages'),
+      this.directList,
+      h('h3', { class: 'room-list-heading' }, 'Rooms'),
       this.roomList,
     );
   }
@@ -70,29 +101,39 @@ export class Sidebar {
   }
 
   renderRooms(client: ChatClient, selectedRoomId: string | undefined): void {
-    const items = client.sortedRooms().map((room) => {
-      if (room.membership === 'invite') {
-        return h(
-          'li',
-          { class: 'invite' },
-          h('span', { class: 'name' }, client.roomName(room)),
-          this.inviterLine(room.inviter),
-          h('button', { onclick: () => void client.join(room.id).then(() => (succeeded('join'), this.actions.select(room.id)), (e) => this.error.show('join', describeJoinError(e, room.id))) }, 'Accept'),
-          h('button', { class: 'link', onclick: () => void client.leave(room.id).then(() => succeeded('leave'), (e) => this.error.show('leave', describeError(e))) }, 'Decline'),
-        );
-      }
-      const last = room.timeline.filter((e) => e.type === 'm.room.message').at(-1);
+    const rooms = client.sortedRooms();
+    const item = (room: ChatRoom) => this.roomItem(client, room, selectedRoomId);
+    const direct = rooms.filter((room) => room.isDirect).map(item);
+    const items = rooms.filter((room) => !room.isDirect).map(item);
+    this.directList.replaceChildren(...(direct.length > 0 ? direct : [h('li', { class: 'hint' }, 'None yet: start one with a Matrix ID.')]));
+    this.roomList.replaceChildren(...(items.length > 0 ? items : [h('li', { class: 'hint' }, 'No rooms yet: create one, or join one by its ID.')]));
+  }
+
+  private roomItem(client: ChatClient, room: ChatRoom, selectedRoomId: string | undefined): HTMLLIElement {
+    if (room.membership === 'invite') {
       return h(
         'li',
-        {},
-        h(
-          'button',
-          { class: room.id === selectedRoomId ? 'room-item selected' : 'room-item', 'aria-current': room.id === selectedRoomId ? 'true' : undefined, onclick: () => this.actions.select(room.id) },
-          h('span', { class: 'name' }, client.roomName(room)),
-          h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${String(last.content.body ?? '')}` : ''),
-        ),
+        { class: 'invite' },
+        h('span', { class: 'name' }, client.roomName(room)),
+        this.inviterLine(room.inviter),
+        h('button', { onclick: () => void client.join(room.id).then(() => (succeeded('join'), this.actions.select(room.id)), (e) => this.error.show('join', describeJoinError(e, room.id))) }, 'Accept'),
+        h('button', { class: 'link', onclick: () => void client.leave(room.id).then(() => succeeded('leave'), (e) => this.error.show('leave', describeError(e))) }, 'Decline'),
       );
-    });
-    this.roomList.replaceChildren(...(items.length > 0 ? items : [h('li', { class: 'hint' }, 'No rooms yet: create one, or join one by its ID.')]));
+    }
+    const last = room.timeline.filter((e) => e.type === 'm.room.message').at(-1);
+    return h(
+      'li',
+      {},
+      h(
+        'button',
+        { class: room.id === selectedRoomId ? 'room-item selected' : 'room-item', 'aria-current': room.id === selectedRoomId ? 'true' : undefined, onclick: () => this.actions.select(room.id) },
+        h('span', { class: 'name' }, client.roomName(room)),
+        // The homeserver's notification counts: mentions (highlights) stand out.
+        room.unread > 0 && room.id !== selectedRoomId
+          ? h('span', { class: room.highlights > 0 ? 'unread-badge highlight' : 'unread-badge', title: `${room.unread} unread${room.highlights > 0 ? `, ${room.highlights} mentioning you` : ''}` }, String(room.unread))
+          : null,
+        h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${String(last.content.body ?? '')}` : ''),
+      ),
+    );
   }
 }

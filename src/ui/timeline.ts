@@ -1,13 +1,21 @@
-import type { ChatClient, ChatRoom, LocalEcho, MatrixEvent } from './chat.ts';
+import type { ChatClient, ChatRoom, DecryptionProblem, LocalEcho, MatrixEvent } from './chat.ts';
 import { formatTime, h } from './dom.ts';
 import { describeSendError } from './errors.ts';
+import { messageBody } from './message-body.ts';
 
 /** What the timeline's buttons do. */
 export interface TimelineActions {
   loadOlder(): void;
   retry(echo: LocalEcho): void;
   discard(echo: LocalEcho): void;
+  reply(event: MatrixEvent): void;
+  edit(event: MatrixEvent): void;
+  redact(event: MatrixEvent): void;
+  react(event: MatrixEvent, key: string): void;
 }
+
+/** The reactions offered on every message (with any others already given). */
+export const QUICK_REACTIONS = ['\u{1F44D}', '\u2764\uFE0F', '\u{1F602}', '\u{1F389}', '\u{1F62E}', '\u{1F622}'];
 
 /**
  * A room's timeline as list items: "Load earlier messages" while the start is not reached,
@@ -24,7 +32,7 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
   const items: HTMLElement[] = [];
   if (client.canLoadOlder(room)) items.push(h('li', { class: 'more' }, h('button', { class: 'link', onclick: () => actions.loadOlder() }, 'Load earlier messages')));
   for (const event of room.timeline) {
-    const item = eventItem(client, room, event);
+    const item = eventItem(client, room, event, actions);
     if (!item) continue;
     const seenBy = event.event_id ? readers.get(event.event_id) : undefined;
     if (seenBy) item.append(h('div', { class: 'receipts' }, `Seen by ${seenBy.join(', ')}`));
@@ -35,16 +43,35 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
 }
 
 /** A message, or a notice for the state events people care about; undefined for the rest. */
-function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent): HTMLLIElement | undefined {
+function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions): HTMLLIElement | undefined {
   const who = client.displayName(room, event.sender);
+  // Edits show on the message they replace; reactions and redactions under and on theirs.
+  if (event.type === 'm.room.message' && event.content['m.relates_to']?.rel_type === 'm.replace') return undefined;
+  if (event.redacted && (event.type === 'm.room.message' || event.type === 'm.room.encrypted')) {
+    return h('li', { class: 'event redacted', 'data-event-id': event.event_id }, h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who)), h('div', { class: 'body' }, 'Message deleted'));
+  }
+  if (event.undecryptable) {
+    return h(
+      'li',
+      { class: 'event undecryptable', 'data-event-id': event.event_id },
+      h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts))),
+      h('div', { class: 'body' }, `Unable to decrypt this message: ${describeDecryptionProblem(event.undecryptable)}`),
+    );
+  }
+  if (event.decrypting) {
+    return h('li', { class: 'event decrypting', 'data-event-id': event.event_id }, h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who)), h('div', { class: 'body' }, 'Decrypting\u2026'));
+  }
   if (event.type === 'm.room.message') {
     // Stored here but not yet with every server of the room ("pending" is the class of unsent echoes).
     const waitingFor = event.event_id ? client.waitingFor(event.event_id) : undefined;
     return h(
       'li',
       { class: `${event.sender === client.userId ? 'event mine' : 'event'}${waitingFor ? ' undelivered' : ''}`, 'data-event-id': event.event_id, 'data-waiting-for': waitingFor?.length },
-      h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts))),
-      h('div', { class: 'body' }, typeof event.content.body === 'string' ? event.content.body : '(unsupported message)'),
+      h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts)), event.edited ? h('span', { class: 'edited' }, '(edited)') : null),
+      event.replyTo ? replyQuote(client, room, event.replyTo) : null,
+      messageBody(event, who),
+      reactionsRow(event, actions),
+      messageActions(client, event, actions),
       waitingFor
         ? h(
             'div',
@@ -57,6 +84,7 @@ function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent): HTML
   let notice: string | undefined;
   if (event.type === 'm.room.create') notice = `${who} created the room`;
   else if (event.type === 'm.room.name') notice = `${who} named the room \u201c${String(event.content.name ?? '')}\u201d`;
+  else if (event.type === 'm.room.encryption') notice = `${who} turned on end-to-end encryption`;
   else if (event.type === 'm.room.topic') notice = `${who} set the topic: ${String(event.content.topic ?? '')}`;
   else if (event.type === 'm.room.member') {
     const target = event.state_key === event.sender ? who : client.displayName(room, event.state_key ?? '');
@@ -81,5 +109,60 @@ function echoItem(client: ChatClient, room: ChatRoom, echo: LocalEcho, actions: 
           h('button', { type: 'button', class: 'small link', onclick: () => actions.discard(echo) }, 'Delete'),
         )
       : null,
+  );
+}
+
+/** Why a message cannot be read, in words (after the SDK's decryption failure codes). */
+export function describeDecryptionProblem(problem: DecryptionProblem): string {
+  const words: Record<DecryptionProblem, string> = {
+    'no-keys': "the sender's device has not shared its key with this device (yet). It may arrive shortly.",
+    withheld: 'the sender chose not to share its key with this device.',
+    'withheld-unverified': 'the sender shares keys only with verified devices: verify this device with your recovery key.',
+    'later-index': 'this device received the key only for later messages.',
+    'before-join': 'it was sent before you joined the room.',
+    'backup-missing': 'it was sent before this device was signed in, and its key is not in your key backup.',
+    'backup-unset': 'it was sent before this device was signed in: verify this device with your recovery key to read it from your key backup.',
+    'backup-working': 'its key is being read from your key backup.',
+    'identity-changed': "the sender's verified identity has changed.",
+    'unsigned-device': 'the sender did not verify the device it was sent from.',
+    'unknown-device': 'it was sent from a device this one does not know.',
+    other: 'the message is damaged or its key does not match.',
+  };
+  return words[problem];
+}
+
+function replyQuote(client: ChatClient, room: ChatRoom, replyTo: NonNullable<MatrixEvent['replyTo']>): HTMLElement {
+  const who = replyTo.sender ? client.displayName(room, replyTo.sender) : 'a message';
+  return h('blockquote', { class: 'reply-quote', 'data-reply-to': replyTo.eventId }, h('span', { class: 'sender' }, `In reply to ${who}`), replyTo.body === undefined ? null : h('span', { class: 'quoted' }, replyTo.body));
+}
+
+/** The reactions given, each a button that adds or takes back this user's. */
+function reactionsRow(event: MatrixEvent, actions: TimelineActions): HTMLElement | null {
+  if (!event.reactions?.length) return null;
+  return h(
+    'div',
+    { class: 'reactions', 'aria-label': 'Reactions' },
+    ...event.reactions.map((r) =>
+      h('button', { type: 'button', class: r.mine ? 'reaction mine' : 'reaction', 'aria-pressed': String(r.mine), title: r.mine ? 'Take your reaction back' : 'React the same', onclick: () => actions.react(event, r.key) }, `${r.key} ${r.count}`),
+    ),
+  );
+}
+
+/** Reply and react on every message; edit and delete on one's own. */
+function messageActions(client: ChatClient, event: MatrixEvent, actions: TimelineActions): HTMLElement | null {
+  if (!event.event_id) return null;
+  const mine = event.sender === client.userId;
+  return h(
+    'div',
+    { class: 'message-actions' },
+    h('button', { type: 'button', class: 'small link', onclick: () => actions.reply(event) }, 'Reply'),
+    h(
+      'details',
+      { class: 'react-picker' },
+      h('summary', { 'aria-label': 'React' }, 'React'),
+      ...QUICK_REACTIONS.map((key) => h('button', { type: 'button', class: 'small link', 'aria-label': `React ${key}`, onclick: () => actions.react(event, key) }, key)),
+    ),
+    mine ? h('button', { type: 'button', class: 'small link', onclick: () => actions.edit(event) }, 'Edit') : null,
+    mine ? h('button', { type: 'button', class: 'small link', onclick: () => actions.redact(event) }, 'Delete') : null,
   );
 }

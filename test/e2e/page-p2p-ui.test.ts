@@ -173,7 +173,9 @@ describe('the page’s P2P controls', () => {
     peerC = await startC(port);
     await message.locator('.pending-mark').waitFor({ state: 'detached', timeout: 45_000 });
     expect(await message.getAttribute('class')).not.toContain('undelivered');
-    await nodeSyncUntil(peerC, carol, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'While carol is away'));
+    // The demo room is encrypted (issue 25): C holds the event, as m.room.encrypted (carol has no device here to read it).
+    const eventId = await message.getAttribute('data-event-id');
+    await nodeSyncUntil(peerC, carol, (s) => (s.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: any) => e.event_id === eventId && e.type === 'm.room.encrypted'));
   });
 
   it('with a mailbox among the peers, the mark clears once the mailbox holds the message, before its server is back', async () => {
@@ -195,7 +197,8 @@ describe('the page’s P2P controls', () => {
     expect(peerC).toBeUndefined();
     // C comes back and collects it (told of the mailbox at start, so it need not wait for discovery).
     peerC = await startC(port, mailboxPeer.p2p.multiaddrs());
-    await nodeSyncUntil(peerC, carol, (s) => (s.rooms?.join?.[carolRoomId!]?.timeline?.events ?? []).some((e: any) => e.content?.body === 'Left with the mailbox'));
+    const eventId = await message.getAttribute('data-event-id');
+    await nodeSyncUntil(peerC, carol, (s) => (s.rooms?.join?.[carolRoomId!]?.timeline?.events ?? []).some((e: any) => e.event_id === eventId && e.type === 'm.room.encrypted'));
   });
 
   it('stays usable 390 px wide: nothing runs off the side, and the panel, composer and invite form are reachable', async () => {

@@ -345,6 +345,23 @@ describe('rejecting an invite', () => {
   });
 });
 
+// The page starts a direct message with createRoom, then invites apart (so an unreachable invitee leaves the room made):
+// the invite carries is_direct as createRoom's would (issue 25).
+describe('an invite marked is_direct', () => {
+  const { newUser, createRoom, sync } = clientCalls(() => server);
+  it('puts is_direct in the invite event, which the invitee sees', async () => {
+    const alice = await newUser('alice');
+    const bob = await newUser('bob');
+    const roomId = await createRoom(alice, { preset: 'trusted_private_chat', is_direct: true });
+    const invited = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId, is_direct: true } });
+    expect(invited.status, JSON.stringify(invited.body)).toBe(200);
+    const state = (await sync(bob, { timeout: 0 })).rooms?.invite?.[roomId]?.invite_state?.events ?? [];
+    expect(state.find((e: any) => e.type === 'm.room.member' && e.state_key === bob.userId)?.content).toMatchObject({ membership: 'invite', is_direct: true });
+    const bad = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/invite`, { token: alice.accessToken, body: { user_id: bob.userId, is_direct: 'yes' }, unchecked: true });
+    expect([bad.status, bad.body.errcode]).toEqual([400, 'M_BAD_JSON']);
+  });
+});
+
 // What Synapse and Dendrite have clients expect (issue 24, client behaviour 3).
 describe('profile fields', () => {
   const { newUser, createRoom, join, getState } = clientCalls(() => server);

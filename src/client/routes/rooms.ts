@@ -35,7 +35,7 @@ const createRoomSchema = z
   })
   .loose();
 
-const targetSchema = z.object({ user_id: z.string(), reason: z.string().optional() }).loose();
+const targetSchema = z.object({ user_id: z.string(), reason: z.string().optional(), is_direct: z.boolean().optional() }).loose();
 const reasonSchema = z.object({ reason: z.string().optional() }).loose();
 
 
@@ -174,7 +174,9 @@ export function roomRoutes(app: Hono<Env>): void {
     const body = await parseBody(c, targetSchema);
     const target = requireUserId(body.user_id);
     c.get('services').rateLimiter?.take(session.userId + '/' + session.deviceId);
-    await c.get('services').memberships.invite(session.userId, roomId, target, body.reason ? { reason: body.reason } : {});
+    // `is_direct` (as createRoom's invites carry it) tells the invitee's client the room is a direct message.
+    const extra = { ...(body.reason ? { reason: body.reason } : {}), ...(body.is_direct === true ? { is_direct: true } : {}) };
+    await c.get('services').memberships.invite(session.userId, roomId, target, extra);
     return c.json({});
   });
 

@@ -1,0 +1,129 @@
+// Issue 25: the page's chat client (matrix-js-sdk + Rust crypto). (1) Page load → the room list from the
+// first /sync shown (`hearth-rooms-shown`), a signed-in reload with no room and with 100 rooms. (2) The cost
+// of encryption per message: send through the UI in one browser homeserver → shown in the other's
+// timeline, in an encrypted DM and in a plain room, in the same run (two contexts linked through a Node relay).
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { buildPage } from '../scripts/build.ts';
+import { serveStatic } from '../scripts/static-server.ts';
+import { startNodeHost } from '../src/node/node-host.ts';
+import { launchChromium } from '../test/e2e/chromium.ts';
+import { openHearth, registerThroughUi, storedSession } from '../test/e2e/hearth-page.ts';
+import { pageRequest, percentile, report, type Row } from './harness.ts';
+
+const RELOADS = 5;
+const SAMPLES = 15;
+
+async function roomsShownAfterReload(page: Page): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < RELOADS; i++) {
+    await page.reload();
+    await page.waitForFunction(() => performance.getEntriesByName('hearth-rooms-shown').length > 0, undefined, { timeout: 120_000 });
+    times.push(await page.evaluate(() => performance.getEntriesByName('hearth-rooms-shown')[0]!.startTime));
+  }
+  return times.sort((a, b) => a - b);
+}
+
+/** Sends `text` through A's composer; resolves with the time until it is in B's timeline (a MutationObserver in B). */
+async function sendToShown(a: Page, b: Page, text: string): Promise<number> {
+  const shown = b.evaluate(
+    (text) =>
+      new Promise<number>((resolve) => {
+        // No named function here: tsx would wrap it in a helper the page does not have.
+        const observer = new MutationObserver(() => {
+          if (![...document.querySelectorAll('.timeline .event .body')].some((e) => e.textContent === text)) return;
+          observer.disconnect();
+          resolve(performance.timeOrigin + performance.now());
+        });
+        observer.observe(document.body, { childList: true, subtree: true, characterData: true });
+      }),
+    text,
+  );
+  await a.getByLabel('Message').fill(text);
+  const sentAt = await a.evaluate(() => {
+    (document.querySelector('.composer button[type="submit"]') as HTMLButtonElement).click();
+    return performance.timeOrigin + performance.now();
+  });
+  return (await shown) - sentAt;
+}
+
+export async function run(): Promise<void> {
+  const dist = await mkdtemp(join(tmpdir(), 'hearth-bench-client-'));
+  const data = await mkdtemp(join(tmpdir(), 'hearth-bench-client-data-'));
+  await buildPage(dist, { quiet: true });
+  const relay = await startNodeHost({ dataDir: data, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
+  const server = await serveStatic(dist, 0, '127.0.0.1', { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+  const browser = await launchChromium();
+  const url = server.url + '/';
+  try {
+    const [contextA, contextB] = [await browser.newContext(), await browser.newContext()];
+    const a = await openHearth(contextA, url);
+    const b = await openHearth(contextB, url);
+    await registerThroughUi(a, 'ana');
+    await registerThroughUi(b, 'ben');
+    for (const page of [a, b]) await page.getByRole('button', { name: 'I have saved my recovery key' }).click({ timeout: 60_000 });
+    const ben = (await storedSession(b)).userId;
+    const anaServer = (await storedSession(a)).userId.split(':')[1];
+    await a.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), ben.split(':')[1], { timeout: 60_000 });
+    await b.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), anaServer, { timeout: 60_000 });
+
+    // Load → room list: no room yet, then 100.
+    const noRooms = await roomsShownAfterReload(a);
+    const { accessToken } = await storedSession(a);
+    for (let i = 0; i < 100; i++) await pageRequest(a, 'POST', '/_matrix/client/v3/createRoom', accessToken, { name: `Room ${i}`, preset: 'private_chat' });
+    const hundredRooms = await roomsShownAfterReload(a);
+    // The reloads restarted A's libp2p node: Ben's server must be reachable again before inviting him.
+    await a.waitForFunction((name) => (globalThis as any).hearthP2P?.reachable.has(name), ben.split(':')[1], { timeout: 60_000 });
+
+    // Encrypted DM and a plain (public) room between the two, both joined by Ben through the UI.
+    const open = async (make: () => Promise<void>) => {
+      await make();
+      const roomId = (await a.locator('.room-id').textContent())!;
+      await b.locator('.invite').first().getByRole('button', { name: 'Accept' }).click({ timeout: 60_000 });
+      await b.locator('.room-id', { hasText: roomId }).waitFor({ timeout: 60_000 });
+      await a.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 60_000 });
+    };
+    await open(async () => {
+      await a.getByLabel('Start a direct chat with').fill(ben);
+      await a.getByRole('button', { name: 'Start chat' }).click();
+      await a.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
+      await a.locator('.room-title', { hasText: 'ben' }).waitFor();
+    });
+    const encrypted: number[] = [];
+    for (let i = 0; i < SAMPLES + 1; i++) encrypted.push(await sendToShown(a, b, `encrypted ${i}`));
+    await open(async () => {
+      await a.getByLabel('New room name').fill('Plain');
+      await a.getByLabel('Public room (not encrypted)').check();
+      await a.getByRole('button', { name: 'Create', exact: true }).click();
+      await a.locator('.room-title', { hasText: 'Plain' }).waitFor();
+      await a.locator('#invite-user-id').fill(ben);
+      await a.getByRole('button', { name: 'Invite', exact: true }).click();
+    });
+    const plain: number[] = [];
+    for (let i = 0; i < SAMPLES + 1; i++) plain.push(await sendToShown(a, b, `plain ${i}`));
+    // The first of each warms up (key sharing for the encrypted one).
+    const firstEncrypted = encrypted.shift()!;
+    plain.shift();
+    encrypted.sort((x, y) => x - y);
+    plain.sort((x, y) => x - y);
+    const rows: Row[] = [
+      ['signed-in reload → room list shown, no rooms, p50', percentile(noRooms, 50), 'ms', `${RELOADS} reloads`],
+      ['signed-in reload → room list shown, 100 rooms, p50', percentile(hundredRooms, 50), 'ms', `${(percentile(hundredRooms, 50) / percentile(noRooms, 50)).toFixed(2)}× the load with none`],
+      ['send in A → shown in B, encrypted DM, p50', percentile(encrypted, 50), 'ms', `${SAMPLES} sends; the first (with the room key's sharing) ${firstEncrypted.toFixed(0)} ms`],
+      ['send in A → shown in B, plain room, p50', percentile(plain, 50), 'ms', `${SAMPLES} sends`],
+      ['encryption cost per message (p50 encrypted / plain)', percentile(encrypted, 50) / percentile(plain, 50), '×'],
+      ['send in A → shown in B, encrypted / plain, p95', percentile(encrypted, 95), 'ms', `plain p95 ${percentile(plain, 95).toFixed(0)} ms`],
+    ];
+    report('the page’s chat client (matrix-js-sdk, Rust crypto)', `Chromium ${browser.version()}, headless; two browser homeservers through a Node relay in the bench process`, rows);
+    await contextA.close();
+    await contextB.close();
+  } finally {
+    await browser.close();
+    await server.close();
+    await relay.close();
+    await rm(dist, { recursive: true, force: true });
+    await rm(data, { recursive: true, force: true });
+  }
+}

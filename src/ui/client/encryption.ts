@@ -1,0 +1,136 @@
+/**
+ * This device's end-to-end encryption on matrix-js-sdk's Rust crypto: cross-signing made at
+ * account creation (its upload confirmed with the password, user-interactive auth), secret
+ * storage and key backup under a recovery key shown once, and a later sign-in verified with
+ * that key (the cross-signing keys read from secret storage sign this device; the backup is restored).
+ */
+import type { MatrixClient } from 'matrix-js-sdk';
+import { CryptoEvent, decodeRecoveryKey, type CryptoCallbacks } from 'matrix-js-sdk/lib/crypto-api/index.js';
+import type { SecretStorageKeyDescription } from 'matrix-js-sdk/lib/secret-storage.js';
+import { WrongRecoveryKey, type EncryptionStatus } from '../chat.ts';
+
+/** A recovery key made here and not yet confirmed as saved: kept so a reload does not lose it. */
+const UNSAVED_RECOVERY_KEY = 'hearth-unsaved-recovery-key';
+
+export class Encryption {
+  /** Secret storage keys this page holds (the recovery key, once made or typed): key ID → key. */
+  private readonly keys = new Map<string, Uint8Array>();
+  private status: EncryptionStatus = { available: false, verified: false, canVerify: false, recoveryKey: undefined };
+  private client: MatrixClient | undefined;
+
+  constructor(
+    private readonly userId: string,
+    private readonly changed: () => void,
+  ) {
+    this.status = { ...this.status, recoveryKey: unsavedRecoveryKey(userId) };
+  }
+
+  /** What the SDK asks for when it reads or writes secret storage. */
+  readonly callbacks: CryptoCallbacks = {
+    getSecretStorageKey: async ({ keys }) => {
+      for (const keyId of Object.keys(keys)) {
+        const key = this.keys.get(keyId);
+        if (key) return [keyId, key];
+      }
+      return null;
+    },
+    cacheSecretStorageKey: (keyId, _keyInfo, key) => void this.keys.set(keyId, key),
+  };
+
+  current(): EncryptionStatus {
+    return this.status;
+  }
+
+  /** The Rust crypto runs for `client`: follow what changes this device's trust. */
+  async attach(client: MatrixClient): Promise<void> {
+    this.client = client;
+    const refresh = () => void this.refresh();
+    client.on(CryptoEvent.KeysChanged, refresh);
+    client.on(CryptoEvent.UserTrustStatusChanged, refresh);
+    client.on(CryptoEvent.DevicesUpdated, refresh);
+    await this.refresh();
+  }
+
+  private async refresh(): Promise<void> {
+    const crypto = this.client?.getCrypto();
+    if (!crypto) return;
+    const device = await crypto.getDeviceVerificationStatus(this.userId, this.client!.getDeviceId()!);
+    const canVerify = await crypto.userHasCrossSigningKeys(this.userId, true).catch(() => false);
+    this.set({ available: true, verified: device?.crossSigningVerified ?? false, canVerify });
+  }
+
+  private set(change: Partial<EncryptionStatus>): void {
+    const next = { ...this.status, ...change };
+    if (JSON.stringify(next) === JSON.stringify(this.status)) return;
+    this.status = next;
+    this.changed();
+  }
+
+  /**
+   * A new account: cross-signing keys (their upload needs no password the first time; a homeserver
+   * that asks gets it), then secret storage under a new recovery key holding them and the key backup's.
+   */
+  async setUpNewAccount(password: string): Promise<void> {
+    const client = this.client!;
+    const crypto = client.getCrypto()!;
+    await crypto.bootstrapCrossSigning({ authUploadDeviceSigningKeys: passwordAuth(this.userId, password) });
+    const recoveryKey = await crypto.createRecoveryKeyFromPassphrase();
+    await crypto.bootstrapSecretStorage({ createSecretStorageKey: async () => recoveryKey, setupNewSecretStorage: true, setupNewKeyBackup: true });
+    localStorage.setItem(UNSAVED_RECOVERY_KEY, JSON.stringify({ userId: this.userId, key: recoveryKey.encodedPrivateKey }));
+    this.set({ recoveryKey: recoveryKey.encodedPrivateKey });
+    await this.refresh();
+  }
+
+  /** Saved, or given up with the session: it is not kept or shown any more. */
+  confirmRecoveryKeySaved(): void {
+    localStorage.removeItem(UNSAVED_RECOVERY_KEY);
+    this.set({ recoveryKey: undefined });
+  }
+
+  /** Opens secret storage with the recovery key: this device is cross-signed, and the backup's keys come in. */
+  async verifyWithRecoveryKey(text: string): Promise<void> {
+    const client = this.client;
+    const crypto = client?.getCrypto();
+    if (!client || !crypto) throw new Error('encryption is not running in this page');
+    let key: Uint8Array;
+    try {
+      key = decodeRecoveryKey(text.trim());
+    } catch {
+      throw new WrongRecoveryKey('That is not a recovery key: check what you typed (it is 48 letters and digits, in groups of four).');
+    }
+    const keyId = await client.secretStorage.getDefaultKeyId();
+    const description = keyId ? ((await client.secretStorage.getKey(keyId))?.[1] as SecretStorageKeyDescription | undefined) : undefined;
+    if (!keyId || !description) throw new WrongRecoveryKey('This account has no recovery key set up.');
+    if (!(await client.secretStorage.checkKey(key, description))) throw new WrongRecoveryKey('That recovery key does not match this account.');
+    this.keys.set(keyId, key);
+    await crypto.bootstrapCrossSigning({});
+    await crypto.loadSessionBackupPrivateKeyFromSecretStorage();
+    await crypto.checkKeyBackupAndEnable();
+    await this.refresh();
+    // Older messages come in from the backup as it is read; the timeline redraws as they decrypt.
+    void crypto.restoreKeyBackup().catch(() => undefined);
+  }
+}
+
+/** The unsaved recovery key made here for `userId`, if any (another account's is not shown). */
+function unsavedRecoveryKey(userId: string): string | undefined {
+  try {
+    const kept = JSON.parse(localStorage.getItem(UNSAVED_RECOVERY_KEY) ?? 'null') as { userId?: string; key?: string } | null;
+    return kept?.userId === userId && typeof kept.key === 'string' ? kept.key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Answers user-interactive auth with the account's password (m.login.password). */
+function passwordAuth(userId: string, password: string) {
+  return async <T>(makeRequest: (auth: Record<string, unknown> | null) => Promise<T>): Promise<T> => {
+    try {
+      return await makeRequest(null);
+    } catch (error) {
+      const e = error as { httpStatus?: number; data?: { session?: string; flows?: unknown } };
+      if (e.httpStatus !== 401 || !e.data?.flows) throw error;
+      return makeRequest({ type: 'm.login.password', identifier: { type: 'm.id.user', user: userId }, password, session: e.data.session });
+    }
+  };
+}

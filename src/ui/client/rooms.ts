@@ -1,0 +1,107 @@
+/** matrix-js-sdk's rooms as the views read them (`ChatRoom`, ../chat.ts): a fresh snapshot at each call. */
+import { Direction, EventStatus, EventType, KnownMembership, NotificationCountType, RelationType, type MatrixClient, type MatrixEvent as SdkEvent, type Room } from 'matrix-js-sdk';
+import type { ChatRoom, LocalEcho, MatrixEvent, Member, Reaction } from '../chat.ts';
+import { toChatError, toChatEvent } from './convert.ts';
+
+/** `txnId` → a message refused before it was sent (too large): the SDK never saw it. */
+export type RefusedEchoes = Map<string, LocalEcho[]>;
+
+export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoes, direct: ReadonlySet<string>): ChatRoom {
+  const me = client.getSafeUserId();
+  const membership = room.getMyMembership();
+  const myMember = room.currentState.getMember(me) ?? room.getMember(me);
+  const receipts = new Map<string, string>();
+  const typing: string[] = [];
+  for (const member of room.getMembers()) {
+    if (member.typing) typing.push(member.userId);
+    const eventId = member.membership === KnownMembership.Join ? room.getEventReadUpTo(member.userId, true) : null;
+    if (eventId) receipts.set(member.userId, eventId);
+  }
+  const localEchoes: LocalEcho[] = [
+    // Messages only: an edit's or a reaction's echo shows on its target, not as a message of its own.
+    ...room
+      .getPendingEvents()
+      .filter((event) => event.getType() === EventType.RoomMessage && !event.isRelation(RelationType.Replace))
+      .map((event) => ({
+      txnId: event.getTxnId() ?? event.getId() ?? '',
+      body: String(event.getContent()['body'] ?? ''),
+      failed: event.status === EventStatus.NOT_SENT,
+      error: event.error ? toChatError(event.error) : undefined,
+    })),
+    ...(refused.get(room.roomId) ?? []),
+  ];
+  return {
+    id: room.roomId,
+    membership: membership === KnownMembership.Invite ? 'invite' : membership === KnownMembership.Join ? 'join' : 'leave',
+    inviter: membership === KnownMembership.Invite ? myMember?.events.member?.getSender() : undefined,
+    timeline: room.getLiveTimeline().getEvents().map((event) => chatEvent(room, event, me)),
+    typing,
+    receipts,
+    localEchoes,
+    encrypted: room.hasEncryptionStateEvent(),
+    isPublic: room.getJoinRule() === 'public',
+    isDirect: direct.has(room.roomId) || (membership === KnownMembership.Invite && myMember?.events.member?.getContent()['is_direct'] === true),
+    unread: room.getUnreadNotificationCount(NotificationCountType.Total),
+    highlights: room.getUnreadNotificationCount(NotificationCountType.Highlight),
+  };
+}
+
+/** An event with what the SDK knows around it: its newest edit, its reactions, the message it answers. */
+function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
+  const plain = toChatEvent(event);
+  const id = event.getId();
+  if (event.isRedacted()) return { ...plain, redacted: true };
+  if (event.replacingEvent()) plain.edited = true;
+  const annotations = id ? room.relations.getChildEventsForEvent(id, RelationType.Annotation, EventType.Reaction)?.getSortedAnnotationsByKey() : null;
+  if (annotations?.length) {
+    plain.reactions = annotations.map(([key, events]): Reaction => ({ key, count: events.size, mine: [...events].some((e) => e.getSender() === me && !e.isRedacted()) }));
+  }
+  const replyId = event.replyEventId;
+  if (replyId) {
+    const original = room.findEventById(replyId);
+    plain.replyTo = { eventId: replyId, sender: original?.getSender(), body: original ? String(original.getContent()['body'] ?? '') : undefined };
+  }
+  return plain;
+}
+
+/** Rooms listed in this account's `m.direct` (user ID → room IDs). */
+export function directRoomIds(client: MatrixClient): Set<string> {
+  const content = (client.getAccountData(EventType.Direct)?.getContent() ?? {}) as Record<string, unknown>;
+  return new Set(Object.values(content).flatMap((ids) => (Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : [])));
+}
+
+export function displayName(room: Room | null, userId: string): string {
+  const name = room?.getMember(userId)?.events.member?.getContent()['displayname'];
+  return typeof name === 'string' && name !== '' ? name : (userId.replace(/^@/, '').split(':')[0] ?? userId);
+}
+
+/** The room's name, its alias, or who else is in it. */
+export function roomName(client: MatrixClient, room: Room): string {
+  const name = room.currentState.getStateEvents(EventType.RoomName, '')?.getContent()['name'];
+  if (typeof name === 'string' && name !== '') return name;
+  const alias = room.getCanonicalAlias();
+  if (alias) return alias;
+  const me = client.getSafeUserId();
+  const others = room.getMembers().filter((m) => m.userId !== me && (m.membership === KnownMembership.Join || m.membership === KnownMembership.Invite));
+  if (others.length > 0) return others.map((m) => displayName(room, m.userId)).join(', ');
+  // An invite: the inviter's name, if the stripped state says no more.
+  if (room.getMyMembership() === KnownMembership.Invite) {
+    const inviter = room.getMember(me)?.events.member?.getSender();
+    return inviter ? displayName(room, inviter) : 'Invitation';
+  }
+  return 'Empty room';
+}
+
+export function joinedMembers(room: Room): Member[] {
+  return room
+    .getMembers()
+    .filter((m) => m.membership === KnownMembership.Join || m.membership === KnownMembership.Invite)
+    .map((m) => ({ userId: m.userId, displayName: m.events.member?.getContent()['displayname'] as string | undefined, membership: m.membership ?? 'join' }))
+    .sort((a, b) => displayName(room, a.userId).localeCompare(displayName(room, b.userId)));
+}
+
+/** Events before the live timeline can be fetched, and its start (the create event) is not in it. */
+export function canLoadOlder(room: Room): boolean {
+  const timeline = room.getLiveTimeline();
+  return timeline.getPaginationToken(Direction.Backward) !== null && !timeline.getEvents().some((e) => e.getType() === EventType.RoomCreate);
+}

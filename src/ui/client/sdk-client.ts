@@ -1,0 +1,371 @@
+/**
+ * The chat client behind the views' seam (../chat.ts), on matrix-js-sdk: its /sync loop (with
+ * lazy-loaded members), rooms and timelines, local echoes (pending events, detached, with resend
+ * and cancel), receipts, typing, pagination, and its Rust crypto (encryption.ts) with the store in
+ * IndexedDB. Hearth's own pending marks come from pending.ts. Only the seam's types leave here.
+ */
+import { ClientEvent, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
+import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
+import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type DeviceInfo, type EncryptionStatus, type LocalEcho, type Member, type SendOptions } from '../chat.ts';
+import { editContent, messageContent } from './content.ts';
+import { chatCall, toChatError } from './convert.ts';
+import type { Encryption } from './encryption.ts';
+import { PendingMarks } from './pending.ts';
+import { canLoadOlder, chatRoom, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
+import { saveSession } from './session.ts';
+
+/** New private rooms and direct messages are encrypted, as Element makes them. */
+const ENCRYPTION_STATE = { type: EventType.RoomEncryption, state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } };
+/** "Fill the screen": an opened room loads history until it shows this many messages, or its start. */
+const FILL_MESSAGES = 20;
+const PAGE = 30;
+
+export interface ClientOptions {
+  /** A session made here just now: the origin's crypto store belongs to an older one and is cleared first. */
+  fresh: boolean;
+  /** A new account: set up cross-signing and secret storage once synced (the password answers user-interactive auth). */
+  newAccountPassword?: string;
+}
+
+export class SdkChatClient implements ChatClient {
+  private readonly listeners = new Set<(change: ChatChange) => void>();
+  private readonly pending: PendingMarks;
+  private readonly refused: RefusedEchoes = new Map();
+  private readonly receiptsSent = new Map<string, string>();
+  private readonly filling = new Set<string>();
+  private started = false;
+  private stopped = false;
+  private prepared = false;
+  private emitQueued = false;
+
+  constructor(
+    private readonly client: MatrixClient,
+    private readonly crypto: Encryption,
+    private readonly options: ClientOptions,
+  ) {
+    this.pending = new PendingMarks(client, () => this.emit('room'));
+  }
+
+  get userId(): string {
+    return this.client.getSafeUserId();
+  }
+
+  subscribe(listener: (change: ChatChange) => void): void {
+    this.listeners.add(listener);
+  }
+
+  private emit(change: ChatChange): void {
+    if (this.stopped && change !== 'signed-out') return;
+    for (const listener of this.listeners) listener(change);
+  }
+
+  /** Many SDK events come at once (a sync's timeline, decryptions): one redraw for them. */
+  private roomChanged = (): void => {
+    if (this.emitQueued) return;
+    this.emitQueued = true;
+    queueMicrotask(() => {
+      this.emitQueued = false;
+      this.emit('room');
+    });
+  };
+
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    void this.run();
+  }
+
+  private async run(): Promise<void> {
+    const client = this.client;
+    try {
+      if (this.options.fresh) await client.clearStores();
+      await client.initRustCrypto();
+      // initRustCrypto turns the Rust crypto's tracing on at debug level: warnings are enough.
+      new Tracing(LoggerLevel.Warn).turnOn();
+      await this.crypto.attach(client);
+    } catch (error) {
+      // Encrypted rooms cannot be read here; the rest works (encryption() says it is unavailable).
+      console.error('hearth: end-to-end encryption could not start', error);
+    }
+    // Stopped while the crypto started: close its store now (stopClient does), so a next session can clear it.
+    if (this.stopped) return this.client.stopClient();
+    client.on(ClientEvent.Sync, (state) => {
+      if (state !== SyncState.Prepared && state !== SyncState.Syncing) return;
+      if (!this.prepared) {
+        this.prepared = true;
+        void this.afterFirstSync();
+      }
+      this.emit('synced');
+      void this.pending.refresh();
+    });
+    for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset, RoomEvent.Redaction, RoomEvent.UnreadNotifications] as const) {
+      (client as unknown as { on(event: string, listener: () => void): void }).on(event, this.roomChanged);
+    }
+    client.on(HttpApiEvent.SessionLoggedOut, () => {
+      saveSession(undefined);
+      this.stop();
+      this.emit('signed-out');
+    });
+    await client.startClient({ lazyLoadMembers: true, initialSyncLimit: PAGE, pendingEventOrdering: PendingEventOrdering.Detached });
+  }
+
+  private async afterFirstSync(): Promise<void> {
+    const password = this.options.newAccountPassword;
+    if (!password || !this.client.getCrypto()) return;
+    try {
+      await this.crypto.setUpNewAccount(password);
+    } catch (error) {
+      console.error('hearth: cross-signing or secret storage setup failed', error);
+    }
+  }
+
+  /** Resolves unless the homeserver refuses the session (a `MatrixApiError` 401). */
+  async checkSession(): Promise<void> {
+    await chatCall(() => this.client.whoami());
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.client.stopClient();
+    this.pending.stop();
+  }
+
+  async signOut(): Promise<void> {
+    this.stop();
+    // The session is forgotten at once; the token is revoked after, so a busy or slow homeserver
+    // does not hold the page on a signed-out session. The device's keys go with it.
+    saveSession(undefined);
+    this.crypto.confirmRecoveryKeySaved();
+    await this.client.logout().catch(() => undefined);
+    await this.client.clearStores().catch(() => undefined);
+  }
+
+  private sdkRoom(roomId: string): Room | null {
+    return this.client.getRoom(roomId);
+  }
+
+  sortedRooms(): ChatRoom[] {
+    const direct = directRoomIds(this.client);
+    const rooms = this.client.getRooms().filter((r) => r.getMyMembership() === KnownMembership.Join || r.getMyMembership() === KnownMembership.Invite);
+    const invite = (r: Room) => (r.getMyMembership() === KnownMembership.Invite ? -1 : 0);
+    return rooms.sort((a, b) => invite(a) - invite(b) || b.getLastActiveTimestamp() - a.getLastActiveTimestamp()).map((r) => chatRoom(this.client, r, this.refused, direct));
+  }
+
+  room(roomId: string): ChatRoom | undefined {
+    const room = this.sdkRoom(roomId);
+    return room ? chatRoom(this.client, room, this.refused, directRoomIds(this.client)) : undefined;
+  }
+
+  roomName(room: ChatRoom): string {
+    const sdkRoom = this.sdkRoom(room.id);
+    return sdkRoom ? roomName(this.client, sdkRoom) : room.id;
+  }
+
+  displayName(room: ChatRoom, userId: string): string {
+    return displayName(this.sdkRoom(room.id), userId);
+  }
+
+  joinedMembers(room: ChatRoom): Member[] {
+    const sdkRoom = this.sdkRoom(room.id);
+    return sdkRoom ? joinedMembers(sdkRoom) : [];
+  }
+
+  canLoadOlder(room: ChatRoom): boolean {
+    const sdkRoom = this.sdkRoom(room.id);
+    return !!sdkRoom && canLoadOlder(sdkRoom);
+  }
+
+  waitingFor(eventId: string): readonly string[] | undefined {
+    return this.pending.waitingFor(eventId);
+  }
+
+  refreshPending(): void {
+    void this.pending.refresh();
+  }
+
+  /** Encryption's status changed (encryption.ts). */
+  encryptionChanged(): void {
+    this.emit('encryption');
+  }
+
+  encryption(): EncryptionStatus {
+    return this.crypto.current();
+  }
+
+  confirmRecoveryKeySaved(): void {
+    this.crypto.confirmRecoveryKeySaved();
+  }
+
+  verifyWithRecoveryKey(recoveryKey: string): Promise<void> {
+    return chatCall(() => this.crypto.verifyWithRecoveryKey(recoveryKey));
+  }
+
+  async createRoom(name: string, options: { public?: boolean } = {}): Promise<string> {
+    const request = options.public ? { name, preset: Preset.PublicChat } : { name, preset: Preset.PrivateChat, initial_state: [ENCRYPTION_STATE] };
+    return (await chatCall(() => this.client.createRoom(request))).room_id;
+  }
+
+  async startDirect(userId: string): Promise<string> {
+    const { room_id: roomId } = await chatCall(() => this.client.createRoom({ preset: Preset.TrustedPrivateChat, is_direct: true, initial_state: [ENCRYPTION_STATE] }));
+    await this.addDirect(userId, roomId);
+    try {
+      // Through the SDK's HTTP layer: its invite() has no room for `is_direct`, which tells the invitee's client it is a DM.
+      await chatCall(() => this.client.http.authedRequest(Method.Post, `/rooms/${encodeURIComponent(roomId)}/invite`, undefined, { user_id: userId, is_direct: true }));
+    } catch (error) {
+      throw new DirectInviteFailed(roomId, error);
+    }
+    return roomId;
+  }
+
+  /** Lists `roomId` as a direct message with `userId` in this account's `m.direct`. */
+  private async addDirect(userId: string, roomId: string): Promise<void> {
+    const content = { ...((this.client.getAccountData(EventType.Direct)?.getContent() ?? {}) as Record<string, string[]>) };
+    if (content[userId]?.includes(roomId)) return;
+    content[userId] = [...(content[userId] ?? []), roomId];
+    await chatCall(() => this.client.setAccountData(EventType.Direct, content));
+  }
+
+  async join(roomIdOrAlias: string): Promise<string> {
+    const invite = this.sdkRoom(roomIdOrAlias);
+    const member = invite?.getMyMembership() === KnownMembership.Invite ? invite.getMember(this.userId)?.events.member : undefined;
+    const room = await chatCall(() => this.client.joinRoom(roomIdOrAlias));
+    // Accepting a direct message: list it as one, as the inviter did.
+    if (member?.getContent()['is_direct'] === true && member.getSender()) await this.addDirect(member.getSender()!, room.roomId).catch(() => undefined);
+    this.openRoom(room.roomId);
+    return room.roomId;
+  }
+
+  async leave(roomId: string, options: { forget?: boolean } = {}): Promise<void> {
+    await chatCall(() => this.client.leave(roomId));
+    if (options.forget) await chatCall(() => this.client.forget(roomId, true));
+    this.emit('room');
+  }
+
+  async devices(userId: string): Promise<DeviceInfo[]> {
+    const crypto = this.client.getCrypto();
+    if (!crypto) return [];
+    const devices = (await chatCall(() => crypto.getUserDeviceInfo([userId], true))).get(userId) ?? new Map();
+    const list: DeviceInfo[] = [];
+    for (const device of devices.values()) {
+      const status = await crypto.getDeviceVerificationStatus(userId, device.deviceId);
+      list.push({ deviceId: device.deviceId, displayName: device.displayName, verified: !!status && (status.signedByOwner || status.isVerified()) });
+    }
+    return list.sort((a, b) => a.deviceId.localeCompare(b.deviceId));
+  }
+
+  async invite(roomId: string, userId: string): Promise<void> {
+    await chatCall(() => this.client.invite(roomId, userId));
+  }
+
+  async loadOlder(roomId: string): Promise<void> {
+    const room = this.sdkRoom(roomId);
+    if (!room || !canLoadOlder(room)) return;
+    await chatCall(() => this.client.scrollback(room, PAGE));
+    this.emit('room');
+  }
+
+  openRoom(roomId: string): void {
+    const room = this.sdkRoom(roomId);
+    if (!room || room.getMyMembership() !== KnownMembership.Join || this.filling.has(roomId) || !canLoadOlder(room)) return;
+    const messages = room.getLiveTimeline().getEvents().filter((e) => e.getType() === EventType.RoomMessage || e.isEncrypted()).length;
+    if (messages >= FILL_MESSAGES) return;
+    this.filling.add(roomId);
+    this.client.scrollback(room, PAGE).then(
+      () => {
+        this.filling.delete(roomId);
+        this.emit('room');
+        this.openRoom(roomId);
+      },
+      // A page that fails stays: "Load earlier messages" is still offered.
+      () => this.filling.delete(roomId),
+    );
+  }
+
+  send(roomId: string, body: string, options: SendOptions = {}): void {
+    const content = messageContent(body, options);
+    // The homeserver would refuse it (events are limited to 64 KiB): say so without trying.
+    const size = new TextEncoder().encode(JSON.stringify(content)).length;
+    if (size > MAX_MESSAGE_CONTENT_BYTES) {
+      const echo: LocalEcho = { txnId: `refused-${Date.now()}-${Math.random().toString(36).slice(2)}`, body, failed: true, error: new MessageTooLarge(size, MAX_MESSAGE_CONTENT_BYTES) };
+      this.refused.set(roomId, [...(this.refused.get(roomId) ?? []), echo]);
+      return this.emit('room');
+    }
+    // Its state (sending, sent, not sent and why) is the pending event's, which the room's snapshot shows.
+    this.client.sendMessage(roomId, content as never).then(
+      () => this.refreshPending(),
+      () => this.emit('room'),
+    );
+  }
+
+  private pendingEvent(roomId: string, echo: LocalEcho) {
+    return this.sdkRoom(roomId)
+      ?.getPendingEvents()
+      .find((e) => (e.getTxnId() ?? e.getId()) === echo.txnId);
+  }
+
+  retry(roomId: string, echo: LocalEcho): void {
+    const room = this.sdkRoom(roomId);
+    const event = this.pendingEvent(roomId, echo);
+    if (!room || !event || event.status !== EventStatus.NOT_SENT) return;
+    // The same transaction ID, so the homeserver applies it once.
+    this.client.resendEvent(event, room).then(
+      () => this.refreshPending(),
+      () => this.emit('room'),
+    );
+  }
+
+  /** A failed message is dropped only when the person says so; its text stays until then. */
+  discard(roomId: string, echo: LocalEcho): void {
+    const refused = this.refused.get(roomId);
+    if (refused?.some((e) => e.txnId === echo.txnId)) {
+      this.refused.set(roomId, refused.filter((e) => e.txnId !== echo.txnId));
+      return this.emit('room');
+    }
+    const event = this.pendingEvent(roomId, echo);
+    if (event && event.status === EventStatus.NOT_SENT) this.client.cancelPendingEvent(event);
+    this.emit('room');
+  }
+
+  async react(roomId: string, eventId: string, key: string): Promise<void> {
+    const room = this.sdkRoom(roomId);
+    const mine = room?.relations
+      .getChildEventsForEvent(eventId, RelationType.Annotation, EventType.Reaction)
+      ?.getRelations()
+      .find((e) => e.getSender() === this.userId && !e.isRedacted() && e.getRelation()?.key === key);
+    const mineId = mine?.getId();
+    if (mineId) await chatCall(() => this.client.redactEvent(roomId, mineId));
+    else await chatCall(() => this.client.sendEvent(roomId, EventType.Reaction, { 'm.relates_to': { rel_type: RelationType.Annotation, event_id: eventId, key } }));
+  }
+
+  async edit(roomId: string, eventId: string, body: string): Promise<void> {
+    const original = this.sdkRoom(roomId)?.findEventById(eventId);
+    const emote = original?.getContent()['msgtype'] === 'm.emote';
+    await chatCall(() => this.client.sendMessage(roomId, editContent(eventId, body, emote) as never));
+  }
+
+  async redact(roomId: string, eventId: string): Promise<void> {
+    await chatCall(() => this.client.redactEvent(roomId, eventId));
+  }
+
+  setTyping(roomId: string, typing: boolean): void {
+    void this.client.sendTyping(roomId, typing, 30_000).catch(() => undefined);
+  }
+
+  markRead(roomId: string): void {
+    const room = this.sdkRoom(roomId);
+    if (!room) return;
+    const last = room
+      .getLiveTimeline()
+      .getEvents()
+      .filter((e) => e.getId() && !e.isSending() && e.getSender() !== this.userId)
+      .at(-1);
+    const eventId = last?.getId();
+    if (!last || !eventId || this.receiptsSent.get(roomId) === eventId) return;
+    this.receiptsSent.set(roomId, eventId);
+    void this.client.sendReadReceipt(last).catch((error) => {
+      this.receiptsSent.delete(roomId);
+      return toChatError(error);
+    });
+  }
+}

@@ -1,6 +1,7 @@
 import type { ChatClient, ChatRoom } from './chat.ts';
 import type { Composer } from './composer.ts';
 import { h } from './dom.ts';
+import { updateKeyedChildren } from './keyed-children.ts';
 import { timelineItems, type TimelineActions } from './timeline.ts';
 
 /** The open room: its name and ID, the timeline (kept scrolled to the end when it was there), who is typing, the composer. */
@@ -16,7 +17,8 @@ export class RoomView {
   /** Builds the pane around the composer (again at each sign-in), under the encryption panel. */
   build(composer: Composer, encryptionPanel: HTMLElement): void {
     this.element.replaceChildren(
-      encryptionPanel,h('header', { class: 'room-header' }, this.roomTitle, this.encryptionLine, this.roomIdLine, this.leaveButton), this.timeline, this.typingLine, composer.element);
+      encryptionPanel,
+      h('header', { class: 'room-header' }, this.roomTitle, this.encryptionLine, this.roomIdLine, this.leaveButton), this.timeline, this.typingLine, composer.element);
   }
 
   render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions & { leave(): void }): void {
@@ -41,7 +43,7 @@ export class RoomView {
     this.encryptionLine.dataset.encrypted = String(room.encrypted);
 
     const atBottom = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < 40;
-    this.timeline.replaceChildren(...timelineItems(client, room, actions));
+    updateKeyedChildren(this.timeline, timelineItems(client, room, actions));
     if (atBottom) this.timeline.scrollTop = this.timeline.scrollHeight;
 
     const typing = room.typing.filter((userId) => userId !== client.userId).map((userId) => client.displayName(room, userId));

@@ -225,20 +225,20 @@ describe('a narrow screen (390 px)', () => {
     await phone.goto(site.server.url + '/');
     await phone.getByLabel('New room name').waitFor();
     // Rooms first: the list is on top, above the forms and the (folded) peers panel.
-    const roomList = (await phone.locator('.room-list').boundingBox())!;
+    const roomList = (await phone.getByRole('list', { name: 'Rooms', exact: true }).boundingBox())!;
     expect(roomList.y).toBeLessThan((await phone.locator('.p2p-panel').boundingBox())!.y);
     expect(roomList.y).toBeLessThan((await phone.getByLabel('New room name').boundingBox())!.y);
     expect(roomList.y + 40).toBeLessThan(844);
     // Peers are one tap away, and the rooms one tap back.
     await phone.getByRole('button', { name: 'Peers', exact: true }).click();
     await phone.getByLabel('Your Matrix ID').waitFor();
-    expect(await phone.locator('.room-list').isVisible()).toBe(false);
+    expect(await phone.getByRole('list', { name: 'Rooms', exact: true }).isVisible()).toBe(false);
     await phone.getByRole('button', { name: 'Rooms', exact: true }).click();
     await phone.locator('.room-item', { hasText: 'Behaviours' }).click();
     await sendThroughUi(phone, 'from the phone');
     // The open room has the screen: its timeline takes at least half of the height.
     expect((await phone.locator('.timeline').boundingBox())!.height).toBeGreaterThanOrEqual(844 / 2);
-    expect(await phone.locator('.room-list').isVisible()).toBe(false);
+    expect(await phone.getByRole('list', { name: 'Rooms', exact: true }).isVisible()).toBe(false);
     await phone.getByRole('button', { name: 'Peers', exact: true }).click();
     await phone.getByLabel('Your Matrix ID').waitFor();
     await phone.getByRole('button', { name: 'Behaviours', exact: true }).click();

@@ -25,6 +25,11 @@ export class IdbMediaStore implements MediaStore {
     return new Uint8Array(await (value as Blob).arrayBuffer());
   }
 
+  /** The stored Blob itself, its size known without reading it (an export). */
+  async blob(key: string): Promise<Blob | undefined> {
+    return (await this.db.get(MEDIA_OBJECT_STORE, key)) as Blob | undefined;
+  }
+
   async delete(key: string): Promise<void> {
     const tx = this.db.transaction(MEDIA_OBJECT_STORE, 'readwrite', { durability: 'strict' });
     await Promise.all([tx.store.delete(key), tx.done]);

@@ -71,6 +71,11 @@ export class BrowserHost {
 
   constructor(private readonly options: BrowserHostOptions) {}
 
+  /** The core's Worker, in the leader tab once it runs (export, import, reset: worker/portable.ts). */
+  get leaderCore(): Comlink.Remote<CoreApi> | undefined {
+    return this.state.role === 'leader' && this.state.core === 'running-here' ? this.core : undefined;
+  }
+
   subscribe(listener: (state: HostState) => void): () => void {
     this.listeners.add(listener);
     listener(this.state);

@@ -1,0 +1,140 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost } from '../../src/node/node-host.ts';
+import { importNodeHomeserver } from '../../src/node/portable.ts';
+import { createRoomThroughUi, openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+
+// Keep, move and reset a browser homeserver (issue 22) through the page, as a person would:
+// export from one browser profile, import into a fresh one, sign in, and the room is there;
+// the same file imports into a Node host; reset asks twice and leaves a new, empty homeserver.
+
+const PASSPHRASE = 'a suitcase of keys';
+let site: HearthSite;
+let files: string;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  site = await startSite(inject('hearthDist'));
+  files = await mkdtemp(join(tmpdir(), 'hearth-keep-e2e-'));
+});
+afterAll(async () => {
+  for (const context of contexts) await context.close();
+  await site?.close();
+  await rm(files, { recursive: true, force: true });
+});
+
+async function freshPage(): Promise<Page> {
+  const context = await site.browser.newContext();
+  contexts.push(context);
+  return openHearth(context, site.server.url + '/');
+}
+
+async function exportThroughUi(page: Page, path: string): Promise<void> {
+  await page.locator('button.storage').click();
+  const panel = page.getByRole('dialog', { name: 'Storage and backup' });
+  await panel.getByText(/Your homeserver’s database, media and keys use/).waitFor();
+  await panel.getByLabel('Export passphrase').fill(PASSPHRASE);
+  await panel.getByLabel('Repeat the passphrase').fill(PASSPHRASE);
+  const download = page.waitForEvent('download');
+  await panel.getByRole('button', { name: 'Export', exact: true }).click();
+  await (await download).saveAs(path);
+  await panel.getByText(/Exported .* Keep the file and its passphrase/).waitFor();
+  await panel.getByRole('button', { name: 'Close' }).click();
+}
+
+async function importThroughUi(page: Page, path: string, passphrase: string): Promise<void> {
+  const card = page.locator('form.keep-import');
+  await card.getByLabel('Homeserver file').setInputFiles(path);
+  await card.getByLabel('Archive passphrase').fill(passphrase);
+  await card.getByRole('button', { name: 'Import' }).click();
+}
+
+describe('keep, move and reset a browser homeserver', () => {
+  let archive: string;
+  let serverName: string;
+  let mxc: string;
+
+  it('exports from one browser profile and imports into a fresh one; the room, its messages and media are there', async () => {
+    const a = await freshPage();
+    await registerThroughUi(a, 'dana');
+    await createRoomThroughUi(a, 'Suitcase');
+    await sendThroughUi(a, 'packed and ready');
+    const { accessToken } = await storedSession(a);
+    mxc = await a.evaluate(async (token) => {
+      const r = await fetch('/_matrix/media/v3/upload?filename=note.txt', { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'a note in the suitcase' });
+      return ((await r.json()) as { content_uri: string }).content_uri;
+    }, accessToken);
+    serverName = await pageServerName(a);
+    // The top bar says what the figure is.
+    expect(await a.locator('button.storage').getAttribute('title')).toMatch(/your homeserver’s database, media and keys/);
+    archive = join(files, 'dana.hearth');
+    await exportThroughUi(a, archive);
+
+    // A homeserver with an account refuses an import (here: signed out, the account remains).
+    await a.getByRole('button', { name: 'Sign out' }).click();
+    await importThroughUi(a, archive, PASSPHRASE);
+    await a.locator('form.keep-import [role=alert]', { hasText: 'already holds a homeserver with an account' }).waitFor();
+
+    const b = await freshPage();
+    expect(await pageServerName(b)).not.toBe(serverName);
+    await b.getByText('Move, don’t copy').waitFor();
+    await importThroughUi(b, archive, 'not the passphrase');
+    await b.locator('form.keep-import [role=alert]', { hasText: 'The passphrase is wrong' }).waitFor();
+    await importThroughUi(b, archive, PASSPHRASE);
+    // The page reloads onto the imported homeserver.
+    await b.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, { timeout: 60_000 });
+    await b.getByRole('button', { name: 'I already have an account here' }).click();
+    await b.getByLabel('Username').fill('dana');
+    await b.getByLabel('Password', { exact: true }).fill('correct horse battery staple');
+    await b.getByRole('button', { name: 'Sign in' }).click();
+    await b.locator('.room-item .name', { hasText: 'Suitcase' }).waitFor();
+    await b.locator('.room-item .name', { hasText: 'Suitcase' }).click();
+    await b.locator('.event .body', { hasText: 'packed and ready' }).waitFor();
+    const token = (await storedSession(b)).accessToken;
+    const media = await b.evaluate(async ({ token, path }) => (await fetch(path, { headers: { authorization: `Bearer ${token}` } })).text(), { token, path: `/_matrix/client/v1/media/download/${mxc.slice(6)}` });
+    expect(media).toBe('a note in the suitcase');
+    await sendThroughUi(b, 'unpacked in a new browser');
+  }, 180_000);
+
+  it('the browser’s file imports into a Node host: same server, same password, same room', async () => {
+    const dataDir = join(files, 'node-home');
+    const manifest = await importNodeHomeserver({ dataDir, input: archive, passphrase: PASSPHRASE });
+    expect(manifest).toMatchObject({ serverName, createdBy: 'browser' });
+    const host = await startNodeHost({ dataDir, port: 0, rateLimits: false });
+    try {
+      expect(host.homeserver.serverName).toBe(serverName);
+      const login = await fetch(`${host.url}/_matrix/client/v3/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'dana' }, password: 'correct horse battery staple' }) });
+      expect(login.status).toBe(200);
+      const { access_token } = (await login.json()) as { access_token: string };
+      const rooms = (await (await fetch(`${host.url}/_matrix/client/v3/joined_rooms`, { headers: { authorization: `Bearer ${access_token}` } })).json()) as { joined_rooms: string[] };
+      expect(rooms.joined_rooms).toHaveLength(1);
+      const media = await fetch(`${host.url}/_matrix/client/v1/media/download/${mxc.slice(6)}`, { headers: { authorization: `Bearer ${access_token}` } });
+      expect(await media.text()).toBe('a note in the suitcase');
+    } finally {
+      await host.close();
+    }
+  }, 60_000);
+
+  it('reset asks twice, offers an export first, and leaves a new empty homeserver', async () => {
+    const page = await freshPage();
+    await registerThroughUi(page, 'erin');
+    const before = await pageServerName(page);
+    await page.locator('button.storage').click();
+    const panel = page.getByRole('dialog', { name: 'Storage and backup' });
+    await panel.getByRole('button', { name: 'Reset…' }).click();
+    await panel.getByText('Export it first if you may want it back').waitFor();
+    await panel.getByRole('button', { name: 'Export first' }).click();
+    expect(await panel.getByLabel('Export passphrase').evaluate((e) => e === document.activeElement)).toBe(true);
+    await panel.getByRole('button', { name: 'Reset…' }).click();
+    await panel.getByRole('button', { name: 'Continue to reset' }).click();
+    await panel.getByText('This cannot be undone.').waitFor();
+    await panel.getByRole('button', { name: 'Delete this homeserver' }).click();
+    await page.waitForFunction((old) => { const name = (globalThis as any).hearthHost?.state.serverName; return !!name && name !== old && document.body.dataset.homeserver === 'ready'; }, before, { timeout: 60_000 });
+    await page.getByRole('button', { name: 'Create account' }).waitFor();
+    const login = await pageFetch(page, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'erin' }, password: 'correct horse battery staple' } });
+    expect(login.status).toBe(403);
+  }, 120_000);
+});

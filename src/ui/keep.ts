@@ -194,7 +194,7 @@ export function importCard(host: PageHost): HTMLElement {
   return h(
     'form',
     {
-      class: 'card auth keep-import',
+      class: 'card keep-import',
       onsubmit: async (event: Event) => {
         event.preventDefault();
         error.textContent = '';

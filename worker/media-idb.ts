@@ -7,6 +7,7 @@
  */
 import { openDB, type IDBPDatabase } from 'idb';
 import type { MediaStore } from '../src/media/store.ts';
+import { toStorageError } from '../src/storage/errors.ts';
 
 export const MEDIA_DATABASE = 'hearth-media';
 export const MEDIA_OBJECT_STORE = 'blobs';
@@ -16,7 +17,12 @@ export class IdbMediaStore implements MediaStore {
 
   async put(key: string, bytes: Uint8Array): Promise<void> {
     const tx = this.db.transaction(MEDIA_OBJECT_STORE, 'readwrite', { durability: 'strict' });
-    await Promise.all([tx.store.put(new Blob([bytes as Uint8Array<ArrayBuffer>]), key), tx.done]);
+    try {
+      await Promise.all([tx.store.put(new Blob([bytes as Uint8Array<ArrayBuffer>]), key), tx.done]);
+    } catch (error) {
+      // A full quota is the browser's QuotaExceededError: 507 M_RESOURCE_LIMIT_EXCEEDED, as for the database's writes.
+      throw toStorageError(error, 'storing an upload');
+    }
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {

@@ -139,7 +139,7 @@ export class StoragePanel {
 
   constructor(
     private readonly host: PageHost,
-    /** Runs after the panel changed what the top bar shows (persistence granted). */
+    /** Runs when the panel has fresh figures (opened, persistence asked), for the top bar. */
     private readonly onChange: () => void = () => undefined,
   ) {
     this.exporter = exportSection(host);
@@ -158,6 +158,8 @@ export class StoragePanel {
     if (!this.element.isConnected) document.body.append(this.element);
     if (!this.element.open) this.element.showModal();
     await this.refresh();
+    // The top bar shows the same figure: fresh now too.
+    this.onChange();
   }
 
   async refresh(): Promise<void> {

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost } from '../../src/node/node-host.ts';
-import { importNodeHomeserver } from '../../src/node/portable.ts';
+import { exportNodeHomeserver, importNodeHomeserver } from '../../src/node/portable.ts';
+import { crossSigningSet, deviceKeys } from '../support/e2ee-keys.ts';
 import { createRoomThroughUi, openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
 
 // Keep, move and reset a browser homeserver (issue 22) through the page, as a person would:
@@ -56,6 +57,20 @@ describe('keep, move and reset a browser homeserver', () => {
   let archive: string;
   let serverName: string;
   let mxc: string;
+  let e2ee: { deviceId: string; master: string; backupVersion: string };
+  let fromNode: string;
+
+  /** The user's E2EE keys as the server keeps them: the device's keys, cross-signing, the key backup. */
+  async function keysOf(ask: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }>, userId: string) {
+    const query = await ask('POST', '/_matrix/client/v3/keys/query', { device_keys: { [userId]: [] } });
+    const backup = await ask('GET', '/_matrix/client/v3/room_keys/version');
+    return {
+      devices: Object.keys(query.body.device_keys?.[userId] ?? {}),
+      master: Object.keys(query.body.master_keys?.[userId]?.keys ?? {})[0],
+      selfSigning: Object.keys(query.body.self_signing_keys?.[userId]?.keys ?? {})[0],
+      backupVersion: backup.body.version as string | undefined,
+    };
+  }
 
   it('exports from one browser profile and imports into a fresh one; the room, its messages and media are there', async () => {
     const a = await freshPage();
@@ -68,6 +83,15 @@ describe('keep, move and reset a browser homeserver', () => {
       return ((await r.json()) as { content_uri: string }).content_uri;
     }, accessToken);
     serverName = await pageServerName(a);
+    // E2EE keys kept on the server: the device's keys, cross-signing, a key backup.
+    const session = await storedSession(a);
+    const device = await deviceKeys(session);
+    const cross = await crossSigningSet(session.userId);
+    expect((await pageFetch(a, 'POST', '/_matrix/client/v3/keys/upload', { token: accessToken, body: { device_keys: device.signed } })).status).toBe(200);
+    expect((await pageFetch(a, 'POST', '/_matrix/client/v3/keys/device_signing/upload', { token: accessToken, body: { master_key: cross.master.object, self_signing_key: cross.selfSigning.object, user_signing_key: cross.userSigning.object } })).status).toBe(200);
+    const backup = await pageFetch(a, 'POST', '/_matrix/client/v3/room_keys/version', { token: accessToken, body: { algorithm: 'm.megolm_backup.v1.curve25519-aes-sha2', auth_data: { public_key: 'hearthbackupkey' } } });
+    expect(backup.status, JSON.stringify(backup.body)).toBe(200);
+    e2ee = { deviceId: session.deviceId, master: `ed25519:${cross.master.pub}`, backupVersion: backup.body.version };
     // The top bar says what the figure is.
     expect(await a.locator('button.storage').getAttribute('title')).toMatch(/your homeserver’s database, media and keys/);
     archive = join(files, 'dana.hearth');
@@ -97,9 +121,12 @@ describe('keep, move and reset a browser homeserver', () => {
     const media = await b.evaluate(async ({ token, path }) => (await fetch(path, { headers: { authorization: `Bearer ${token}` } })).text(), { token, path: `/_matrix/client/v1/media/download/${mxc.slice(6)}` });
     expect(media).toBe('a note in the suitcase');
     await sendThroughUi(b, 'unpacked in a new browser');
+    const keys = await keysOf((method, path, body) => pageFetch(b, method, path, { token, body }), session.userId);
+    expect(keys).toMatchObject({ master: e2ee.master, backupVersion: e2ee.backupVersion });
+    expect(keys.devices).toContain(e2ee.deviceId);
   }, 180_000);
 
-  it('the browser’s file imports into a Node host: same server, same password, same room', async () => {
+  it('the browser’s file imports into a Node host: same server, same password, same room, media and E2EE keys', async () => {
     const dataDir = join(files, 'node-home');
     const manifest = await importNodeHomeserver({ dataDir, input: archive, passphrase: PASSPHRASE });
     expect(manifest).toMatchObject({ serverName, createdBy: 'browser' });
@@ -111,12 +138,40 @@ describe('keep, move and reset a browser homeserver', () => {
       const { access_token } = (await login.json()) as { access_token: string };
       const rooms = (await (await fetch(`${host.url}/_matrix/client/v3/joined_rooms`, { headers: { authorization: `Bearer ${access_token}` } })).json()) as { joined_rooms: string[] };
       expect(rooms.joined_rooms).toHaveLength(1);
+      const sent = await fetch(`${host.url}/_matrix/client/v3/rooms/${encodeURIComponent(rooms.joined_rooms[0]!)}/send/m.room.message/on-node`, { method: 'PUT', headers: { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' }, body: JSON.stringify({ msgtype: 'm.text', body: 'written on the Node host' }) });
+      expect(sent.status).toBe(200);
       const media = await fetch(`${host.url}/_matrix/client/v1/media/download/${mxc.slice(6)}`, { headers: { authorization: `Bearer ${access_token}` } });
       expect(await media.text()).toBe('a note in the suitcase');
+      const ask = async (method: string, path: string, body?: unknown) => {
+        const r = await fetch(host.url + path, { method, headers: { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+        return { status: r.status, body: await r.json() };
+      };
+      const keys = await keysOf(ask, `@dana:${serverName}`);
+      expect(keys).toMatchObject({ master: e2ee.master, backupVersion: e2ee.backupVersion });
+      expect(keys.devices).toContain(e2ee.deviceId);
     } finally {
       await host.close();
     }
+    // And back out of Node, for the next browser.
+    fromNode = join(files, 'from-node.hearth');
+    expect((await exportNodeHomeserver({ dataDir, out: fromNode, passphrase: PASSPHRASE })).manifest.createdBy).toBe('node');
   }, 60_000);
+
+  it('and the Node host’s file imports into another fresh browser, keys and all', async () => {
+    const c = await freshPage();
+    await importThroughUi(c, fromNode, PASSPHRASE);
+    await c.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, { timeout: 60_000 });
+    await c.getByRole('button', { name: 'I already have an account here' }).click();
+    await c.getByLabel('Username').fill('dana');
+    await c.getByLabel('Password', { exact: true }).fill('correct horse battery staple');
+    await c.getByRole('button', { name: 'Sign in' }).click();
+    await c.locator('.room-item .name', { hasText: 'Suitcase' }).click();
+    const token = (await storedSession(c)).accessToken;
+    await c.locator('.event .body', { hasText: 'written on the Node host' }).waitFor();
+    const keys = await keysOf((method, path, body) => pageFetch(c, method, path, { token, body }), `@dana:${serverName}`);
+    expect(keys).toMatchObject({ master: e2ee.master, backupVersion: e2ee.backupVersion });
+    expect(keys.devices).toContain(e2ee.deviceId);
+  }, 120_000);
 
   it('reset asks twice, offers an export first, and leaves a new empty homeserver', async () => {
     const page = await freshPage();

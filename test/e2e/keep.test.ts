@@ -53,6 +53,15 @@ async function importThroughUi(page: Page, path: string, passphrase: string): Pr
   await card.getByRole('button', { name: 'Import' }).click();
 }
 
+/** After an import the page reloads onto the archive's homeserver (signed out): sign in there with the old password. */
+async function signInAfterImport(page: Page, serverName: string): Promise<void> {
+  await page.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, { timeout: 60_000 });
+  await page.getByRole('button', { name: 'I already have an account here' }).click();
+  await page.getByLabel('Username').fill('dana');
+  await page.getByLabel('Password', { exact: true }).fill('correct horse battery staple');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
 describe('keep, move and reset a browser homeserver', () => {
   let archive: string;
   let serverName: string;
@@ -108,12 +117,7 @@ describe('keep, move and reset a browser homeserver', () => {
     await importThroughUi(b, archive, 'not the passphrase');
     await b.locator('form.keep-import [role=alert]', { hasText: 'The passphrase is wrong' }).waitFor();
     await importThroughUi(b, archive, PASSPHRASE);
-    // The page reloads onto the imported homeserver.
-    await b.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, { timeout: 60_000 });
-    await b.getByRole('button', { name: 'I already have an account here' }).click();
-    await b.getByLabel('Username').fill('dana');
-    await b.getByLabel('Password', { exact: true }).fill('correct horse battery staple');
-    await b.getByRole('button', { name: 'Sign in' }).click();
+    await signInAfterImport(b, serverName);
     await b.locator('.room-item .name', { hasText: 'Suitcase' }).waitFor();
     await b.locator('.room-item .name', { hasText: 'Suitcase' }).click();
     await b.locator('.event .body', { hasText: 'packed and ready' }).waitFor();
@@ -160,11 +164,7 @@ describe('keep, move and reset a browser homeserver', () => {
   it('and the Node host’s file imports into another fresh browser, keys and all', async () => {
     const c = await freshPage();
     await importThroughUi(c, fromNode, PASSPHRASE);
-    await c.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, { timeout: 60_000 });
-    await c.getByRole('button', { name: 'I already have an account here' }).click();
-    await c.getByLabel('Username').fill('dana');
-    await c.getByLabel('Password', { exact: true }).fill('correct horse battery staple');
-    await c.getByRole('button', { name: 'Sign in' }).click();
+    await signInAfterImport(c, serverName);
     await c.locator('.room-item .name', { hasText: 'Suitcase' }).click();
     const token = (await storedSession(c)).accessToken;
     await c.locator('.event .body', { hasText: 'written on the Node host' }).waitFor();

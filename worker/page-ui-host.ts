@@ -5,6 +5,7 @@
  */
 import * as Comlink from 'comlink';
 import type { ArchiveProgress } from '../src/portable/index.ts';
+import { twinSentence } from '../src/p2p/twin.ts';
 import type { AddedPeers, HostStatus, KeepHost, NodeState, PageHost, PeerLink } from '../src/ui/host.ts';
 import { BOOTSTRAP_PEERS_KEY, checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from './bootstrap-peers.ts';
 import type { BrowserHost } from './page-host.ts';
@@ -43,7 +44,8 @@ export class BrowserPageHost implements PageHost {
 
   get status(): HostStatus {
     const { core, error, serverName } = this.host.state;
-    return { core, error, serverName, node: this.nodeState() };
+    const twin = this.host.p2p?.node.status().twin;
+    return { core, error, serverName, node: this.nodeState(), ...(twin ? { federationPaused: twinSentence(twin) } : {}) };
   }
 
   /**

@@ -26,6 +26,8 @@ export interface HostStatus {
   /** The homeserver's name (its ed25519 public key), once known. */
   serverName?: string;
   node: NodeState;
+  /** Why federation is paused, in words: another copy of this homeserver is online (move, don't copy). */
+  federationPaused?: string;
 }
 
 /** A peer this tab's node is connected to, and how it is reached. */

@@ -38,8 +38,9 @@ export class TopBar {
       'running-elsewhere': 'Homeserver running in another tab',
       failed: `Homeserver failed: ${status.error ?? 'unknown error'}`,
     };
-    this.status.textContent = text[status.core];
-    this.status.dataset.state = status.core;
+    this.status.textContent = status.federationPaused ? 'Federation paused: another copy of this homeserver is online' : text[status.core];
+    this.status.title = status.federationPaused ?? '';
+    this.status.dataset.state = status.federationPaused ? 'twin' : status.core;
     this.serverName.textContent = status.serverName ? `${status.serverName.slice(0, 8)}\u2026${status.serverName.slice(-4)}` : '';
     this.serverName.title = status.serverName ?? '';
   }

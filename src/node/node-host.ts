@@ -67,6 +67,8 @@ export interface NodeHostOptions {
   https?: HttpsFederationOptions;
   /** A file that gets every inbound server-server exchange as a JSON line (`federation-trace.ts`). */
   traceFederation?: string;
+  /** Stop federating while a peer sees another running copy of this identity (src/p2p/twin.ts); `npm run serve` turns it on. */
+  detectTwins?: boolean;
 }
 
 export interface NodeHost {
@@ -189,6 +191,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       listen,
       bootstrap: options.bootstrap ?? [],
       relay: options.relay,
+      detectTwins: options.detectTwins,
       datastore: peers,
       handler: inbound,
       // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.

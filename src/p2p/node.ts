@@ -94,6 +94,8 @@ export interface P2PNodeOptions {
   /** A peer's addresses became known (discovery or a first connection): it can be dialled by server name now. */
   onPeerDiscovered?(serverName: string): void;
   log?(message: string, error?: unknown): void;
+  /** Watch for another copy of this identity online (twin.ts); off unless asked (`npm run serve` asks). */
+  detectTwins?: boolean;
   /** Another copy of this identity was seen online (a report), or no longer is (undefined): see twin.ts. */
   onTwin?(report: TwinReport | undefined): void;
   /** How often a twin asks its witness again whether the other copy is still there (default 30 s). */
@@ -268,7 +270,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
 
   // While another copy of this identity is online, federation is off both ways (twin.ts): what waits stays queued.
   let twin: TwinReport | undefined;
-  const twins = await watchForTwins(libp2p, {
+  const twins = options.detectTwins ? await watchForTwins(libp2p, {
     recheckMs: options.twinRecheckMs,
     log,
     onTwin: (report) => {
@@ -276,7 +278,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       log(report ? `${twinSentence(report)}` : 'the other copy of this homeserver is gone: federating again');
       options.onTwin?.(report);
     },
-  });
+  }) : undefined;
   const inbound: InboundFederationHandler = (request, remote) =>
     twin ? Promise.resolve(Response.json({ errcode: 'M_UNKNOWN', error: twinSentence(twin) }, { status: 503 })) : options.handler(request, remote);
   await libp2p.handle(HTTP_PROTOCOL, serveHttp(inbound, { localServerName: self, limits: options.limits, log }), {
@@ -337,7 +339,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       stopped = true;
       for (const timer of redialTimers) clearTimeout(timer);
       clearInterval(directSweep);
-      twins.stop();
+      await twins?.stop();
       await libp2p.stop();
     },
   };

@@ -8,7 +8,7 @@
  * once no peer sees the other copy. One instance's several connections (a relayed and a direct
  * one) share its nonce, so they are never taken for twins.
  *
- * Hand-written, small: one JSON message each way per stream, on protocol /hearth/instance/1.
+ * Hand-written, small: one JSON message per stream, one way (hello; the verdict back on a stream of its own), on protocol /hearth/instance/1.
  */
 import type { Connection, Libp2p, PeerId, Stream } from '@libp2p/interface';
 
@@ -52,36 +52,52 @@ async function writeMessage(stream: Stream, message: Message): Promise<void> {
 export interface TwinWatch {
   /** The reports that hold now (empty: no twin seen). */
   current(): TwinReport[];
-  stop(): void;
+  stop(): Promise<void>;
 }
 
 export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: TwinReport | undefined): void; recheckMs?: number; log?: (message: string, error?: unknown) => void }): Promise<TwinWatch> {
   const nonce = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
   const recheckMs = options.recheckMs ?? 30_000;
-  /** Witness side: the nonce each open connection announced. */
-  const announced = new Map<string, { connection: Connection; nonce: string }>();
+  /**
+   * Witness side: the nonce announced over each connection, keyed by peer and remote address. (Not by
+   * connection ID, nor checked by a connection's own status: a stream can arrive before its connection is
+   * listed, under another ID than the listed one, and over a browser's WebSockets live connections read 'closed'.)
+   */
+  const announced = new Map<string, { peer: PeerId; address: string; nonce: string }>();
+  const keyOf = (connection: Connection) => `${connection.remotePeer}|${connection.remoteAddr}`;
   /** Our side: which witnesses see a twin of ours, and the timer that asks them again. */
   const reports = new Map<string, { report: TwinReport; timer: ReturnType<typeof setTimeout> }>();
   let stopped = false;
 
-  const otherCopy = (peer: PeerId, ours: string): Connection | undefined =>
-    [...announced.values()].find(({ connection, nonce: theirs }) => connection.remotePeer.equals(peer) && connection.status === 'open' && theirs !== ours)?.connection;
+  /** A connection from `peer`, not yet closed, whose hello carried another nonce than `ours`. */
+  const otherCopy = (peer: PeerId, ours: string): { address: string } | undefined =>
+    [...announced.values()].find((entry) => entry.peer.equals(peer) && entry.nonce !== ours);
 
   const changed = () => options.onTwin([...reports.values()].at(-1)?.report);
 
-  /** Says hello on one connection and takes the witness's answer. */
+  /**
+   * Says hello on one connection; the witness answers on a stream of its own (a one-way message
+   * each way: a reply read back on the asking stream never arrived in a browser over WebSockets).
+   */
   async function hello(connection: Connection): Promise<void> {
-    if (stopped || connection.status !== 'open') return;
-    const witness = connection.remotePeer.toString();
-    let answer: Message | undefined;
-    try {
-      const stream = await connection.newStream(INSTANCE_PROTOCOL, { runOnLimitedConnection: true });
-      await writeMessage(stream, { hello: nonce });
-      answer = await readMessage(stream);
-    } catch {
-      return; // an older peer without the protocol, or the connection went: nothing to learn
-    }
-    take(connection, answer);
+    if (stopped) return;
+    await send(connection, { hello: nonce });
+  }
+
+  /** Messages on their way: stop() waits for them, so none writes to the peer store after the node stopped. */
+  const inFlight = new Set<Promise<void>>();
+  function send(connection: Connection, message: Message): Promise<void> {
+    if (stopped) return Promise.resolve();
+    const sending = (async () => {
+      try {
+        await writeMessage(await connection.newStream(INSTANCE_PROTOCOL, { runOnLimitedConnection: true }), message);
+      } catch {
+        // an older peer without the protocol, or the connection went: nothing to say
+      }
+    })();
+    inFlight.add(sending);
+    void sending.finally(() => inFlight.delete(sending));
+    return sending;
   }
 
   /** A witness's word on us: a twin (hold off federating, ask again later), or none (any earlier report is over). */
@@ -104,35 +120,38 @@ export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: Tw
   await libp2p.handle(
     INSTANCE_PROTOCOL,
     async (stream, connection) => {
+      if (stopped) return stream.abort(new Error('stopping'));
       const message = await readMessage(stream).catch(() => undefined);
-      // A witness telling us, unasked, that another copy of us has just connected to it.
-      if (message && 'twin' in message) return void (take(connection, message), await stream.close().catch(() => undefined));
-      if (!message || !('hello' in message) || typeof message.hello !== 'string') return stream.abort(new Error('not a hello'));
-      announced.set(connection.id, { connection, nonce: message.hello });
+      await stream.close().catch(() => undefined);
+      // A witness's verdict on us: the answer to our hello, or, unasked, news of another copy just connected.
+      if (message && 'twin' in message) return take(connection, message);
+      if (!message || !('hello' in message) || typeof message.hello !== 'string') return;
+      announced.set(keyOf(connection), { peer: connection.remotePeer, address: connection.remoteAddr.toString(), nonce: message.hello });
       const other = otherCopy(connection.remotePeer, message.hello);
-      await writeMessage(stream, other ? { twin: true, address: other.remoteAddr.toString() } : { twin: false }).catch(() => undefined);
+      // Back over the listed connection with that address: the handler's own object may not open streams (see `announced`).
+      const listed = (address: string) => libp2p.getConnections(connection.remotePeer).find((c) => c.remoteAddr.toString() === address);
+      await send(listed(connection.remoteAddr.toString()) ?? connection, other ? { twin: true, address: other.address } : { twin: false });
       if (other) {
-        options.log?.(`two copies of ${connection.remotePeer} are connected, from ${other.remoteAddr} and ${connection.remoteAddr}: told both`);
+        options.log?.(`two copies of ${connection.remotePeer} are connected, from ${other.address} and ${connection.remoteAddr}: told both`);
         // The other copy hears of it at once, unasked.
-        void other
-          .newStream(INSTANCE_PROTOCOL, { runOnLimitedConnection: true })
-          .then((notice) => writeMessage(notice, { twin: true, address: connection.remoteAddr.toString() }))
-          .catch(() => undefined);
+        const otherConnection = listed(other.address);
+        if (otherConnection) await send(otherConnection, { twin: true, address: connection.remoteAddr.toString() });
       }
     },
     { runOnLimitedConnection: true },
   );
   const onOpen = ({ detail: connection }: CustomEvent<Connection>) => void hello(connection);
-  const onClose = ({ detail: connection }: CustomEvent<Connection>) => void announced.delete(connection.id);
+  const onClose = ({ detail: connection }: CustomEvent<Connection>) => void announced.delete(keyOf(connection));
   libp2p.addEventListener('connection:open', onOpen);
   libp2p.addEventListener('connection:close', onClose);
   return {
     current: () => [...reports.values()].map((r) => r.report),
-    stop: () => {
+    stop: async () => {
       stopped = true;
       libp2p.removeEventListener('connection:open', onOpen);
       libp2p.removeEventListener('connection:close', onClose);
       for (const { timer } of reports.values()) clearTimeout(timer);
+      await Promise.allSettled([...inFlight]);
     },
   };
 }

@@ -31,6 +31,7 @@ async function node(options: Partial<P2PNodeOptions> = {}): Promise<Watched> {
     handler: echo,
     inboundConnectionThreshold: Infinity,
     announceIntervalMs: 60_000,
+    detectTwins: true,
     twinRecheckMs: 200,
     onTwin: (report) => (twinEvents.push(report), wake?.()),
     ...options,

@@ -25,7 +25,7 @@ export const layers = [
   { name: 'domain', folders: ['src/rooms', 'src/keys', 'src/media'], owns: 'the room engine, end-to-end keys, the content repository' },
   { name: 'users', folders: ['src/users'], owns: 'accounts, devices, profiles, push rules' },
   { name: 'events', folders: ['src/events'], owns: 'room versions, PDUs, auth rules, state resolution' },
-  { name: 'base', folders: ['src/crypto', 'src/storage'], owns: 'signing and hashing; the database and its durability' },
+  { name: 'base', folders: ['src/crypto', 'src/storage', 'src/portable'], owns: 'signing and hashing; the database and its durability; the archive that holds a whole homeserver' },
   { name: 'http', folders: ['src/http'], owns: 'the shared HTTP layer: bodies, Matrix errors, validation' },
   { name: 'util', folders: ['src/util'], owns: 'coded error, keyed lock, backoff' },
 ];

@@ -11,6 +11,10 @@ import { loadOrCreateSeed } from './identity.ts';
 import { openIdbMediaStore } from './media-idb.ts';
 import { CanvasThumbnailer } from './media-thumbnailer.ts';
 import { openHomeserverDatabase } from './open-database.ts';
+import { exportCore, importIntoOrigin } from './portable.ts';
+import type { ArchiveProgress } from '../src/portable/index.ts';
+import type { Database } from '../src/storage/database.ts';
+import type { IdbMediaStore } from './media-idb.ts';
 import type { WireRequest, WireResponse } from './protocol.ts';
 import { servePort, type ServedPort } from './serve-port.ts';
 
@@ -47,6 +51,8 @@ interface Started {
   homeserver: Homeserver;
   info: CoreInfo;
   seed: Uint8Array;
+  database: Database;
+  mediaStore: IdbMediaStore;
 }
 
 // Outbound federation goes through the page's libp2p node; unreachable until the page attaches it.
@@ -71,7 +77,7 @@ async function start(config: CoreConfig): Promise<Started> {
     media: { store: mediaStore, thumbnailer: new CanvasThumbnailer() },
   });
   await homeserver.start();
-  return { homeserver, seed, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0 } };
+  return { homeserver, seed, database, mediaStore, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0 } };
 }
 
 const api = {
@@ -123,6 +129,36 @@ const api = {
 
   async close(): Promise<void> {
     if (startCalled) await (await started).homeserver.close();
+  },
+
+  /** The whole homeserver as one encrypted file (worker/portable.ts); it keeps serving meanwhile. */
+  async exportArchive(passphrase: string, onProgress?: (progress: ArchiveProgress) => void): Promise<Blob> {
+    const { seed, homeserver, database, mediaStore } = await started;
+    return exportCore({ seed, serverName: homeserver.serverName, database, media: mediaStore }, passphrase, onProgress);
+  },
+
+  /**
+   * Replaces this (empty) homeserver with an archive's, once the whole file has been checked;
+   * the core stops, and the page must reload to start the imported one.
+   */
+  async importArchive(file: Blob, passphrase: string, onProgress?: (progress: ArchiveProgress) => void): Promise<{ serverName: string }> {
+    const { homeserver, database, mediaStore } = await started;
+    const manifest = await importIntoOrigin(file, passphrase, {
+      database,
+      stop: async () => {
+        await homeserver.close();
+        mediaStore.close();
+      },
+    }, onProgress);
+    return { serverName: manifest.serverName };
+  },
+
+  /** Stops the core and lets go of its storage, so the page can delete it (a reset). */
+  async stopForReset(): Promise<void> {
+    if (!startCalled) return;
+    const { homeserver, mediaStore } = await started;
+    await homeserver.close();
+    mediaStore.close();
   },
 };
 

@@ -32,3 +32,18 @@ export async function loadOrCreateSeed(): Promise<Uint8Array> {
     db.close();
   }
 }
+
+/** Replaces the seed (an import, worker/portable.ts): the server becomes the archive's at the next start. */
+export async function storeSeed(seed: Uint8Array): Promise<void> {
+  const db = await openDB(DATABASE, 1, {
+    upgrade(database) {
+      database.createObjectStore(STORE);
+    },
+  });
+  try {
+    const tx = db.transaction(STORE, 'readwrite', { durability: 'strict' });
+    await Promise.all([tx.store.put(new Uint8Array(seed), SEED_KEY), tx.done]);
+  } finally {
+    db.close();
+  }
+}

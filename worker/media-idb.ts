@@ -7,6 +7,7 @@
  */
 import { openDB, type IDBPDatabase } from 'idb';
 import type { MediaStore } from '../src/media/store.ts';
+import { toStorageError } from '../src/storage/errors.ts';
 
 export const MEDIA_DATABASE = 'hearth-media';
 export const MEDIA_OBJECT_STORE = 'blobs';
@@ -16,13 +17,23 @@ export class IdbMediaStore implements MediaStore {
 
   async put(key: string, bytes: Uint8Array): Promise<void> {
     const tx = this.db.transaction(MEDIA_OBJECT_STORE, 'readwrite', { durability: 'strict' });
-    await Promise.all([tx.store.put(new Blob([bytes as Uint8Array<ArrayBuffer>]), key), tx.done]);
+    try {
+      await Promise.all([tx.store.put(new Blob([bytes as Uint8Array<ArrayBuffer>]), key), tx.done]);
+    } catch (error) {
+      // A full quota is the browser's QuotaExceededError: 507 M_RESOURCE_LIMIT_EXCEEDED, as for the database's writes.
+      throw toStorageError(error, 'storing an upload');
+    }
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
     const value: unknown = await this.db.get(MEDIA_OBJECT_STORE, key);
     if (value === undefined) return undefined;
     return new Uint8Array(await (value as Blob).arrayBuffer());
+  }
+
+  /** The stored Blob itself, its size known without reading it (an export). */
+  async blob(key: string): Promise<Blob | undefined> {
+    return (await this.db.get(MEDIA_OBJECT_STORE, key)) as Blob | undefined;
   }
 
   async delete(key: string): Promise<void> {

@@ -12,7 +12,7 @@
  * Nothing here talks Matrix: the built-in client, like any client, uses fetch.
  */
 import * as Comlink from 'comlink';
-import type { PeerStatus } from '../src/p2p/node.ts';
+import type { HearthStatus, PeerStatus } from '../src/p2p/node.ts';
 import type { CoreState } from '../src/ui/host.ts';
 import type { CoreApi, CoreConfig } from './homeserver.worker.ts';
 import type { PageToServiceWorker, ServiceWorkerToPage } from './protocol.ts';
@@ -51,7 +51,7 @@ export interface BrowserHostOptions {
  * node runs (`BrowserHost.attachP2P`), absent in followers and while the node starts.
  */
 export interface P2PView {
-  readonly node: { readonly serverName: string; readonly peerId: string; multiaddrs(): string[]; peers(): PeerStatus[] };
+  readonly node: { readonly serverName: string; readonly peerId: string; multiaddrs(): string[]; peers(): PeerStatus[]; status(): HearthStatus };
   readonly reachable: ReadonlySet<string>;
   /** Dials a bootstrap peer the person added (the peers panel); resolves with its server name. */
   dial(address: string): Promise<string>;
@@ -70,6 +70,11 @@ export class BrowserHost {
   private readonly channel = new BroadcastChannel(CHANNEL);
 
   constructor(private readonly options: BrowserHostOptions) {}
+
+  /** The core's Worker, in the leader tab once it runs (export, import, reset: worker/portable.ts). */
+  get leaderCore(): Comlink.Remote<CoreApi> | undefined {
+    return this.state.role === 'leader' && this.state.core === 'running-here' ? this.core : undefined;
+  }
 
   subscribe(listener: (state: HostState) => void): () => void {
     this.listeners.add(listener);

@@ -128,6 +128,8 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     onPeerConnected: peerConnected,
     onPeerDiscovered: peerConnected,
     onPeerDisconnected: changed,
+    // Another copy of this homeserver online (src/p2p/twin.ts): federation pauses; the top bar says why.
+    onTwin: changed,
     log,
   });
   // How a peer is reached changes without a peer event: a WebRTC link opened to a peer already joined

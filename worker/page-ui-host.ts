@@ -3,7 +3,10 @@
  * the built-in client may know of the service worker, the leader election, the core and the
  * leader's libp2p node, and nothing more. `worker/page.ts` creates it and hands it to the page.
  */
-import type { AddedPeers, HostStatus, NodeState, PageHost, PeerLink } from '../src/ui/host.ts';
+import * as Comlink from 'comlink';
+import type { ArchiveProgress } from '../src/portable/index.ts';
+import { twinSentence } from '../src/p2p/twin.ts';
+import type { AddedPeers, HostStatus, KeepHost, NodeState, PageHost, PeerLink } from '../src/ui/host.ts';
 import { BOOTSTRAP_PEERS_KEY, checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from './bootstrap-peers.ts';
 import type { BrowserHost } from './page-host.ts';
 
@@ -41,7 +44,8 @@ export class BrowserPageHost implements PageHost {
 
   get status(): HostStatus {
     const { core, error, serverName } = this.host.state;
-    return { core, error, serverName, node: this.nodeState() };
+    const twin = this.host.p2p?.node.status().twin;
+    return { core, error, serverName, node: this.nodeState(), ...(twin ? { federationPaused: twinSentence(twin) } : {}) };
   }
 
   /**
@@ -83,7 +87,42 @@ export class BrowserPageHost implements PageHost {
     return estimate?.usage === undefined ? undefined : { usage: estimate.usage, quota: estimate.quota };
   }
 
-  persistStorage(): void {
-    void navigator.storage?.persist?.().catch(() => false);
+  persistStorage(): Promise<boolean | undefined> {
+    return navigator.storage?.persist?.().catch(() => undefined) ?? Promise.resolve(undefined);
+  }
+
+  readonly keep: KeepHost = {
+    persisted: async () => navigator.storage?.persisted?.().catch(() => undefined),
+    exportHomeserver: async (passphrase, onProgress) => {
+      const core = this.leaderCore();
+      return core.exportArchive(passphrase, Comlink.proxy(({ doneBytes, totalBytes }: ArchiveProgress) => onProgress(totalBytes ? doneBytes / totalBytes : 1)));
+    },
+    importHomeserver: async (file, passphrase, onProgress) => {
+      const core = this.leaderCore();
+      await core.importArchive(file, passphrase, Comlink.proxy(({ phase, doneBytes, totalBytes }: ArchiveProgress) => onProgress((phase === 'checking' ? 0 : 0.5) + (totalBytes ? doneBytes / totalBytes : 1) / 2)));
+      // The core stopped; the next one starts from what was imported. Another tab's session is of the old homeserver.
+      localStorage.clear();
+      location.reload();
+    },
+    resetHomeserver: async () => {
+      await this.leaderCore().stopForReset();
+      // Every IndexedDB database of this origin (the homeserver's and any client's), sessions, added peers.
+      // A deletion that another connection still holds (this page's peer store) completes as the page unloads.
+      const names = (await indexedDB.databases?.()) ?? [];
+      await Promise.all(
+        names.map(({ name }) => name && new Promise<void>((resolve) => {
+          const request = indexedDB.deleteDatabase(name);
+          request.onsuccess = request.onerror = request.onblocked = () => resolve();
+        })),
+      );
+      localStorage.clear();
+      location.reload();
+    },
+  };
+
+  private leaderCore() {
+    const core = this.host.leaderCore;
+    if (!core) throw new Error('The homeserver runs in another tab of this browser: export, import and reset from that tab.');
+    return core;
   }
 }

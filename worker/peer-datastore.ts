@@ -13,8 +13,10 @@ import { MemoryDatastore } from 'datastore-core';
 import { openDB, type IDBPDatabase } from 'idb';
 import { Key } from 'interface-datastore';
 
-const DATABASE = 'hearth-peers';
-const STORE = 'records';
+export const PEER_DATABASE = 'hearth-peers';
+export const PEER_STORE = 'records';
+const DATABASE = PEER_DATABASE;
+const STORE = PEER_STORE;
 
 class WriteThroughDatastore extends MemoryDatastore {
   private writes: Promise<void> = Promise.resolve();

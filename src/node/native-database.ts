@@ -246,6 +246,20 @@ export class NativeDatabase implements Database {
     }
   }
 
+  /**
+   * A copy of the database in `file`, consistent at one commit, while writes go on: SQLite's
+   * online backup through this connection (the only one: the file is opened EXCLUSIVE), whose
+   * copy takes in any write this connection makes while it runs. The WAL's content is in it.
+   */
+  async backupTo(file: string): Promise<void> {
+    if (this.closed || this.closing) throw new StorageError('closed', 'the database is closed');
+    try {
+      await this.db.backup(file);
+    } catch (error) {
+      throw fromSqliteError(error, `copying the database to ${file}`);
+    }
+  }
+
   private whenIdle(): Promise<void> {
     if (!this.pumping && this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));

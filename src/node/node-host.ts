@@ -25,6 +25,8 @@ import { SharpThumbnailer } from './media-thumbnailer.ts';
 import { signingKeyFile } from './signing-key-file.ts';
 import { traceFederation } from './federation-trace.ts';
 import { stableListen } from './listen-ports.ts';
+import { startControlSocket } from './control-socket.ts';
+import { snapshotDatabase } from './portable.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
@@ -65,6 +67,8 @@ export interface NodeHostOptions {
   https?: HttpsFederationOptions;
   /** A file that gets every inbound server-server exchange as a JSON line (`federation-trace.ts`). */
   traceFederation?: string;
+  /** Stop federating while a peer sees another running copy of this identity (src/p2p/twin.ts); `npm run serve` turns it on. */
+  detectTwins?: boolean;
 }
 
 export interface NodeHost {
@@ -136,6 +140,9 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     // <data>/db/hearth.sqlite (native, the default; a sql.js folder found there is migrated into it first), or sql.js's snapshot + redo log files.
     const database = await openNodeDatabase({ directory: join(options.dataDir, 'db'), schemas: homeserverSchemas, storage: options.storage, log: options.log });
     undo.push(() => database.close());
+    // `npm run export` on a running host asks it here for a copy of the database (control-socket.ts).
+    const control = await startControlSocket(options.dataDir, { snapshot: (file) => snapshotDatabase(database, file) }, options.log);
+    undo.push(async () => control?.close());
     // The core exists before libp2p starts, so the first request from a redialled peer finds it;
     // its outbound transport is the P2P node's, once that is up.
     let p2p: P2PNode | undefined;
@@ -184,6 +191,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       listen,
       bootstrap: options.bootstrap ?? [],
       relay: options.relay,
+      detectTwins: options.detectTwins,
       datastore: peers,
       handler: inbound,
       // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
@@ -218,6 +226,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       p2p: node,
       close: async () => {
         await http.close();
+        await control?.close();
         await federationListener?.close();
         https?.close();
         await node.stop();

@@ -118,6 +118,8 @@ try {
     registrationEnabled: !values['no-registration'],
     rateLimits: values['no-rate-limits'] ? false : undefined,
     log: (message, error) => console.error(message, error ?? ''),
+    // Two running copies of this identity (a copy where a move was meant): say so and stop federating.
+    detectTwins: true,
     listen: values.listen,
     bootstrap: values.bootstrap,
     relay: values.relay,

@@ -11,9 +11,10 @@ import { identify } from '@libp2p/identify';
 import type { Connection, ConnectionGater, PeerId } from '@libp2p/interface';
 import { multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p, type Libp2p, type Libp2pInit } from 'libp2p';
-import type { FederationTransport } from '../federation/transport.ts';
+import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { hearthDiscovery } from './discovery.ts';
 import { createHttpTransport, HTTP_PROTOCOL, serveHttp, type HttpLimits, type InboundFederationHandler } from './http.ts';
+import { twinSentence, watchForTwins, type TwinReport } from './twin.ts';
 import { privateKeyFromSeed, serverNameFromPeerId } from './identity.ts';
 import { dialFailureLogger, forgetUndialablePeers, redialInBackground } from './redial.ts';
 
@@ -49,6 +50,8 @@ export interface HearthStatus {
   multiaddrs: string[];
   /** Peers connected now. */
   peers: PeerStatus[];
+  /** Present while a peer sees another copy of this homeserver online (twin.ts): federation is off meanwhile. */
+  twin?: TwinReport;
 }
 
 export interface P2PNodeOptions {
@@ -91,6 +94,12 @@ export interface P2PNodeOptions {
   /** A peer's addresses became known (discovery or a first connection): it can be dialled by server name now. */
   onPeerDiscovered?(serverName: string): void;
   log?(message: string, error?: unknown): void;
+  /** Watch for another copy of this identity online (twin.ts); off unless asked (`npm run serve` asks). */
+  detectTwins?: boolean;
+  /** Another copy of this identity was seen online (a report), or no longer is (undefined): see twin.ts. */
+  onTwin?(report: TwinReport | undefined): void;
+  /** How often a twin asks its witness again whether the other copy is still there (default 30 s). */
+  twinRecheckMs?: number;
 }
 
 export interface P2PNode {
@@ -259,7 +268,20 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       }, DIRECT_SWEEP_MS)
     : undefined;
 
-  await libp2p.handle(HTTP_PROTOCOL, serveHttp(options.handler, { localServerName: self, limits: options.limits, log }), {
+  // While another copy of this identity is online, federation is off both ways (twin.ts): what waits stays queued.
+  let twin: TwinReport | undefined;
+  const twins = options.detectTwins ? await watchForTwins(libp2p, {
+    recheckMs: options.twinRecheckMs,
+    log,
+    onTwin: (report) => {
+      twin = report;
+      log(report ? `${twinSentence(report)}` : 'the other copy of this homeserver is gone: federating again');
+      options.onTwin?.(report);
+    },
+  }) : undefined;
+  const inbound: InboundFederationHandler = (request, remote) =>
+    twin ? Promise.resolve(Response.json({ errcode: 'M_UNKNOWN', error: twinSentence(twin) }, { status: 503 })) : options.handler(request, remote);
+  await libp2p.handle(HTTP_PROTOCOL, serveHttp(inbound, { localServerName: self, limits: options.limits, log }), {
     runOnLimitedConnection: options.runOnLimitedConnection,
   });
   // Before start, so nothing learnt since is lost: forget the peers no one can dial again (pages known
@@ -294,14 +316,17 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     });
   };
   const multiaddrs = () => libp2p.getMultiaddrs().map(String);
+  const outbound = createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial: ensureDirect });
 
   return {
     peerId: libp2p.peerId.toString(),
     serverName: self,
     multiaddrs,
     peers: connectedPeers,
-    status: () => ({ server_name: self, peer_id: libp2p.peerId.toString(), multiaddrs: multiaddrs(), peers: connectedPeers() }),
-    transport: createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial: ensureDirect }),
+    status: () => ({ server_name: self, peer_id: libp2p.peerId.toString(), multiaddrs: multiaddrs(), peers: connectedPeers(), ...(twin ? { twin } : {}) }),
+    transport: {
+      send: (destination, request, sendOptions) => (twin ? Promise.reject(new FederationUnreachable(destination, twinSentence(twin))) : outbound.send(destination, request, sendOptions)),
+    },
     async dial(address) {
       const connection = await libp2p.dial(multiaddr(address));
       const serverName = serverNameFromPeerId(connection.remotePeer);
@@ -314,6 +339,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       stopped = true;
       for (const timer of redialTimers) clearTimeout(timer);
       clearInterval(directSweep);
+      await twins?.stop();
       await libp2p.stop();
     },
   };

@@ -37,7 +37,7 @@ export function toStorageError(error: unknown, doing: string): StorageError {
   const { name, code, message } = (error ?? {}) as { name?: unknown; code?: unknown; message?: unknown };
   const detail = typeof message === 'string' && message ? `: ${message}` : '';
   if ((typeof name === 'string' && QUOTA_NAMES.has(name)) || (typeof code === 'string' && QUOTA_CODES.has(code))) {
-    return new StorageError('quota_exceeded', `storage is full while ${doing}${detail}`, { cause: error });
+    return new StorageError('quota_exceeded', `The homeserver's storage is full: nothing of this request was kept. Free some space and try again (storage is full while ${doing}${detail}).`, { cause: error });
   }
   return new StorageError('io_error', `storage failed while ${doing}${detail}`, { cause: error });
 }

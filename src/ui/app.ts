@@ -5,6 +5,7 @@ import { h } from './dom.ts';
 import type { PageHost } from './host.ts';
 import { P2PPanel } from './p2p-panel.ts';
 import { TopBar } from './top-bar.ts';
+import { importCard, StoragePanel } from './keep.ts';
 
 /** The built-in client: a status bar, first-run account creation, then rooms and a timeline. */
 export class App {
@@ -14,6 +15,10 @@ export class App {
   private readonly topBar: TopBar;
   private readonly accountForm: AccountForm;
   private readonly chat: ChatScreen;
+  private readonly storagePanel: StoragePanel;
+  /** The account form's place, beside "Import a homeserver". */
+  private readonly accountArea = h('div', { class: 'account-area' });
+  private readonly importCard: HTMLElement;
 
   constructor(
     root: HTMLElement,
@@ -21,8 +26,10 @@ export class App {
     private readonly accounts: ChatAccounts,
   ) {
     this.p2pPanel = new P2PPanel(host);
-    this.topBar = new TopBar(host, this.p2pPanel.offlineBadge);
-    this.accountForm = new AccountForm(accounts, (client) => this.showChat(client), () => host.persistStorage());
+    this.storagePanel = new StoragePanel(host, () => void this.topBar.refreshStorage());
+    this.topBar = new TopBar(host, this.p2pPanel.offlineBadge, () => void this.storagePanel.open());
+    this.importCard = importCard(host);
+    this.accountForm = new AccountForm(accounts, (client) => this.showChat(client), () => void host.persistStorage());
     this.chat = new ChatScreen(this.p2pPanel, () => {
       this.topBar.refreshStorageIfStale();
       document.body.dataset.synced = 'true';
@@ -62,7 +69,8 @@ export class App {
   private showAccountForm(mode: AccountMode): void {
     this.topBar.showSignedOut();
     this.p2pPanel.showIdentity(undefined);
-    this.accountForm.show(this.main, mode);
+    this.main.replaceChildren(this.accountArea, this.importCard);
+    this.accountForm.show(this.accountArea, mode);
   }
 
   private showChat(client: ChatClient): void {

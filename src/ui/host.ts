@@ -26,6 +26,8 @@ export interface HostStatus {
   /** The homeserver's name (its ed25519 public key), once known. */
   serverName?: string;
   node: NodeState;
+  /** Why federation is paused, in words: another copy of this homeserver is online (move, don't copy). */
+  federationPaused?: string;
 }
 
 /** A peer this tab's node is connected to, and how it is reached. */
@@ -47,6 +49,25 @@ export interface AddedPeers {
   onChange(listener: () => void): void;
 }
 
+/**
+ * Keep, move and reset the homeserver (issue 22): the whole homeserver as one encrypted file,
+ * made from the running core or restored into an empty one. Only the tab that runs the core can;
+ * elsewhere each call rejects with an Error that says so.
+ */
+export interface KeepHost {
+  /** Whether the browser keeps this origin's data under storage pressure; undefined where it does not say. */
+  persisted(): Promise<boolean | undefined>;
+  /** The archive as a Blob; `onProgress` gets the fraction done (0 to 1). */
+  exportHomeserver(passphrase: string, onProgress: (fraction: number) => void): Promise<Blob>;
+  /**
+   * Checks the whole file, then replaces this homeserver (which must hold no account) with the
+   * archive's, and reloads the page; rejects with a sentence (wrong passphrase, damaged, not empty…).
+   */
+  importHomeserver(file: Blob, passphrase: string, onProgress: (fraction: number) => void): Promise<void>;
+  /** Deletes everything this origin stores (the homeserver, sessions, keys) and reloads the page. */
+  resetHomeserver(): Promise<void>;
+}
+
 export interface PageHost {
   /** The base URL of the homeserver's client-server API (this page's origin, through the service worker). */
   readonly homeserverUrl: string;
@@ -60,6 +81,7 @@ export interface PageHost {
   readonly addedPeers: AddedPeers;
   /** What this origin stores in the browser, and its quota; undefined where the browser does not say. */
   storageEstimate(): Promise<{ usage: number; quota: number | undefined } | undefined>;
-  /** Asks the browser not to evict this origin's data under storage pressure (after an account is made). */
-  persistStorage(): void;
+  /** Asks the browser not to evict this origin's data under storage pressure (after an account is made, and from the storage panel); resolves with its answer. */
+  persistStorage(): Promise<boolean | undefined>;
+  readonly keep: KeepHost;
 }

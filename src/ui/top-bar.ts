@@ -1,5 +1,6 @@
-import { formatBytes, h } from './dom.ts';
+import { h } from './dom.ts';
 import type { HostStatus, PageHost } from './host.ts';
+import { storageLabel } from './keep.ts';
 
 /** How often the storage figure is refreshed; a sync refreshes it too when it is older than STORAGE_STALE_MS. */
 const STORAGE_REFRESH_MS = 15_000;
@@ -10,7 +11,8 @@ export class TopBar {
   readonly element: HTMLElement;
   private readonly status = h('span', { class: 'status', role: 'status', 'aria-live': 'polite' });
   private readonly serverName = h('code', { class: 'server-name', title: 'Your homeserver\u2019s name: its ed25519 public key' });
-  private readonly storage = h('span', { class: 'storage', title: 'What this origin stores in your browser' });
+  /** What this site stores (the homeserver's database, media and keys): it opens the storage panel (keep.ts). */
+  private readonly storage = h('button', { type: 'button', class: 'link storage', title: 'What this site keeps in your browser: your homeserver\u2019s database, media and keys' });
   private readonly account = h('span', { class: 'account' });
   private storageTimer: ReturnType<typeof setTimeout> | undefined;
   private storageCheckedAt = 0;
@@ -19,7 +21,10 @@ export class TopBar {
     private readonly host: PageHost,
     /** The peers panel's offline indicator. */
     offlineBadge: HTMLElement,
+    /** Opens the storage panel. */
+    openStorage: () => void = () => undefined,
   ) {
+    this.storage.onclick = openStorage;
     this.element = h('header', { class: 'topbar' }, h('span', { class: 'brand' }, 'Hearth'), this.serverName, this.status, offlineBadge, h('span', { class: 'spacer' }), this.storage, this.account);
     host.subscribe((status) => this.showHostStatus(status));
     void this.refreshStorage();
@@ -33,8 +38,9 @@ export class TopBar {
       'running-elsewhere': 'Homeserver running in another tab',
       failed: `Homeserver failed: ${status.error ?? 'unknown error'}`,
     };
-    this.status.textContent = text[status.core];
-    this.status.dataset.state = status.core;
+    this.status.textContent = status.federationPaused ? 'Federation paused: another copy of this homeserver is online' : text[status.core];
+    this.status.title = status.federationPaused ?? '';
+    this.status.dataset.state = status.federationPaused ? 'twin' : status.core;
     this.serverName.textContent = status.serverName ? `${status.serverName.slice(0, 8)}\u2026${status.serverName.slice(-4)}` : '';
     this.serverName.title = status.serverName ?? '';
   }
@@ -44,13 +50,15 @@ export class TopBar {
     if (Date.now() - this.storageCheckedAt > STORAGE_STALE_MS) void this.refreshStorage();
   }
 
-  private async refreshStorage(): Promise<void> {
+  async refreshStorage(): Promise<void> {
     clearTimeout(this.storageTimer);
     this.storageCheckedAt = Date.now();
     const estimate = await this.host.storageEstimate();
     if (estimate) {
-      this.storage.textContent = `Stores ${formatBytes(estimate.usage)}`;
-      this.storage.title = `This origin stores ${formatBytes(estimate.usage)} of its ${formatBytes(estimate.quota ?? 0)} quota`;
+      const label = storageLabel(estimate);
+      this.storage.textContent = label.text;
+      this.storage.title = label.title;
+      this.storage.classList.toggle('warn', label.warn);
     }
     this.storageTimer = setTimeout(() => void this.refreshStorage(), STORAGE_REFRESH_MS);
   }

@@ -1,0 +1,253 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost } from '../../src/node/node-host.ts';
+import { exportNodeHomeserver, importNodeHomeserver } from '../../src/node/portable.ts';
+import { crossSigningSet, deviceKeys } from '../support/e2ee-keys.ts';
+import { createRoomThroughUi, openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+
+// Keep, move and reset a browser homeserver (issue 22) through the page, as a person would:
+// export from one browser profile, import into a fresh one, sign in, and the room is there;
+// the same file imports into a Node host; reset asks twice and leaves a new, empty homeserver.
+
+const PASSPHRASE = 'a suitcase of keys';
+let site: HearthSite;
+let files: string;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  site = await startSite(inject('hearthDist'));
+  files = await mkdtemp(join(tmpdir(), 'hearth-keep-e2e-'));
+});
+afterAll(async () => {
+  for (const context of contexts) await context.close();
+  await site?.close();
+  await rm(files, { recursive: true, force: true });
+});
+
+async function freshPage(): Promise<Page> {
+  const context = await site.browser.newContext();
+  contexts.push(context);
+  return openHearth(context, site.server.url + '/');
+}
+
+async function exportThroughUi(page: Page, path: string): Promise<void> {
+  await page.locator('button.storage').click();
+  const panel = page.getByRole('dialog', { name: 'Storage and backup' });
+  await panel.getByText(/Your homeserver’s database, media and keys use/).waitFor();
+  await panel.getByLabel('Export passphrase').fill(PASSPHRASE);
+  await panel.getByLabel('Repeat the passphrase').fill(PASSPHRASE);
+  const download = page.waitForEvent('download');
+  await panel.getByRole('button', { name: 'Export', exact: true }).click();
+  await (await download).saveAs(path);
+  await panel.getByText(/Exported .* Keep the file and its passphrase/).waitFor();
+  await panel.getByRole('button', { name: 'Close' }).click();
+}
+
+async function importThroughUi(page: Page, path: string, passphrase: string): Promise<void> {
+  const card = page.locator('form.keep-import');
+  await card.getByLabel('Homeserver file').setInputFiles(path);
+  await card.getByLabel('Archive passphrase').fill(passphrase);
+  await card.getByRole('button', { name: 'Import' }).click();
+}
+
+/** After an import the page reloads onto the archive's homeserver (signed out): sign in there with the old password. */
+async function signInAfterImport(page: Page, serverName: string): Promise<void> {
+  await page.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, { timeout: 60_000 });
+  await page.getByRole('button', { name: 'I already have an account here' }).click();
+  await page.getByLabel('Username').fill('dana');
+  await page.getByLabel('Password', { exact: true }).fill('correct horse battery staple');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+describe('keep, move and reset a browser homeserver', () => {
+  let archive: string;
+  let serverName: string;
+  let mxc: string;
+  let e2ee: { deviceId: string; master: string; backupVersion: string };
+  let fromNode: string;
+
+  /** The user's E2EE keys as the server keeps them: the device's keys, cross-signing, the key backup. */
+  async function keysOf(ask: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }>, userId: string) {
+    const query = await ask('POST', '/_matrix/client/v3/keys/query', { device_keys: { [userId]: [] } });
+    const backup = await ask('GET', '/_matrix/client/v3/room_keys/version');
+    return {
+      devices: Object.keys(query.body.device_keys?.[userId] ?? {}),
+      master: Object.keys(query.body.master_keys?.[userId]?.keys ?? {})[0],
+      selfSigning: Object.keys(query.body.self_signing_keys?.[userId]?.keys ?? {})[0],
+      backupVersion: backup.body.version as string | undefined,
+    };
+  }
+
+  it('exports from one browser profile and imports into a fresh one; the room, its messages and media are there', async () => {
+    const a = await freshPage();
+    await registerThroughUi(a, 'dana');
+    await createRoomThroughUi(a, 'Suitcase');
+    await sendThroughUi(a, 'packed and ready');
+    const { accessToken } = await storedSession(a);
+    mxc = await a.evaluate(async (token) => {
+      const r = await fetch('/_matrix/media/v3/upload?filename=note.txt', { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'a note in the suitcase' });
+      return ((await r.json()) as { content_uri: string }).content_uri;
+    }, accessToken);
+    serverName = await pageServerName(a);
+    // E2EE keys kept on the server: the device's keys, cross-signing, a key backup.
+    const session = await storedSession(a);
+    const device = await deviceKeys(session);
+    const cross = await crossSigningSet(session.userId);
+    expect((await pageFetch(a, 'POST', '/_matrix/client/v3/keys/upload', { token: accessToken, body: { device_keys: device.signed } })).status).toBe(200);
+    expect((await pageFetch(a, 'POST', '/_matrix/client/v3/keys/device_signing/upload', { token: accessToken, body: { master_key: cross.master.object, self_signing_key: cross.selfSigning.object, user_signing_key: cross.userSigning.object } })).status).toBe(200);
+    const backup = await pageFetch(a, 'POST', '/_matrix/client/v3/room_keys/version', { token: accessToken, body: { algorithm: 'm.megolm_backup.v1.curve25519-aes-sha2', auth_data: { public_key: 'hearthbackupkey' } } });
+    expect(backup.status, JSON.stringify(backup.body)).toBe(200);
+    e2ee = { deviceId: session.deviceId, master: `ed25519:${cross.master.pub}`, backupVersion: backup.body.version };
+    // The top bar says what the figure is.
+    expect(await a.locator('button.storage').getAttribute('title')).toMatch(/your homeserver’s database, media and keys/);
+    archive = join(files, 'dana.hearth');
+    await exportThroughUi(a, archive);
+
+    // A homeserver with an account refuses an import (here: signed out, the account remains).
+    await a.getByRole('button', { name: 'Sign out' }).click();
+    await importThroughUi(a, archive, PASSPHRASE);
+    await a.locator('form.keep-import [role=alert]', { hasText: 'already holds a homeserver with an account' }).waitFor();
+
+    const b = await freshPage();
+    expect(await pageServerName(b)).not.toBe(serverName);
+    await b.getByText('Move, don’t copy').waitFor();
+    await importThroughUi(b, archive, 'not the passphrase');
+    await b.locator('form.keep-import [role=alert]', { hasText: 'The passphrase is wrong' }).waitFor();
+    await importThroughUi(b, archive, PASSPHRASE);
+    await signInAfterImport(b, serverName);
+    await b.locator('.room-item .name', { hasText: 'Suitcase' }).waitFor();
+    await b.locator('.room-item .name', { hasText: 'Suitcase' }).click();
+    await b.locator('.event .body', { hasText: 'packed and ready' }).waitFor();
+    const token = (await storedSession(b)).accessToken;
+    const media = await b.evaluate(async ({ token, path }) => (await fetch(path, { headers: { authorization: `Bearer ${token}` } })).text(), { token, path: `/_matrix/client/v1/media/download/${mxc.slice(6)}` });
+    expect(media).toBe('a note in the suitcase');
+    await sendThroughUi(b, 'unpacked in a new browser');
+    const keys = await keysOf((method, path, body) => pageFetch(b, method, path, { token, body }), session.userId);
+    expect(keys).toMatchObject({ master: e2ee.master, backupVersion: e2ee.backupVersion });
+    expect(keys.devices).toContain(e2ee.deviceId);
+  }, 180_000);
+
+  it('the browser’s file imports into a Node host: same server, same password, same room, media and E2EE keys', async () => {
+    const dataDir = join(files, 'node-home');
+    const manifest = await importNodeHomeserver({ dataDir, input: archive, passphrase: PASSPHRASE });
+    expect(manifest).toMatchObject({ serverName, createdBy: 'browser' });
+    const host = await startNodeHost({ dataDir, port: 0, rateLimits: false });
+    try {
+      expect(host.homeserver.serverName).toBe(serverName);
+      const login = await fetch(`${host.url}/_matrix/client/v3/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'm.login.password', identifier: { type: 'm.id.user', user: 'dana' }, password: 'correct horse battery staple' }) });
+      expect(login.status).toBe(200);
+      const { access_token } = (await login.json()) as { access_token: string };
+      const rooms = (await (await fetch(`${host.url}/_matrix/client/v3/joined_rooms`, { headers: { authorization: `Bearer ${access_token}` } })).json()) as { joined_rooms: string[] };
+      expect(rooms.joined_rooms).toHaveLength(1);
+      const sent = await fetch(`${host.url}/_matrix/client/v3/rooms/${encodeURIComponent(rooms.joined_rooms[0]!)}/send/m.room.message/on-node`, { method: 'PUT', headers: { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' }, body: JSON.stringify({ msgtype: 'm.text', body: 'written on the Node host' }) });
+      expect(sent.status).toBe(200);
+      const media = await fetch(`${host.url}/_matrix/client/v1/media/download/${mxc.slice(6)}`, { headers: { authorization: `Bearer ${access_token}` } });
+      expect(await media.text()).toBe('a note in the suitcase');
+      const ask = async (method: string, path: string, body?: unknown) => {
+        const r = await fetch(host.url + path, { method, headers: { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+        return { status: r.status, body: await r.json() };
+      };
+      const keys = await keysOf(ask, `@dana:${serverName}`);
+      expect(keys).toMatchObject({ master: e2ee.master, backupVersion: e2ee.backupVersion });
+      expect(keys.devices).toContain(e2ee.deviceId);
+    } finally {
+      await host.close();
+    }
+    // And back out of Node, for the next browser.
+    fromNode = join(files, 'from-node.hearth');
+    expect((await exportNodeHomeserver({ dataDir, out: fromNode, passphrase: PASSPHRASE })).manifest.createdBy).toBe('node');
+  }, 60_000);
+
+  it('and the Node host’s file imports into another fresh browser, keys and all', async () => {
+    const c = await freshPage();
+    await importThroughUi(c, fromNode, PASSPHRASE);
+    await signInAfterImport(c, serverName);
+    await c.locator('.room-item .name', { hasText: 'Suitcase' }).click();
+    const token = (await storedSession(c)).accessToken;
+    await c.locator('.event .body', { hasText: 'written on the Node host' }).waitFor();
+    const keys = await keysOf((method, path, body) => pageFetch(c, method, path, { token, body }), `@dana:${serverName}`);
+    expect(keys).toMatchObject({ master: e2ee.master, backupVersion: e2ee.backupVersion });
+    expect(keys.devices).toContain(e2ee.deviceId);
+  }, 120_000);
+
+  it('reset asks twice, offers an export first, and leaves a new empty homeserver', async () => {
+    const page = await freshPage();
+    await registerThroughUi(page, 'erin');
+    const before = await pageServerName(page);
+    await page.locator('button.storage').click();
+    const panel = page.getByRole('dialog', { name: 'Storage and backup' });
+    await panel.getByRole('button', { name: 'Reset…' }).click();
+    await panel.getByText('Export it first if you may want it back').waitFor();
+    await panel.getByRole('button', { name: 'Export first' }).click();
+    expect(await panel.getByLabel('Export passphrase').evaluate((e) => e === document.activeElement)).toBe(true);
+    await panel.getByRole('button', { name: 'Reset…' }).click();
+    await panel.getByRole('button', { name: 'Continue to reset' }).click();
+    await panel.getByText('This cannot be undone.').waitFor();
+    await panel.getByRole('button', { name: 'Delete this homeserver' }).click();
+    await page.waitForFunction((old) => { const name = (globalThis as any).hearthHost?.state.serverName; return !!name && name !== old && document.body.dataset.homeserver === 'ready'; }, before, { timeout: 60_000 });
+    await page.getByRole('button', { name: 'Create account' }).waitFor();
+    const login = await pageFetch(page, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'erin' }, password: 'correct horse battery staple' } });
+    expect(login.status).toBe(403);
+  }, 120_000);
+});
+
+describe('a full quota', () => {
+  it('refuses writes with M_RESOURCE_LIMIT_EXCEEDED and a sentence, loses nothing, and works again once there is room', async () => {
+    const page = await freshPage();
+    await registerThroughUi(page, 'fay');
+    await createRoomThroughUi(page, 'Tight');
+    const { accessToken } = await storedSession(page);
+    const roomId = await page.evaluate(async (token) => (((await (await fetch('/_matrix/client/v3/joined_rooms', { headers: { authorization: `Bearer ${token}` } })).json()) as { joined_rooms: string[] }).joined_rooms[0]!), accessToken);
+    const cdp = await page.context().newCDPSession(page);
+    const origin = new URL(site.server.url).origin;
+    const { usage } = (await cdp.send('Storage.getUsageAndQuota', { origin })) as { usage: number };
+    // DevTools' quota override: the origin may hold little more than it holds now. Chromium 156 enforces
+    // it on writes, though navigator.storage.estimate() goes on reporting the default quota.
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: usage + 512 * 1024 });
+
+    // Random text: IndexedDB compresses what repeats, and would fill the quota only slowly.
+    const padding = () => Array.from(crypto.getRandomValues(new Uint8Array(15_000)), (b) => b.toString(16).padStart(2, '0')).join('');
+    const acknowledged: string[] = [];
+    let refused: { status: number; body: any } | undefined;
+    for (let i = 0; i < 200 && !refused; i++) {
+      const body = `fill ${i} ${padding()}`;
+      const r = await pageFetch(page, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/fill${i}`, { token: accessToken, body: { msgtype: 'm.text', body } });
+      if (r.status === 200) acknowledged.push(`fill ${i}`);
+      else refused = r;
+    }
+    expect(refused, 'the quota was never hit').toBeDefined();
+    expect(acknowledged.length, 'some writes fit before the quota').toBeGreaterThan(0);
+    expect(refused).toMatchObject({ status: 507, body: { errcode: 'M_RESOURCE_LIMIT_EXCEEDED', error: expect.stringMatching(/^The homeserver's storage is full: nothing of this request was kept\./) } });
+    const upload = await page.evaluate(async (token) => {
+      const r = await fetch('/_matrix/media/v3/upload?filename=big.bin', { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' }, body: new Uint8Array(1024 * 1024).fill(7) });
+      return { status: r.status, body: await r.json() };
+    }, accessToken);
+    expect(upload).toMatchObject({ status: 507, body: { errcode: 'M_RESOURCE_LIMIT_EXCEEDED' } });
+
+    // Room again: writes go on, and after a reload every acknowledged message is there, the refused one is not.
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: usage + 512 * 1024 * 1024 });
+    const after = await pageFetch(page, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/after`, { token: accessToken, body: { msgtype: 'm.text', body: 'room again' } });
+    expect(after.status, JSON.stringify(after.body)).toBe(200);
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.homeserver === 'ready');
+    const history = await pageFetch(page, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=500`, { token: accessToken });
+    const bodies = (history.body.chunk as any[]).filter((e) => e.type === 'm.room.message').map((e) => String(e.content.body).split(' ').slice(0, 2).join(' ')).reverse();
+    expect(bodies).toEqual([...acknowledged, 'room again']);
+  }, 180_000);
+
+  it('warns from 80 % of the quota, in the top bar and the storage panel', async () => {
+    const page = await freshPage();
+    // What the browser would say of an origin near its quota (estimate() does not follow DevTools' override).
+    await page.evaluate(() => Object.defineProperty(navigator.storage, 'estimate', { value: async () => ({ usage: 850 * 1024 * 1024, quota: 1000 * 1024 * 1024 }) }));
+    await page.locator('button.storage').click();
+    const panel = page.getByRole('dialog', { name: 'Storage and backup' });
+    await panel.getByText('use 850 MB of the 1000 MB this browser allows this site (85 %).').waitFor();
+    await panel.getByText(/^Storage is 85 % full\. When it is full the homeserver refuses new messages and uploads\. Export your homeserver/).waitFor();
+    await panel.getByRole('button', { name: 'Close' }).click();
+    await expect.poll(() => page.locator('button.storage').textContent()).toBe('Storage 85 % full');
+    expect(await page.locator('button.storage').getAttribute('class')).toContain('warn');
+  }, 60_000);
+});

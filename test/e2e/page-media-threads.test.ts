@@ -11,7 +11,8 @@ import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, t
 // In a public room the image goes as it is, thumbnailed by the homeserver. A file over the upload limit
 // says so, with Retry. Then a thread: Ana opens one on a message and replies, Ben sees its summary under
 // the root, opens it and replies, and Ana's summary counts two. Last, at 390 px: the composer's attach
-// button works and the thread pane takes the room's place, with Back.
+// button works (a large image goes with a thumbnail the page made) and the thread pane takes the room's
+// place, with Back.
 
 let pair: PagePair;
 let pageA: Page;
@@ -127,13 +128,18 @@ describe('attachments', () => {
     await pageA.getByLabel('Public room (not encrypted)').check();
     await pageA.getByRole('button', { name: 'Create', exact: true }).click();
     await pageA.locator('.room-encryption', { hasText: 'Public room: not encrypted' }).waitFor();
-    await attach(pageA, [{ name: 'open.png', mimeType: 'image/png', buffer: IMAGE }]);
+    const photo = png(1000, 700);
+    await attach(pageA, [{ name: 'open.png', mimeType: 'image/png', buffer: photo }]);
+    // Shown by the homeserver's thumbnail (scaled into 800 × 600), the full image on a click.
     const image = pageA.locator('.event[data-event-id] img.attachment-thumbnail[alt="open.png"]');
     await image.waitFor({ timeout: 30_000 });
-    await expect.poll(() => naturalWidth(image)).toBeGreaterThan(0);
+    await expect.poll(() => naturalWidth(image)).toBe(800);
+    await pageA.getByRole('button', { name: 'Open image open.png' }).click();
+    await expect.poll(() => naturalWidth(pageA.locator('dialog.lightbox img'))).toBe(1000);
+    await pageA.locator('dialog.lightbox').getByRole('button', { name: 'Close' }).click();
     const mxc = (await pageA.locator('.attachment[data-mxc]:has(img[alt="open.png"])').getAttribute('data-mxc'))!;
     const stored = await rawMedia(pageA, mxc);
-    expect(stored.bytes.equals(IMAGE)).toBe(true);
+    expect(stored.bytes.equals(photo)).toBe(true);
     expect(stored.disposition).toContain('open.png');
   }, 60_000);
 
@@ -199,10 +205,14 @@ describe('at 390 px', () => {
     expect(box.x).toBeGreaterThanOrEqual(0);
     expect(box.x + box.width).toBeLessThanOrEqual(390);
     expect(box.y + box.height).toBeLessThanOrEqual(844);
-    await attach(pageB, [{ name: 'phone.png', mimeType: 'image/png', buffer: IMAGE }]);
+    // A photo larger than a thumbnail: the page scales it (the homeserver cannot scale ciphertext) and sends both, encrypted.
+    await attach(pageB, [{ name: 'phone.png', mimeType: 'image/png', buffer: png(1000, 700) }]);
     const image = pageA.locator('.event[data-event-id] img.attachment-thumbnail[alt="phone.png"]');
     await image.waitFor({ timeout: 30_000 });
-    await expect.poll(() => naturalWidth(image)).toBe(6);
+    await expect.poll(() => naturalWidth(image)).toBe(800);
+    await pageA.getByRole('button', { name: 'Open image phone.png' }).click();
+    await expect.poll(() => naturalWidth(pageA.locator('dialog.lightbox img'))).toBe(1000);
+    await pageA.locator('dialog.lightbox').getByRole('button', { name: 'Close' }).click();
 
     // The thread opens in the room's place.
     await pageB.locator('.room .event[data-event-id]', { hasText: 'Who brings the cups?' }).locator('.thread-summary').click();

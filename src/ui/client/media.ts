@@ -34,6 +34,24 @@ export class UploadLimit {
   }
 }
 
+/**
+ * A JPEG within the thumbnail size of an image larger than it, for encrypted rooms: the homeserver
+ * cannot scale ciphertext, so the page does (as Element does), and the thumbnail goes encrypted too.
+ */
+async function encryptedThumbnail(file: File, size: { w: number; h: number }): Promise<Blob | undefined> {
+  const scale = Math.min(THUMBNAIL.width / size.w, THUMBNAIL.height / size.h);
+  if (scale >= 1 || typeof OffscreenCanvas !== 'function') return undefined;
+  try {
+    const bitmap = await createImageBitmap(file, { resizeWidth: Math.max(1, Math.round(size.w * scale)), resizeHeight: Math.max(1, Math.round(size.h * scale)), resizeQuality: 'high' });
+    const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+    canvas.getContext('2d')!.drawImage(bitmap, 0, 0);
+    bitmap.close();
+    return await canvas.convertToBlob({ type: 'image/jpeg', quality: 0.85 });
+  } catch {
+    return undefined;
+  }
+}
+
 async function imageSize(file: File): Promise<{ w: number; h: number } | undefined> {
   if (!file.type.startsWith('image/') || typeof createImageBitmap !== 'function') return undefined;
   try {
@@ -60,6 +78,14 @@ export async function uploadAttachment(client: MatrixClient, limit: UploadLimit,
       // No file name or type goes to the server with the ciphertext: they are inside the encrypted event.
       const { content_uri } = await client.uploadContent(new Blob([data]), { type: 'application/octet-stream', includeFilename: false, progressHandler: progress });
       content['file'] = { ...keys, url: content_uri, mimetype };
+      const thumbnail = size && (await encryptedThumbnail(file, size));
+      if (thumbnail && size) {
+        const thumb = await encryptAttachment(await thumbnail.arrayBuffer());
+        const uploaded = await client.uploadContent(new Blob([thumb.data]), { type: 'application/octet-stream', includeFilename: false });
+        const scale = Math.min(THUMBNAIL.width / size.w, THUMBNAIL.height / size.h);
+        info['thumbnail_file'] = { ...thumb.info, url: uploaded.content_uri, mimetype: 'image/jpeg' };
+        info['thumbnail_info'] = { mimetype: 'image/jpeg', size: thumbnail.size, w: Math.round(size.w * scale), h: Math.round(size.h * scale) };
+      }
     } else {
       const { content_uri } = await client.uploadContent(file, { type: mimetype, name: file.name, progressHandler: progress });
       content['url'] = content_uri;

@@ -120,15 +120,18 @@ function echoItem(client: ChatClient, room: ChatRoom, echo: LocalEcho, actions: 
     { class: echo.failed ? 'event pending failed' : 'event pending', 'data-txn-id': echo.txnId },
     h('div', { class: 'meta' }, h('span', { class: 'sender' }, client.displayName(room, client.userId)), h('span', { class: 'time' }, echo.failed ? 'not sent' : 'sending\u2026')),
     h('div', { class: 'body' }, echo.body),
-    echo.failed
-      ? h(
-          'div',
-          { class: 'send-failure' },
-          h('span', { class: 'send-error', role: 'alert' }, describeSendError(echo.error)),
-          h('button', { type: 'button', class: 'small', onclick: () => actions.retry(echo) }, 'Retry'),
-          h('button', { type: 'button', class: 'small link', onclick: () => actions.discard(echo) }, 'Delete'),
-        )
-      : null,
+    echo.failed ? failure(describeSendError(echo.error), () => actions.retry(echo), () => actions.discard(echo)) : null,
+  );
+}
+
+/** Why something of this page's was not sent, with Retry and Delete. */
+function failure(why: string, retry: () => void, discard: () => void): HTMLElement {
+  return h(
+    'div',
+    { class: 'send-failure' },
+    h('span', { class: 'send-error', role: 'alert' }, why),
+    h('button', { type: 'button', class: 'small', onclick: retry }, 'Retry'),
+    h('button', { type: 'button', class: 'small link', onclick: discard }, 'Delete'),
   );
 }
 
@@ -141,13 +144,7 @@ function uploadItem(client: ChatClient, room: ChatRoom, upload: Upload, actions:
     h('div', { class: 'meta' }, h('span', { class: 'sender' }, client.displayName(room, client.userId)), h('span', { class: 'time' }, upload.failed ? 'not uploaded' : 'uploading…')),
     h('div', { class: 'body' }, `${upload.name} (${formatBytes(upload.size)})`),
     upload.failed
-      ? h(
-          'div',
-          { class: 'send-failure' },
-          h('span', { class: 'send-error', role: 'alert' }, describeUploadError(upload.error)),
-          h('button', { type: 'button', class: 'small', onclick: () => actions.retryUpload(upload) }, 'Retry'),
-          h('button', { type: 'button', class: 'small link', onclick: () => actions.discardUpload(upload) }, 'Delete'),
-        )
+      ? failure(describeUploadError(upload.error), () => actions.retryUpload(upload), () => actions.discardUpload(upload))
       : h('progress', { class: 'upload-progress', max: 100, value: percent, 'aria-label': `Uploading ${upload.name}` }, `${percent}%`),
   );
 }

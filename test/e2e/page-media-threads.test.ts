@@ -64,6 +64,17 @@ async function rawMedia(page: Page, mxc: string): Promise<{ bytes: Buffer; dispo
 
 const naturalWidth = (image: ReturnType<Page['locator']>) => image.evaluate((img: HTMLImageElement) => (img.complete ? img.naturalWidth : 0));
 
+/** The image `name` is drawn in `page` as a thumbnail `thumbnailWidth` wide; a click opens it `fullWidth` wide, and Close shuts it. */
+async function expectImage(page: Page, name: string, thumbnailWidth: number, fullWidth: number): Promise<void> {
+  const image = page.locator(`.event[data-event-id] img.attachment-thumbnail[alt="${name}"]`);
+  await image.waitFor({ timeout: 30_000 });
+  await expect.poll(() => naturalWidth(image)).toBe(thumbnailWidth);
+  await page.getByRole('button', { name: `Open image ${name}` }).click();
+  await expect.poll(() => naturalWidth(page.locator('dialog.lightbox img'))).toBe(fullWidth);
+  await page.locator('dialog.lightbox').getByRole('button', { name: 'Close' }).click();
+  await page.locator('dialog.lightbox').waitFor({ state: 'detached' });
+}
+
 beforeAll(async () => {
   pair = await startPagePair(inject('hearthDist'), 'media');
   ({ pageA, pageB } = pair);
@@ -85,16 +96,8 @@ describe('attachments', () => {
       { name: 'kettle.png', mimeType: 'image/png', buffer: IMAGE },
       { name: 'notes.txt', mimeType: 'text/plain', buffer: NOTES },
     ]);
-    // Ben's page: the image decrypted and drawn inline; a click opens the full image.
-    const image = pageB.locator('.event[data-event-id] img.attachment-thumbnail[alt="kettle.png"]');
-    await image.waitFor({ timeout: 30_000 });
-    await expect.poll(() => naturalWidth(image)).toBe(6);
-    await pageB.getByRole('button', { name: 'Open image kettle.png' }).click();
-    const full = pageB.locator('dialog.lightbox img');
-    await full.waitFor();
-    await expect.poll(() => naturalWidth(full)).toBe(6);
-    await pageB.locator('dialog.lightbox').getByRole('button', { name: 'Close' }).click();
-    await pageB.locator('dialog.lightbox').waitFor({ state: 'detached' });
+    // Ben's page: the image decrypted and drawn inline (small: no thumbnail of its own); a click opens the full image.
+    await expectImage(pageB, 'kettle.png', 6, 6);
 
     // The file, with its name and size, downloads as it was sent.
     const file = pageB.locator('.event[data-event-id] .attachment-file', { hasText: 'notes.txt' });
@@ -131,12 +134,7 @@ describe('attachments', () => {
     const photo = png(1000, 700);
     await attach(pageA, [{ name: 'open.png', mimeType: 'image/png', buffer: photo }]);
     // Shown by the homeserver's thumbnail (scaled into 800 × 600), the full image on a click.
-    const image = pageA.locator('.event[data-event-id] img.attachment-thumbnail[alt="open.png"]');
-    await image.waitFor({ timeout: 30_000 });
-    await expect.poll(() => naturalWidth(image)).toBe(800);
-    await pageA.getByRole('button', { name: 'Open image open.png' }).click();
-    await expect.poll(() => naturalWidth(pageA.locator('dialog.lightbox img'))).toBe(1000);
-    await pageA.locator('dialog.lightbox').getByRole('button', { name: 'Close' }).click();
+    await expectImage(pageA, 'open.png', 800, 1000);
     const mxc = (await pageA.locator('.attachment[data-mxc]:has(img[alt="open.png"])').getAttribute('data-mxc'))!;
     const stored = await rawMedia(pageA, mxc);
     expect(stored.bytes.equals(photo)).toBe(true);
@@ -207,12 +205,7 @@ describe('at 390 px', () => {
     expect(box.y + box.height).toBeLessThanOrEqual(844);
     // A photo larger than a thumbnail: the page scales it (the homeserver cannot scale ciphertext) and sends both, encrypted.
     await attach(pageB, [{ name: 'phone.png', mimeType: 'image/png', buffer: png(1000, 700) }]);
-    const image = pageA.locator('.event[data-event-id] img.attachment-thumbnail[alt="phone.png"]');
-    await image.waitFor({ timeout: 30_000 });
-    await expect.poll(() => naturalWidth(image)).toBe(800);
-    await pageA.getByRole('button', { name: 'Open image phone.png' }).click();
-    await expect.poll(() => naturalWidth(pageA.locator('dialog.lightbox img'))).toBe(1000);
-    await pageA.locator('dialog.lightbox').getByRole('button', { name: 'Close' }).click();
+    await expectImage(pageA, 'phone.png', 800, 1000);
 
     // The thread opens in the room's place.
     await pageB.locator('.room .event[data-event-id]', { hasText: 'Who brings the cups?' }).locator('.thread-summary').click();

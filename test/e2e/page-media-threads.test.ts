@@ -8,8 +8,8 @@ import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, t
 // Issue 25, attachments and threads in the page, through the UI: two browser homeservers meet through a
 // Node relay, Ana starts an encrypted DM with Ben. Ana sends an image and a file: Ben sees the image
 // (decrypted, drawn) and downloads the file as it was, while the media repositories hold only ciphertext.
-// In a public room the image goes as it is, thumbnailed by the homeserver. A file over the upload limit
-// says so, with Retry. Then a thread: Ana opens one on a message and replies, Ben sees its summary under
+// In a public room the image goes as it is, thumbnailed by the homeserver. An upload shows a progress bar;
+// a file over the upload limit says so, with Retry. Then a thread: Ana opens one on a message and replies, Ben sees its summary under
 // the root, opens it and replies, and Ana's summary counts two. Last, at 390 px: the composer's attach
 // button works (a large image goes with a thumbnail the page made) and the thread pane takes the room's
 // place, with Back.
@@ -140,6 +140,25 @@ describe('attachments', () => {
     expect(stored.bytes.equals(photo)).toBe(true);
     expect(stored.disposition).toContain('open.png');
   }, 60_000);
+
+  it('an upload shows a progress bar until the message is sent', async () => {
+    // The upload's bars as the page draws them (every redraw replaces it), watched as they come.
+    await pageA.evaluate(() => {
+      const seen: string[] = ((globalThis as any).progressSeen = []);
+      new MutationObserver(() => {
+        for (const bar of document.querySelectorAll<HTMLProgressElement>('progress.upload-progress')) seen.push(bar.getAttribute('aria-label') ?? '');
+      }).observe(document.body, { childList: true, subtree: true });
+    });
+    const big = Buffer.alloc(4 * 1024 * 1024, 7);
+    await attach(pageA, [{ name: 'big.bin', mimeType: 'application/octet-stream', buffer: big }]);
+    const sent = pageA.locator('.event[data-event-id] .attachment-file', { hasText: 'big.bin' });
+    await sent.waitFor({ timeout: 60_000 });
+    expect(await sent.locator('.attachment-size').textContent()).toBe(' (4.0 MB)');
+    await pageA.locator('progress.upload-progress').waitFor({ state: 'detached' });
+    const seen: string[] = await pageA.evaluate(() => (globalThis as any).progressSeen);
+    expect(seen.length).toBeGreaterThan(0);
+    expect(new Set(seen)).toEqual(new Set(['Uploading big.bin']));
+  }, 90_000);
 
   it('a file over the upload limit says the limit, with Retry and Delete', async () => {
     await attach(pageA, [{ name: 'huge.bin', mimeType: 'application/octet-stream', buffer: Buffer.alloc(8 * 1024 * 1024 + 1) }]);

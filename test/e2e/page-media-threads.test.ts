@@ -8,11 +8,11 @@ import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, t
 // Issue 25, attachments and threads in the page, through the UI: two browser homeservers meet through a
 // Node relay, Ana starts an encrypted DM with Ben. Ana sends an image and a file: Ben sees the image
 // (decrypted, drawn) and downloads the file as it was, while the media repositories hold only ciphertext.
-// In a public room the image goes as it is, thumbnailed by the homeserver. An upload shows a progress bar;
-// a file over the upload limit says so, with Retry. Then a thread: Ana opens one on a message and replies, Ben sees its summary under
-// the root, opens it and replies, and Ana's summary counts two. Last, at 390 px: the composer's attach
-// button works (a large image goes with a thumbnail the page made) and the thread pane takes the room's
-// place, with Back.
+// In a public room the image goes as it is, thumbnailed by the homeserver. An upload shows a progress
+// bar; a file over the upload limit says so, with Retry. Then a thread: Ana opens one on a message and
+// replies, Ben sees its summary under the root, opens it and replies, and Ana's summary counts two.
+// Last, at 390 px: the composer's attach button works (a large image goes with a thumbnail the page
+// made) and the thread pane takes the room's place, with Back.
 
 let pair: PagePair;
 let pageA: Page;

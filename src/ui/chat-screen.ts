@@ -7,10 +7,11 @@ import { MembersPane } from './members.ts';
 import type { P2PPanel } from './p2p-panel.ts';
 import { RoomView } from './room-view.ts';
 import { Sidebar } from './sidebar.ts';
+import { ThreadView } from './thread-view.ts';
 import type { TimelineActions } from './timeline.ts';
 
-/** What a phone shows (below 760 px the screen holds one at a time): the room list, the open room, or the peers panel. */
-type PhoneView = 'rooms' | 'room' | 'peers';
+/** What a phone shows (below 760 px the screen holds one at a time): the room list, the open room (or a thread of it), or the peers panel. */
+type PhoneView = 'rooms' | 'room' | 'thread' | 'peers';
 
 /**
  * The signed-in screen: the sidebar, the open room and its members. It renders what the
@@ -28,10 +29,19 @@ export class ChatScreen {
     const room = this.selectedRoom();
     return room && this.client ? { client: this.client, room } : undefined;
   });
+  /** The open thread's root, in the open room. */
+  private threadRootId: string | undefined;
+  private readonly threadView = new ThreadView(
+    () => {
+      const room = this.selectedRoom();
+      return room && this.client && this.threadRootId ? { client: this.client, room, threadId: this.threadRootId } : undefined;
+    },
+    () => this.closeThread(),
+  );
   private readonly demoRoom: DemoRoom;
   private readonly chat = h('div', { class: 'chat' });
   /** The phone's tabs: hidden on wider screens, where the three stand side by side. */
-  private readonly tabs: Record<PhoneView, HTMLButtonElement> = {
+  private readonly tabs: Record<Exclude<PhoneView, 'thread'>, HTMLButtonElement> = {
     rooms: h('button', { type: 'button', class: 'tab', onclick: () => this.showPhoneView('rooms') }, 'Rooms'),
     room: h('button', { type: 'button', class: 'tab room-tab', onclick: () => this.showPhoneView('room') }, 'Room'),
     peers: h('button', { type: 'button', class: 'tab', onclick: () => this.showPhoneView('peers') }, 'Peers'),
@@ -63,7 +73,7 @@ export class ChatScreen {
     this.roomView.build(this.composer, this.encryptionPanel.element);
     this.p2pPanel.showIdentity(client.userId);
     this.p2pPanel.setActions(...this.demoRoom.elements());
-    this.chat.replaceChildren(h('nav', { class: 'phone-nav', 'aria-label': 'Show' }, this.tabs.rooms, this.tabs.room, this.tabs.peers), this.sidebar.element, this.roomView.element, this.members.element);
+    this.chat.replaceChildren(h('nav', { class: 'phone-nav', 'aria-label': 'Show' }, this.tabs.rooms, this.tabs.room, this.tabs.peers), this.sidebar.element, this.roomView.element, this.members.element, this.threadView.element);
     // A phone starts on the room list, even when a room is open behind it.
     this.showPhoneView('rooms');
     container.replaceChildren(this.chat);
@@ -109,6 +119,7 @@ export class ChatScreen {
   }
 
   private selectRoom(roomId: string, after?: () => void): void {
+    if (roomId !== this.selectedRoomId) this.threadRootId = undefined;
     this.selectedRoomId = roomId;
     this.client?.openRoom(roomId);
     after?.();
@@ -152,18 +163,46 @@ export class ChatScreen {
       edit: (event) => room && this.composer.editEvent(room.id, event),
       redact: (event) => room && event.event_id && void client.redact(room.id, event.event_id).catch((error) => console.error('hearth: delete failed', error)),
       react: (event, key) => room && event.event_id && void client.react(room.id, event.event_id, key).catch((error) => console.error('hearth: reaction failed', error)),
+      openThread: (event) => room && event.event_id && this.openThread(room.id, event.event_id),
+      retryUpload: (upload) => room && client.retryUpload(room.id, upload.id),
+      discardUpload: (upload) => room && client.discardUpload(room.id, upload.id),
     };
     this.roomView.render(client, room, actions);
     this.members.render(client, room);
+    const thread = room && this.threadRootId ? client.thread(room.id, this.threadRootId) : undefined;
+    this.chat.dataset.thread = thread ? 'open' : 'closed';
+    if (room && thread) {
+      // In the pane, Reply and Edit go to the thread's own composer.
+      const composer = this.threadView.composer;
+      this.threadView.render(client, room, thread, {
+        ...actions,
+        reply: (event) => composer.replyToEvent(room.id, event, client.displayName(room, event.sender)),
+        edit: (event) => composer.editEvent(room.id, event),
+      });
+    } else if (this.chat.dataset.view === 'thread') this.showPhoneView('room');
     this.tabs.room.textContent = room ? client.roomName(room) : 'Room';
     this.tabs.room.disabled = !room;
+  }
+
+  private openThread(roomId: string, rootId: string): void {
+    this.threadRootId = rootId;
+    this.client?.openThread(roomId, rootId);
+    this.showPhoneView('thread');
+    this.renderRoom();
+    this.threadView.composer.input.focus();
+  }
+
+  private closeThread(): void {
+    this.threadRootId = undefined;
+    this.showPhoneView('room');
+    this.renderRoom();
   }
 
   /** On a phone: the room list, the open room or the peers panel (opened); CSS shows only that one below 760 px. */
   private showPhoneView(view: PhoneView): void {
     this.chat.dataset.view = view;
     if (view === 'peers') this.p2pPanel.element.open = true;
-    for (const [name, tab] of Object.entries(this.tabs)) tab.setAttribute('aria-pressed', String(name === view));
+    for (const [name, tab] of Object.entries(this.tabs)) tab.setAttribute('aria-pressed', String(name === view || (name === 'room' && view === 'thread')));
   }
 
   /** Marks the newest event of the open room as read, when this tab is visible. */

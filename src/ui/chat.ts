@@ -60,7 +60,48 @@ export interface MatrixEvent {
   replyTo?: { eventId: string; sender: string | undefined; body: string | undefined };
   /** Reactions (`m.annotation`) by key, in the order first given. */
   reactions?: readonly Reaction[];
+  /** A thread's root: how many replies it has, and the latest. */
+  thread?: ThreadSummary;
 }
+
+export interface ThreadSummary {
+  readonly count: number;
+  readonly latest: { readonly sender: string; readonly body: string } | undefined;
+}
+
+/** A thread as its pane shows it: the root, its replies (oldest first), and this page's replies not yet taken. */
+export interface ChatThread {
+  readonly rootId: string;
+  readonly root: MatrixEvent | undefined;
+  readonly replies: readonly MatrixEvent[];
+  readonly localEchoes: readonly LocalEcho[];
+}
+
+/** A file being uploaded from this page (then sent as an `m.image` / `m.file` message). */
+export interface Upload {
+  readonly id: string;
+  readonly name: string;
+  readonly size: number;
+  /** Bytes sent so far. */
+  readonly loaded: number;
+  readonly failed?: boolean;
+  /** Why it failed (`FileTooLarge`, `MatrixApiError`, a `TypeError` when unreachable): the views say it in words. */
+  readonly error?: unknown;
+}
+
+/** A file over the homeserver's upload limit (`m.upload.size`), refused before or by the upload. */
+export class FileTooLarge extends Error {
+  override name = 'FileTooLarge';
+  constructor(
+    readonly size: number,
+    readonly limit: number | undefined,
+  ) {
+    super(`the file is ${size} bytes, over the upload limit${limit === undefined ? '' : ` of ${limit}`}`);
+  }
+}
+
+/** An attachment's bytes as the page shows them: fetched with the access token (and decrypted), as an object URL. */
+export type MediaState = { readonly status: 'loading' } | { readonly status: 'ready'; readonly url: string } | { readonly status: 'failed'; readonly error: unknown };
 
 export interface Reaction {
   readonly key: string;
@@ -73,6 +114,8 @@ export interface Reaction {
 export interface SendOptions {
   replyTo?: string;
   emote?: boolean;
+  /** In the thread of this root event (`m.thread`). */
+  threadId?: string;
 }
 
 /**
@@ -126,6 +169,8 @@ export interface ChatRoom {
   /** Latest m.read receipt of each user: user ID → event ID. */
   readonly receipts: ReadonlyMap<string, string>;
   readonly localEchoes: readonly LocalEcho[];
+  /** Files being uploaded from this page, or whose upload failed. */
+  readonly uploads: readonly Upload[];
   /** Messages are end-to-end encrypted (the room has `m.room.encryption`). */
   readonly encrypted: boolean;
   /** Anyone may join (join rule `public`). */
@@ -215,6 +260,20 @@ export interface ChatClient {
   loadOlder(roomId: string): Promise<void>;
   /** Sends a text message (markdown: bold, italic, code and links go as `formatted_body`), shown as a local echo until the homeserver has it. */
   send(roomId: string, body: string, options?: SendOptions): void;
+  /** Uploads a file (encrypted first in an encrypted room) and sends it as an image or file message; its progress is in `ChatRoom.uploads`. */
+  sendFile(roomId: string, file: File, options?: { threadId?: string }): void;
+  /** Tries a failed upload again. */
+  retryUpload(roomId: string, uploadId: string): void;
+  /** Drops a failed upload. */
+  discardUpload(roomId: string, uploadId: string): void;
+  /** An image or file message's bytes (`full`) or its thumbnail, loaded once per page (a `room` change tells when it is ready). */
+  media(content: Record<string, any>, kind: 'thumbnail' | 'full'): MediaState;
+  /** The same, as a promise (a download the person asked for). */
+  loadMedia(content: Record<string, any>, kind: 'thumbnail' | 'full'): Promise<string>;
+  /** A thread of the room: its root and replies as far as known (`openThread` fetches them). */
+  thread(roomId: string, rootId: string): ChatThread | undefined;
+  /** The thread pane is shown: fetches its replies from the homeserver. */
+  openThread(roomId: string, rootId: string): void;
   /** Reacts with `key`, or takes this user's reaction back if there is one. */
   react(roomId: string, eventId: string, key: string): Promise<void>;
   /** Replaces an own message's text (`m.replace`). */

@@ -6,10 +6,28 @@ import { describeError } from './errors.ts';
 const TYPING_REFRESH_MS = 20_000;
 const TYPING_IDLE_MS = 4_000;
 
-/** The message field under the timeline: sends to the open room, and tells it while someone types. */
+/** Where a composer sends: the open room, and in a thread's pane that thread. */
+export interface ComposerTarget {
+  client: ChatClient;
+  room: ChatRoom;
+  threadId?: string;
+}
+
+export interface ComposerOptions {
+  id: string;
+  label: string;
+  placeholder: string;
+  /** Offers "Attach a file" (and takes pasted or dropped files). */
+  attach: boolean;
+}
+
+const ROOM_COMPOSER: ComposerOptions = { id: 'composer', label: 'Message', placeholder: 'Write a message\u2026', attach: true };
+
+/** The message field under the timeline: sends to the open room, and tells it while someone types; files go as attachments. */
 export class Composer {
-  readonly input = h('input', { id: 'composer', name: 'message', autocomplete: 'off', placeholder: 'Write a message\u2026', 'aria-label': 'Message' });
+  readonly input: HTMLInputElement;
   readonly element: HTMLFormElement;
+  private readonly fileInput = h('input', { type: 'file', multiple: true, hidden: true, 'aria-label': 'File to attach' });
   /** "Replying to …" or "Editing", with Cancel; empty otherwise. */
   private readonly context = h('div', { class: 'composer-context', role: 'status' });
   private readonly error = h('p', { class: 'error', role: 'alert' });
@@ -19,16 +37,48 @@ export class Composer {
   private typingIdleTimer: ReturnType<typeof setTimeout> | undefined;
 
   /** `open`: the client and the room messages go to, if a joined room is open. */
-  constructor(private readonly open: () => { client: ChatClient; room: ChatRoom } | undefined) {
+  constructor(
+    private readonly open: () => ComposerTarget | undefined,
+    options: ComposerOptions = ROOM_COMPOSER,
+  ) {
+    this.input = h('input', { id: options.id, name: 'message', autocomplete: 'off', placeholder: options.placeholder, 'aria-label': options.label });
+    const attach = options.attach
+      ? h('button', { type: 'button', class: 'attach', 'aria-label': 'Attach a file', title: 'Attach an image or a file', onclick: () => this.fileInput.click() }, '\u{1F4CE}')
+      : null;
     this.element = h(
       'form',
       { class: 'composer', onsubmit: (e: Event) => this.onSend(e) },
       this.context,
       this.error,
+      options.attach ? this.fileInput : null,
+      attach,
       this.input,
       h('button', { type: 'submit', class: 'primary' }, 'Send'),
     );
     this.input.oninput = () => this.onTyping();
+    if (!options.attach) return;
+    this.fileInput.onchange = () => {
+      this.sendFiles(this.fileInput.files);
+      this.fileInput.value = '';
+    };
+    // A pasted image or a file dropped on the composer goes the same way.
+    this.input.addEventListener('paste', (e) => {
+      if (e.clipboardData?.files.length) {
+        e.preventDefault();
+        this.sendFiles(e.clipboardData.files);
+      }
+    });
+    this.element.addEventListener('dragover', (e) => e.preventDefault());
+    this.element.addEventListener('drop', (e) => {
+      e.preventDefault();
+      this.sendFiles(e.dataTransfer?.files ?? null);
+    });
+  }
+
+  private sendFiles(files: FileList | null): void {
+    const open = this.open();
+    if (!open || !files) return;
+    for (const file of files) open.client.sendFile(open.room.id, file, { threadId: open.threadId });
   }
 
   /** Answers `event`: the next message sent is its reply. */
@@ -78,7 +128,7 @@ export class Composer {
     // "/me waves" is an action: sent as an emote ("* ana waves").
     const emote = /^\/me\s/.test(body);
     if (emote) body = body.replace(/^\/me\s+/, '');
-    open.client.send(roomId, body, { replyTo, emote });
+    open.client.send(roomId, body, { replyTo, emote, threadId: open.threadId });
   }
 
   private onTyping(): void {

@@ -1,5 +1,5 @@
 /** Errors in words a person can act on, never a bare code: the page's sentences for what went wrong. */
-import { MatrixApiError, MessageTooLarge } from './chat.ts';
+import { FileTooLarge, MatrixApiError, MessageTooLarge } from './chat.ts';
 import { formatBytes } from './dom.ts';
 import { serverOf, shortServerName, shortUserId } from './ids.ts';
 
@@ -69,4 +69,14 @@ export function describeSendError(error: unknown): string {
   }
   if (error instanceof MatrixApiError && error.errcode === 'M_TOO_LARGE') return 'Message too large: the homeserver refused it. Shorten it or split it.';
   return `Not sent. ${describeError(error)}`;
+}
+
+/** Why a file was not uploaded (shown beside Retry and Delete). */
+export function describeUploadError(error: unknown): string {
+  if (error instanceof FileTooLarge) {
+    const limit = error.limit === undefined ? 'the homeserver refused a file this large' : `your homeserver takes files of at most ${formatBytes(error.limit)}`;
+    return `File too large: it is ${formatBytes(error.size)}, and ${limit}.`;
+  }
+  if (error instanceof MatrixApiError && error.errcode === 'M_FORBIDDEN') return `Not uploaded: the homeserver refused it. ${sentence(error.message)}`;
+  return `Not uploaded. ${describeError(error)}`;
 }

@@ -1,6 +1,7 @@
-import type { ChatClient, ChatRoom, DecryptionProblem, LocalEcho, MatrixEvent } from './chat.ts';
-import { formatTime, h } from './dom.ts';
-import { describeSendError } from './errors.ts';
+import { attachmentBody, isAttachment } from './attachment.ts';
+import type { ChatClient, ChatRoom, ChatThread, DecryptionProblem, LocalEcho, MatrixEvent, Upload } from './chat.ts';
+import { formatBytes, formatTime, h } from './dom.ts';
+import { describeSendError, describeUploadError } from './errors.ts';
 import { messageBody } from './message-body.ts';
 
 /** What the timeline's buttons do. */
@@ -12,6 +13,10 @@ export interface TimelineActions {
   edit(event: MatrixEvent): void;
   redact(event: MatrixEvent): void;
   react(event: MatrixEvent, key: string): void;
+  /** Opens the thread of this root (a new one if it has none). */
+  openThread(event: MatrixEvent): void;
+  retryUpload(upload: Upload): void;
+  discardUpload(upload: Upload): void;
 }
 
 /** The reactions offered on every message (with any others already given). */
@@ -39,11 +44,25 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
     items.push(item);
   }
   for (const echo of room.localEchoes) items.push(echoItem(client, room, echo, actions));
+  for (const upload of room.uploads) items.push(uploadItem(client, room, upload, actions));
+  return items;
+}
+
+/** A thread's pane: its root, its replies, and this page's replies not yet taken. */
+export function threadItems(client: ChatClient, room: ChatRoom, thread: ChatThread, actions: TimelineActions): HTMLElement[] {
+  const items: HTMLElement[] = [];
+  const root = thread.root && eventItem(client, room, thread.root, actions, true);
+  items.push(root ? (root.classList.add('thread-root'), root) : h('li', { class: 'notice' }, 'Loading the thread…'));
+  for (const event of thread.replies) {
+    const item = eventItem(client, room, event, actions, true);
+    if (item) items.push(item);
+  }
+  for (const echo of thread.localEchoes) items.push(echoItem(client, room, echo, actions));
   return items;
 }
 
 /** A message, or a notice for the state events people care about; undefined for the rest. */
-function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions): HTMLLIElement | undefined {
+function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions, inThread = false): HTMLLIElement | undefined {
   const who = client.displayName(room, event.sender);
   // Edits show on the message they replace; reactions and redactions under and on theirs.
   if (event.type === 'm.room.message' && event.content['m.relates_to']?.rel_type === 'm.replace') return undefined;
@@ -69,9 +88,10 @@ function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent, actio
       { class: `${event.sender === client.userId ? 'event mine' : 'event'}${waitingFor ? ' undelivered' : ''}`, 'data-event-id': event.event_id, 'data-waiting-for': waitingFor?.length },
       h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who), h('time', { class: 'time' }, formatTime(event.origin_server_ts)), event.edited ? h('span', { class: 'edited' }, '(edited)') : null),
       event.replyTo ? replyQuote(client, room, event.replyTo) : null,
-      messageBody(event, who),
+      isAttachment(event) ? attachmentBody(client, event) : messageBody(event, who),
       reactionsRow(event, actions),
-      messageActions(client, event, actions),
+      messageActions(client, event, actions, inThread),
+      !inThread && event.thread ? threadSummary(client, room, event, actions) : null,
       waitingFor
         ? h(
             'div',
@@ -100,15 +120,44 @@ function echoItem(client: ChatClient, room: ChatRoom, echo: LocalEcho, actions: 
     { class: echo.failed ? 'event pending failed' : 'event pending', 'data-txn-id': echo.txnId },
     h('div', { class: 'meta' }, h('span', { class: 'sender' }, client.displayName(room, client.userId)), h('span', { class: 'time' }, echo.failed ? 'not sent' : 'sending\u2026')),
     h('div', { class: 'body' }, echo.body),
-    echo.failed
-      ? h(
-          'div',
-          { class: 'send-failure' },
-          h('span', { class: 'send-error', role: 'alert' }, describeSendError(echo.error)),
-          h('button', { type: 'button', class: 'small', onclick: () => actions.retry(echo) }, 'Retry'),
-          h('button', { type: 'button', class: 'small link', onclick: () => actions.discard(echo) }, 'Delete'),
-        )
-      : null,
+    echo.failed ? failure(describeSendError(echo.error), () => actions.retry(echo), () => actions.discard(echo)) : null,
+  );
+}
+
+/** Why something of this page's was not sent, with Retry and Delete. */
+function failure(why: string, retry: () => void, discard: () => void): HTMLElement {
+  return h(
+    'div',
+    { class: 'send-failure' },
+    h('span', { class: 'send-error', role: 'alert' }, why),
+    h('button', { type: 'button', class: 'small', onclick: retry }, 'Retry'),
+    h('button', { type: 'button', class: 'small link', onclick: discard }, 'Delete'),
+  );
+}
+
+/** A file on its way: its name, how much is sent; failed, why, with Retry and Delete. */
+function uploadItem(client: ChatClient, room: ChatRoom, upload: Upload, actions: TimelineActions): HTMLLIElement {
+  const percent = upload.size > 0 ? Math.min(100, Math.round((upload.loaded / upload.size) * 100)) : 0;
+  return h(
+    'li',
+    { class: upload.failed ? 'event pending upload failed' : 'event pending upload', 'data-upload-id': upload.id },
+    h('div', { class: 'meta' }, h('span', { class: 'sender' }, client.displayName(room, client.userId)), h('span', { class: 'time' }, upload.failed ? 'not uploaded' : 'uploading…')),
+    h('div', { class: 'body' }, `${upload.name} (${formatBytes(upload.size)})`),
+    upload.failed
+      ? failure(describeUploadError(upload.error), () => actions.retryUpload(upload), () => actions.discardUpload(upload))
+      : // Indeterminate until the browser reports bytes sent (Chromium reports none for a request its service worker answers, as the page's always are).
+        h('progress', { class: 'upload-progress', max: 100, value: upload.loaded > 0 ? percent : undefined, 'aria-label': `Uploading ${upload.name}` }, upload.loaded > 0 ? `${percent}%` : 'uploading'),
+  );
+}
+
+/** Under a thread's root: how many replies, the latest, and a button that opens it. */
+function threadSummary(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions): HTMLElement {
+  const { count, latest } = event.thread!;
+  return h(
+    'button',
+    { type: 'button', class: 'thread-summary', onclick: () => actions.openThread(event) },
+    h('span', { class: 'thread-count' }, `${count} ${count === 1 ? 'reply' : 'replies'}`),
+    latest ? h('span', { class: 'thread-latest' }, `${client.displayName(room, latest.sender)}: ${latest.body.slice(0, 80)}`) : null,
   );
 }
 
@@ -149,13 +198,14 @@ function reactionsRow(event: MatrixEvent, actions: TimelineActions): HTMLElement
 }
 
 /** Reply and react on every message; edit and delete on one's own. */
-function messageActions(client: ChatClient, event: MatrixEvent, actions: TimelineActions): HTMLElement | null {
+function messageActions(client: ChatClient, event: MatrixEvent, actions: TimelineActions, inThread: boolean): HTMLElement | null {
   if (!event.event_id) return null;
   const mine = event.sender === client.userId;
   return h(
     'div',
     { class: 'message-actions' },
     h('button', { type: 'button', class: 'small link', onclick: () => actions.reply(event) }, 'Reply'),
+    inThread ? null : h('button', { type: 'button', class: 'small link', onclick: () => actions.openThread(event) }, 'Reply in thread'),
     h(
       'details',
       { class: 'react-picker' },

@@ -1,10 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+import { openHearth, pageFetch, registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
+import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 
 // Issue 25, end-to-end encryption in the page (matrix-js-sdk and its Rust crypto), through the UI as a
 // person uses it: two browser contexts, each its own homeserver, meet through a Node relay. Ana and Ben
@@ -15,10 +12,7 @@ import { openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi
 // until he is back (the relay is no mailbox here, so the message waits in Ana's outbox).
 
 const PASSWORD = 'correct horse battery staple';
-let dir: string;
-let relay: NodeHost;
-let site: HearthSite;
-const contexts: BrowserContext[] = [];
+let pair: PagePair;
 let pageA: Page;
 let pageB: Page;
 let ana: string;
@@ -27,32 +21,13 @@ let anaRecoveryKey: string;
 let roomId: string;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-e2ee-'));
-  relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
-  site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
-  for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
-  pageA = await openHearth(contexts[0]!, site.server.url + '/');
-  pageB = await openHearth(contexts[1]!, site.server.url + '/');
-  ana = `@ana:${await pageServerName(pageA)}`;
-  ben = `@ben:${await pageServerName(pageB)}`;
+  pair = await startPagePair(inject('hearthDist'), 'e2ee');
+  ({ pageA, pageB, ana, ben } = pair);
 }, 60_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close();
-  await site?.close();
-  await relay?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await pair?.close();
 });
-
-/** The recovery key shown after account creation; confirms it was saved, and the panel goes. */
-async function saveRecoveryKey(page: Page): Promise<string> {
-  const key = page.getByLabel('Your recovery key');
-  await key.waitFor({ timeout: 60_000 });
-  const text = (await key.textContent())!;
-  await page.getByRole('button', { name: 'I have saved my recovery key' }).click();
-  await key.waitFor({ state: 'detached' });
-  return text;
-}
 
 /** Every event of the room that the homeserver in `page` stores, read with the raw token (no client decrypts it). */
 async function storedEvents(page: Page): Promise<any[]> {
@@ -82,24 +57,11 @@ describe('an encrypted direct message between two browser homeservers', () => {
     const keys = await pageFetch(pageA, 'POST', '/_matrix/client/v3/keys/query', { token: accessToken, body: { device_keys: { [ana]: [] } } });
     expect(keys.body.master_keys?.[ana]?.usage).toEqual(['master']);
     // Each homeserver knows the other by server name (through the relay) before they talk.
-    await pageA.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), ben.split(':')[1], { timeout: 30_000 });
-    await pageB.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), ana.split(':')[1], { timeout: 30_000 });
+    await waitUntilReachable(pair);
   }, 120_000);
 
   it('Ana starts a direct message with Ben; it is encrypted and listed apart from rooms', async () => {
-    await pageA.getByLabel('Start a direct chat with').fill(ben);
-    await pageA.getByRole('button', { name: 'Start chat' }).click();
-    await pageA.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
-    await pageA.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
-    roomId = (await pageA.locator('.room-id').textContent())!;
-    // Ben is invited, in his direct messages; he accepts.
-    const invite = pageB.getByRole('list', { name: 'Direct chats' }).locator('.invite');
-    await invite.waitFor({ timeout: 30_000 });
-    await invite.getByRole('button', { name: 'Accept' }).click();
-    await pageB.locator('.room-id', { hasText: roomId }).waitFor({ timeout: 30_000 });
-    await pageB.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
-    await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
-    await pageA.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 30_000 });
+    roomId = await startEncryptedDm(pair);
   }, 90_000);
 
   it('both read each other, and both homeservers hold only m.room.encrypted', async () => {
@@ -125,7 +87,7 @@ describe('an encrypted direct message between two browser homeservers', () => {
     // The message itself, not the reply that quotes it.
     const ananMessage = pageB.locator('.event[data-event-id]:not(:has(.reply-quote))', { hasText: 'Hello Ben, only we can read this' });
     // Ben answers Ana's message, and reacts to it.
-    await ananMessage.getByRole('button', { name: 'Reply' }).click();
+    await ananMessage.getByRole('button', { name: 'Reply', exact: true }).click();
     await pageB.locator('.composer-context', { hasText: 'Replying to ana' }).waitFor();
     await sendThroughUi(pageB, 'A reply to you');
     const reply = pageA.locator('.event[data-event-id]', { hasText: 'A reply to you' });
@@ -248,7 +210,7 @@ describe('an encrypted direct message between two browser homeservers', () => {
     const message = pageA.locator('.event[data-event-id]', { hasText: 'While your page was closed' });
     await message.locator('.pending-mark', { hasText: 'pending: waiting for 1 peer' }).waitFor({ timeout: 30_000 });
     expect(await message.locator('.pending-mark').getAttribute('title')).toContain(ben.split(':')[1]);
-    pageB = await openHearth(contexts[1]!, site.server.url + '/');
+    pageB = await openHearth(pair.contexts[1]!, pair.site.server.url + '/');
     await pageB.waitForFunction((other) => (globalThis as any).hearthP2P?.reachable.has(other), name, { timeout: 60_000 });
     await message.locator('.pending-mark').waitFor({ state: 'detached', timeout: 60_000 });
     await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').click();

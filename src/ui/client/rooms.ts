@@ -1,12 +1,12 @@
 /** matrix-js-sdk's rooms as the views read them (`ChatRoom`, ../chat.ts): a fresh snapshot at each call. */
 import { Direction, EventStatus, EventType, KnownMembership, NotificationCountType, RelationType, type MatrixClient, type MatrixEvent as SdkEvent, type Room } from 'matrix-js-sdk';
-import type { ChatRoom, LocalEcho, MatrixEvent, Member, Reaction } from '../chat.ts';
+import type { ChatRoom, ChatThread, LocalEcho, MatrixEvent, Member, Reaction, Upload } from '../chat.ts';
 import { toChatError, toChatEvent } from './convert.ts';
 
 /** `txnId` → a message refused before it was sent (too large): the SDK never saw it. */
 export type RefusedEchoes = Map<string, LocalEcho[]>;
 
-export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoes, direct: ReadonlySet<string>): ChatRoom {
+export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoes, direct: ReadonlySet<string>, uploads: readonly Upload[]): ChatRoom {
   const me = client.getSafeUserId();
   const membership = room.getMyMembership();
   const myMember = room.currentState.getMember(me) ?? room.getMember(me);
@@ -18,16 +18,8 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     if (eventId) receipts.set(member.userId, eventId);
   }
   const localEchoes: LocalEcho[] = [
-    // Messages only: an edit's or a reaction's echo shows on its target, not as a message of its own.
-    ...room
-      .getPendingEvents()
-      .filter((event) => event.getType() === EventType.RoomMessage && !event.isRelation(RelationType.Replace))
-      .map((event) => ({
-      txnId: event.getTxnId() ?? event.getId() ?? '',
-      body: String(event.getContent()['body'] ?? ''),
-      failed: event.status === EventStatus.NOT_SENT,
-      error: event.error ? toChatError(event.error) : undefined,
-    })),
+    // A thread's replies show in its pane, not in the room's timeline.
+    ...pendingMessages(room, (event) => !event.threadRootId),
     ...(refused.get(room.roomId) ?? []),
   ];
   return {
@@ -38,6 +30,7 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     typing,
     receipts,
     localEchoes,
+    uploads,
     encrypted: room.hasEncryptionStateEvent(),
     isPublic: room.getJoinRule() === 'public',
     isDirect: direct.has(room.roomId) || (membership === KnownMembership.Invite && myMember?.events.member?.getContent()['is_direct'] === true),
@@ -46,7 +39,34 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
   };
 }
 
-/** An event with what the SDK knows around it: its newest edit, its reactions, the message it answers. */
+/** This page's messages the homeserver has not taken yet. Messages only: an edit's or a reaction's echo shows on its target, not as a message of its own. */
+function pendingMessages(room: Room, where: (event: SdkEvent) => boolean): LocalEcho[] {
+  return room
+    .getPendingEvents()
+    .filter((event) => event.getType() === EventType.RoomMessage && !event.isRelation(RelationType.Replace) && where(event))
+    .map((event) => ({
+      txnId: event.getTxnId() ?? event.getId() ?? '',
+      body: String(event.getContent()['body'] ?? ''),
+      failed: event.status === EventStatus.NOT_SENT,
+      error: event.error ? toChatError(event.error) : undefined,
+    }));
+}
+
+/** A thread (matrix-js-sdk's, with threadSupport): its root, and its replies as far as fetched. */
+export function chatThread(client: MatrixClient, room: Room, rootId: string): ChatThread {
+  const me = client.getSafeUserId();
+  const thread = room.getThread(rootId);
+  const root = thread?.rootEvent ?? room.findEventById(rootId);
+  const replies = (thread?.events ?? []).filter((e) => e.getId() !== rootId && !e.isSending() && e.status !== EventStatus.NOT_SENT);
+  return {
+    rootId,
+    root: root ? chatEvent(room, root, me) : undefined,
+    replies: replies.map((e) => chatEvent(room, e, me)),
+    localEchoes: pendingMessages(room, (event) => event.threadRootId === rootId),
+  };
+}
+
+/** An event with what the SDK knows around it: its newest edit, its reactions, the message it answers, its thread. */
 function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
   const plain = toChatEvent(event);
   const id = event.getId();
@@ -56,8 +76,17 @@ function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
   if (annotations?.length) {
     plain.reactions = annotations.map(([key, events]): Reaction => ({ key, count: events.size, mine: [...events].some((e) => e.getSender() === me && !e.isRedacted()) }));
   }
+  const thread = id ? room.getThread(id) : null;
+  if (thread && thread.length > 0) {
+    const latest = thread.replyToEvent;
+    // The latest reply may come bundled with the root, still encrypted: decrypted here (its Decrypted event redraws).
+    if (latest?.isEncrypted() && latest.getType() === EventType.RoomMessageEncrypted) void room.client.decryptEventIfNeeded(latest);
+    const body = latest?.getType() === EventType.RoomMessageEncrypted ? '\u2026' : String(latest?.getContent()['body'] ?? '');
+    plain.thread = { count: thread.length, latest: latest ? { sender: latest.getSender() ?? '', body } : undefined };
+  }
   const replyId = event.replyEventId;
-  if (replyId) {
+  // A thread reply's `m.in_reply_to` is a fallback for clients without threads (`is_falling_back`), not a reply.
+  if (replyId && !event.getContent()['m.relates_to']?.is_falling_back) {
     const original = room.findEventById(replyId);
     plain.replyTo = { eventId: replyId, sender: original?.getSender(), body: original ? String(original.getContent()['body'] ?? '') : undefined };
   }

@@ -4,14 +4,15 @@
  * and cancel), receipts, typing, pagination, and its Rust crypto (encryption.ts) with the store in
  * IndexedDB. Hearth's own pending marks come from pending.ts. Only the seam's types leave here.
  */
-import { ClientEvent, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
+import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type DeviceInfo, type EncryptionStatus, type LocalEcho, type Member, type SendOptions } from '../chat.ts';
+import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MediaState, type Member, type SendOptions, type Upload } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
+import { MediaCache, UploadLimit, uploadAttachment } from './media.ts';
 import { PendingMarks } from './pending.ts';
-import { canLoadOlder, chatRoom, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
+import { canLoadOlder, chatRoom, chatThread, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
 
 /** New private rooms and direct messages are encrypted, as Element makes them. */
@@ -27,12 +28,26 @@ export interface ClientOptions {
   newAccountPassword?: string;
 }
 
+/** An upload of this page, with the file kept for Retry. */
+interface UploadJob {
+  id: string;
+  file: File;
+  threadId: string | undefined;
+  loaded: number;
+  failed?: boolean;
+  error?: unknown;
+}
+
 export class SdkChatClient implements ChatClient {
   private readonly listeners = new Set<(change: ChatChange) => void>();
   private readonly pending: PendingMarks;
   private readonly refused: RefusedEchoes = new Map();
   private readonly receiptsSent = new Map<string, string>();
   private readonly filling = new Set<string>();
+  private readonly uploads = new Map<string, UploadJob[]>();
+  private readonly uploadLimit: UploadLimit;
+  private readonly mediaCache: MediaCache;
+  private uploadCount = 0;
   private started = false;
   private stopped = false;
   private prepared = false;
@@ -44,6 +59,8 @@ export class SdkChatClient implements ChatClient {
     private readonly options: ClientOptions,
   ) {
     this.pending = new PendingMarks(client, () => this.emit('room'));
+    this.uploadLimit = new UploadLimit(client);
+    this.mediaCache = new MediaCache(client, this.roomChanged);
   }
 
   get userId(): string {
@@ -101,12 +118,16 @@ export class SdkChatClient implements ChatClient {
     for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset, RoomEvent.Redaction, RoomEvent.UnreadNotifications] as const) {
       (client as unknown as { on(event: string, listener: () => void): void }).on(event, this.roomChanged);
     }
+    // Threads' changes (a new thread, a reply, its summary) are the room's, not re-emitted by the client.
+    client.on(ClientEvent.Room, (room) => {
+      for (const event of [ThreadEvent.New, ThreadEvent.Update, ThreadEvent.NewReply, ThreadEvent.Delete] as const) room.on(event, this.roomChanged);
+    });
     client.on(HttpApiEvent.SessionLoggedOut, () => {
       saveSession(undefined);
       this.stop();
       this.emit('signed-out');
     });
-    await client.startClient({ lazyLoadMembers: true, initialSyncLimit: PAGE, pendingEventOrdering: PendingEventOrdering.Detached });
+    await client.startClient({ lazyLoadMembers: true, initialSyncLimit: PAGE, pendingEventOrdering: PendingEventOrdering.Detached, threadSupport: true });
   }
 
   private async afterFirstSync(): Promise<void> {
@@ -129,6 +150,7 @@ export class SdkChatClient implements ChatClient {
     this.stopped = true;
     this.client.stopClient();
     this.pending.stop();
+    this.mediaCache.clear();
   }
 
   async signOut(): Promise<void> {
@@ -149,12 +171,86 @@ export class SdkChatClient implements ChatClient {
     const direct = directRoomIds(this.client);
     const rooms = this.client.getRooms().filter((r) => r.getMyMembership() === KnownMembership.Join || r.getMyMembership() === KnownMembership.Invite);
     const invite = (r: Room) => (r.getMyMembership() === KnownMembership.Invite ? -1 : 0);
-    return rooms.sort((a, b) => invite(a) - invite(b) || b.getLastActiveTimestamp() - a.getLastActiveTimestamp()).map((r) => chatRoom(this.client, r, this.refused, direct));
+    return rooms.sort((a, b) => invite(a) - invite(b) || b.getLastActiveTimestamp() - a.getLastActiveTimestamp()).map((r) => chatRoom(this.client, r, this.refused, direct, this.roomUploads(r.roomId)));
   }
 
   room(roomId: string): ChatRoom | undefined {
     const room = this.sdkRoom(roomId);
-    return room ? chatRoom(this.client, room, this.refused, directRoomIds(this.client)) : undefined;
+    return room ? chatRoom(this.client, room, this.refused, directRoomIds(this.client), this.roomUploads(roomId)) : undefined;
+  }
+
+  private roomUploads(roomId: string): Upload[] {
+    return (this.uploads.get(roomId) ?? []).map(({ id, file, loaded, failed, error }) => ({ id, name: file.name, size: file.size, loaded, failed, error }));
+  }
+
+  thread(roomId: string, rootId: string): ChatThread | undefined {
+    const room = this.sdkRoom(roomId);
+    return room ? chatThread(this.client, room, rootId) : undefined;
+  }
+
+  openThread(roomId: string, rootId: string): void {
+    const room = this.sdkRoom(roomId);
+    if (!room) return;
+    // A root without replies has no thread yet: made now, as Element does, so that the remote echo of
+    // this page's first reply lands in it (with detached local echoes, the SDK puts it only in an existing thread).
+    const thread = room.getThread(rootId) ?? room.createThread(rootId, room.findEventById(rootId), [], true);
+    if ( this.filling.has(rootId) || !thread.liveTimeline.getPaginationToken(Direction.Backward)) return;
+    this.filling.add(rootId);
+    void this.client
+      .paginateEventTimeline(thread.liveTimeline, { backwards: true, limit: PAGE })
+      .catch(() => undefined)
+      .finally(() => {
+        this.filling.delete(rootId);
+        this.emit('room');
+      });
+  }
+
+  media(content: Record<string, any>, kind: 'thumbnail' | 'full'): MediaState {
+    return this.mediaCache.state(content, kind);
+  }
+
+  loadMedia(content: Record<string, any>, kind: 'thumbnail' | 'full'): Promise<string> {
+    return this.mediaCache.load(content, kind);
+  }
+
+  sendFile(roomId: string, file: File, options: { threadId?: string } = {}): void {
+    const job: UploadJob = { id: `upload-${++this.uploadCount}`, file, threadId: options.threadId, loaded: 0 };
+    this.uploads.set(roomId, [...(this.uploads.get(roomId) ?? []), job]);
+    this.upload(roomId, job);
+  }
+
+  private upload(roomId: string, job: UploadJob): void {
+    Object.assign(job, { loaded: 0, failed: false, error: undefined });
+    this.emit('room');
+    const encrypted = this.sdkRoom(roomId)?.hasEncryptionStateEvent() ?? false;
+    const progress = ({ loaded }: { loaded: number }) => {
+      job.loaded = loaded;
+      this.roomChanged();
+    };
+    uploadAttachment(this.client, this.uploadLimit, job.file, encrypted, progress).then(
+      (content) => {
+        this.discardUpload(roomId, job.id);
+        // From here it is a message like any other: a local echo until the homeserver has it.
+        this.client.sendMessage(roomId, job.threadId ?? null, content as never).then(
+          () => this.refreshPending(),
+          () => this.emit('room'),
+        );
+      },
+      (error) => {
+        Object.assign(job, { failed: true, error });
+        this.emit('room');
+      },
+    );
+  }
+
+  retryUpload(roomId: string, uploadId: string): void {
+    const job = this.uploads.get(roomId)?.find((j) => j.id === uploadId);
+    if (job?.failed) this.upload(roomId, job);
+  }
+
+  discardUpload(roomId: string, uploadId: string): void {
+    this.uploads.set(roomId, (this.uploads.get(roomId) ?? []).filter((j) => j.id !== uploadId));
+    this.emit('room');
   }
 
   roomName(room: ChatRoom): string {
@@ -292,7 +388,7 @@ export class SdkChatClient implements ChatClient {
       return this.emit('room');
     }
     // Its state (sending, sent, not sent and why) is the pending event's, which the room's snapshot shows.
-    this.client.sendMessage(roomId, content as never).then(
+    this.client.sendMessage(roomId, options.threadId ?? null, content as never).then(
       () => this.refreshPending(),
       () => this.emit('room'),
     );

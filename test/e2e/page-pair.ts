@@ -1,0 +1,79 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { openHearth, pageServerName, startSite, type HearthSite } from './hearth-page.ts';
+
+// Two browser homeservers, each in its own browser context, that meet through a Node relay: what the
+// page's end-to-end tests (page-e2ee, page-media-threads) start from.
+
+export interface PagePair {
+  site: HearthSite;
+  contexts: BrowserContext[];
+  pageA: Page;
+  pageB: Page;
+  /** @ana and @ben on the two pages' server names (accounts not made yet). */
+  ana: string;
+  ben: string;
+  close(): Promise<void>;
+}
+
+export async function startPagePair(dist: string, name: string): Promise<PagePair> {
+  const dir = await mkdtemp(join(tmpdir(), `hearth-e2e-${name}-`));
+  let relay: NodeHost | undefined;
+  let site: HearthSite | undefined;
+  const contexts: BrowserContext[] = [];
+  const close = async () => {
+    for (const context of contexts) await context.close();
+    await site?.close();
+    await relay?.close();
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
+    site = await startSite(dist, { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+    for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
+    const pageA = await openHearth(contexts[0]!, site.server.url + '/');
+    const pageB = await openHearth(contexts[1]!, site.server.url + '/');
+    return { site, contexts, pageA, pageB, ana: `@ana:${await pageServerName(pageA)}`, ben: `@ben:${await pageServerName(pageB)}`, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+/** The recovery key shown after account creation; confirms it was saved, and the panel goes. */
+export async function saveRecoveryKey(page: Page): Promise<string> {
+  const key = page.getByLabel('Your recovery key');
+  await key.waitFor({ timeout: 60_000 });
+  const text = (await key.textContent())!;
+  await page.getByRole('button', { name: 'I have saved my recovery key' }).click();
+  await key.waitFor({ state: 'detached' });
+  return text;
+}
+
+/** Waits until each page's homeserver knows the other by server name (through the relay). */
+export async function waitUntilReachable(pair: PagePair): Promise<void> {
+  await pair.pageA.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), pair.ben.split(':')[1], { timeout: 30_000 });
+  await pair.pageB.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), pair.ana.split(':')[1], { timeout: 30_000 });
+}
+
+/** Ana starts an encrypted direct message with Ben through the UI, and Ben accepts it; returns its room ID. */
+export async function startEncryptedDm(pair: PagePair): Promise<string> {
+  const { pageA, pageB, ben } = pair;
+  await pageA.getByLabel('Start a direct chat with').fill(ben);
+  await pageA.getByRole('button', { name: 'Start chat' }).click();
+  await pageA.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
+  await pageA.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
+  const roomId = (await pageA.locator('.room-id').textContent())!;
+  // Ben is invited, in his direct messages; he accepts.
+  const invite = pageB.getByRole('list', { name: 'Direct chats' }).locator('.invite');
+  await invite.waitFor({ timeout: 30_000 });
+  await invite.getByRole('button', { name: 'Accept' }).click();
+  await pageB.locator('.room-id', { hasText: roomId }).waitFor({ timeout: 30_000 });
+  await pageB.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
+  await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
+  await pageA.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 30_000 });
+  return roomId;
+}

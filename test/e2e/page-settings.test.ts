@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -180,4 +180,79 @@ describe('settings, profile, search and leaving, through the page', () => {
     await ben.locator('.room-item', { hasText: 'Lobby of the blue house' }).waitFor({ timeout: 60_000 });
     expect(await ben.locator('.room-item', { hasText: 'Plans' }).count()).toBe(0);
   }, 90_000);
+
+  it('at 390 px the direct messages, room settings, search and a member’s profile card are all reachable, nothing off the side', async () => {
+    // A direct message, so the list of them has one (and the screenshots show it).
+    await ana.getByLabel('Start a direct chat with').fill(benId);
+    await ana.getByRole('button', { name: 'Start chat' }).click();
+    const invite = ben.getByRole('list', { name: 'Direct chats' }).locator('.invite');
+    await invite.getByRole('button', { name: 'Accept' }).click({ timeout: 30_000 });
+    await ben.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor({ timeout: 30_000 });
+    await sendThroughUi(ben, 'A direct hello');
+    const dm = ana.getByRole('list', { name: 'Direct chats' }).locator('.room-item');
+    await dm.click();
+    await ana.locator('.event:not(.undecryptable) .body', { hasText: 'direct hello' }).waitFor({ timeout: 30_000 });
+
+    // HEARTH_SCREENSHOTS=<folder>: the main screens as PNGs, for the README and the closing note.
+    const shots = process.env.HEARTH_SCREENSHOTS;
+    if (shots) await mkdir(shots, { recursive: true });
+    const shot = async (name: string) => shots && (await ana.screenshot({ path: join(shots, `${name}.png`) }));
+    await ana.setViewportSize({ width: 1280, height: 800 });
+    await shot('desktop-dm');
+    await openRoom(ana, 'Lobby of the blue house');
+    await openSettings(ana);
+    await shot('desktop-room-settings');
+    await ana.locator('.room-settings summary').click();
+    await ana.locator('.search-panel summary').click();
+    await ana.getByLabel('Search for').fill('blue');
+    await ana.getByLabel('Search in').selectOption('all');
+    await ana.getByRole('button', { name: 'Search', exact: true }).click();
+    await ana.getByRole('list', { name: 'Search results' }).locator('.search-hit').first().waitFor({ timeout: 30_000 });
+    await shot('desktop-search');
+    await ana.locator('.search-panel summary').click();
+
+    await ana.setViewportSize({ width: 390, height: 844 });
+    const inView = async (locator: ReturnType<Page['locator']>) => {
+      await locator.scrollIntoViewIfNeeded();
+      const box = await locator.boundingBox();
+      return (await locator.isVisible()) && box !== null && box.x >= 0 && box.x + box.width <= 390 && box.y >= 0 && box.y + box.height <= 844;
+    };
+    const noSideScroll = async () => expect(await ana.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await ana.getByRole('button', { name: 'Rooms', exact: true }).click();
+    // The direct messages are on the phone's first screen, with the rooms.
+    expect(await inView(ana.getByRole('list', { name: 'Direct chats' }).locator('.room-item'))).toBe(true);
+    await ana.locator('.profile-panel').evaluate((details: HTMLDetailsElement) => (details.open = true));
+    expect(await inView(ana.getByLabel('Display name'))).toBe(true);
+    expect(await inView(ana.getByLabel('Your avatar image'))).toBe(true);
+    await noSideScroll();
+    await shot('phone-rooms');
+    await ana.locator('.profile-panel summary').click();
+    await openRoom(ana, 'Lobby of the blue house');
+    await openSettings(ana);
+    for (const label of ['Room name', 'Room topic', 'Room avatar image']) expect(await inView(ana.getByLabel(label, { exact: true })), label).toBe(true);
+    expect(await inView(ana.getByRole('button', { name: 'Save name' }))).toBe(true);
+    expect(await inView(ana.getByRole('button', { name: 'Leave without forgetting' }))).toBe(true);
+    await noSideScroll();
+    await shot('phone-room-settings');
+    await ana.locator('.room-settings summary').click();
+    await ana.locator('.search-panel summary').click();
+    await ana.getByRole('button', { name: 'Search', exact: true }).click();
+    const hit = ana.getByRole('list', { name: 'Search results' }).locator('.search-hit').first();
+    await hit.waitFor({ timeout: 30_000 });
+    expect(await inView(ana.getByLabel('Search for'))).toBe(true);
+    expect(await inView(hit)).toBe(true);
+    await noSideScroll();
+    await shot('phone-search');
+    await ana.locator('.search-panel summary').click();
+    // A member's profile card, with the full ID and Copy ID.
+    await ana.locator('.member-details').evaluate((details: HTMLDetailsElement) => (details.open = true));
+    const benItem = ana.locator('.member-list li', { hasText: 'ben' });
+    await benItem.locator('.member-devices summary').click();
+    expect(await inView(benItem.locator('.member-id'))).toBe(true);
+    expect(await benItem.locator('.member-id').textContent()).toBe(benId);
+    expect(await inView(benItem.getByRole('button', { name: 'Copy ID' }))).toBe(true);
+    await noSideScroll();
+    await shot('phone-profile-card');
+    await dm.click().catch(() => undefined);
+  }, 120_000);
 });

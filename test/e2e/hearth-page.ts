@@ -1,5 +1,9 @@
 import { appendFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { serveStatic, type StaticServer, type StaticServerOptions } from '../../scripts/static-server.ts';
 import { syncPath, type Syncer } from '../support/sync-until.ts';
 import { launchChromium } from './chromium.ts';
@@ -20,6 +24,36 @@ export async function startSite(dist: string, options: StaticServerOptions = {})
     close: async () => {
       await browser.close();
       await server.close();
+    },
+  };
+}
+
+/** Two browser homeservers, a context each, that meet through a Node relay in this process (own data folder, port 0). */
+export interface RelayedPages {
+  relay: NodeHost;
+  site: HearthSite;
+  contexts: BrowserContext[];
+  pages: Page[];
+  close(): Promise<void>;
+}
+
+export async function startRelayedPages(dist: string, name: string): Promise<RelayedPages> {
+  const dir = await mkdtemp(join(tmpdir(), `hearth-e2e-${name}-`));
+  const relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
+  const site = await startSite(dist, { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+  const contexts = [await site.browser.newContext(), await site.browser.newContext()];
+  const pages: Page[] = [];
+  for (const context of contexts) pages.push(await openHearth(context, site.server.url + '/'));
+  return {
+    relay,
+    site,
+    contexts,
+    pages,
+    close: async () => {
+      for (const context of contexts) await context.close();
+      await site.close();
+      await relay.close();
+      await rm(dir, { recursive: true, force: true });
     },
   };
 }

@@ -1,10 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+import { openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startRelayedPages, storedSession, type RelayedPages } from './hearth-page.ts';
 
 // Issue 25, end-to-end encryption in the page (matrix-js-sdk and its Rust crypto), through the UI as a
 // person uses it: two browser contexts, each its own homeserver, meet through a Node relay. Ana and Ben
@@ -15,10 +11,8 @@ import { openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi
 // until he is back (the relay is no mailbox here, so the message waits in Ana's outbox).
 
 const PASSWORD = 'correct horse battery staple';
-let dir: string;
-let relay: NodeHost;
-let site: HearthSite;
-const contexts: BrowserContext[] = [];
+let pages: RelayedPages | undefined;
+let contexts: BrowserContext[];
 let pageA: Page;
 let pageB: Page;
 let ana: string;
@@ -27,21 +21,15 @@ let anaRecoveryKey: string;
 let roomId: string;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-e2ee-'));
-  relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
-  site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
-  for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
-  pageA = await openHearth(contexts[0]!, site.server.url + '/');
-  pageB = await openHearth(contexts[1]!, site.server.url + '/');
+  pages = await startRelayedPages(inject('hearthDist'), 'e2ee');
+  contexts = pages.contexts;
+  [pageA, pageB] = pages.pages as [Page, Page];
   ana = `@ana:${await pageServerName(pageA)}`;
   ben = `@ben:${await pageServerName(pageB)}`;
 }, 60_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close();
-  await site?.close();
-  await relay?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await pages?.close();
 });
 
 /** The recovery key shown after account creation; confirms it was saved, and the panel goes. */
@@ -248,7 +236,7 @@ describe('an encrypted direct message between two browser homeservers', () => {
     const message = pageA.locator('.event[data-event-id]', { hasText: 'While your page was closed' });
     await message.locator('.pending-mark', { hasText: 'pending: waiting for 1 peer' }).waitFor({ timeout: 30_000 });
     expect(await message.locator('.pending-mark').getAttribute('title')).toContain(ben.split(':')[1]);
-    pageB = await openHearth(contexts[1]!, site.server.url + '/');
+    pageB = await openHearth(contexts[1]!, pages!.site.server.url + '/');
     await pageB.waitForFunction((other) => (globalThis as any).hearthP2P?.reachable.has(other), name, { timeout: 60_000 });
     await message.locator('.pending-mark').waitFor({ state: 'detached', timeout: 60_000 });
     await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').click();

@@ -1,10 +1,8 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+import { pageFetch, pageServerName, registerThroughUi, sendThroughUi, startRelayedPages, storedSession, type RelayedPages } from './hearth-page.ts';
 
 // Issue 25, through the page's UI on two browser homeservers (met through a Node relay): room settings
 // (name, topic, avatar, read-only with the reason where the power levels say no), your own display name
@@ -15,10 +13,7 @@ const PASSWORD = 'correct horse battery staple';
 /** A 2 × 2 PNG, orange. */
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEklEQVR4nGM45MhzyJGHAUIBACCKBD2pARvpAAAAAElFTkSuQmCC', 'base64');
 
-let dir: string;
-let relay: NodeHost;
-let site: HearthSite;
-const contexts: BrowserContext[] = [];
+let pages: RelayedPages | undefined;
 let ana: Page;
 let ben: Page;
 let benId: string;
@@ -26,20 +21,13 @@ let lobbyId: string;
 let plansId: string;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-settings-'));
-  relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
-  site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
-  for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
-  ana = await openHearth(contexts[0]!, site.server.url + '/');
-  ben = await openHearth(contexts[1]!, site.server.url + '/');
+  pages = await startRelayedPages(inject('hearthDist'), 'settings');
+  [ana, ben] = pages.pages as [Page, Page];
   benId = `@ben:${await pageServerName(ben)}`;
 }, 60_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close();
-  await site?.close();
-  await relay?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await pages?.close();
 });
 
 async function createRoom(page: Page, name: string, isPublic: boolean): Promise<string> {

@@ -140,6 +140,13 @@ export async function registerThroughUi(page: Page, username: string, password =
   await page.getByLabel('New room name').waitFor();
 }
 
+/** A tab opened while another runs the chat client: it says so, and "Use here" moves the chat to it (issue 25). */
+export async function useHere(page: Page): Promise<void> {
+  await page.getByRole('heading', { name: 'Hearth is open in another tab' }).waitFor({ timeout: 30_000 });
+  await page.getByRole('button', { name: 'Use here' }).click();
+  await page.getByLabel('New room name').waitFor();
+}
+
 export async function createRoomThroughUi(page: Page, name: string): Promise<void> {
   await page.getByLabel('New room name').fill(name);
   await page.getByRole('button', { name: 'Create', exact: true }).click();

@@ -9,6 +9,8 @@
  */
 
 export const CHAT_LOCK = 'hearth-chat-client';
+/** How long "Use here" waits for the other tab to say its client stopped (a frozen background tab never answers). */
+const STOP_WAIT_MS = 2_000;
 
 export interface TabLockHandlers {
   /** This tab holds the lock now: start the client. */
@@ -22,6 +24,9 @@ export interface TabLockHandlers {
 export class TabLock {
   private unlock: (() => void) | undefined;
   private queued: AbortController | undefined;
+
+  /** Where a tab that lost the lock says its client has stopped. */
+  private readonly channel = typeof BroadcastChannel === 'function' ? new BroadcastChannel(`${CHAT_LOCK}-handover`) : undefined;
 
   constructor(private readonly name = CHAT_LOCK) {}
 
@@ -51,12 +56,17 @@ export class TabLock {
         if (!unlock || this.unlock !== unlock || (error as { name?: string } | undefined)?.name !== 'AbortError') return;
         this.unlock = undefined;
         handlers.lost();
+        // The client here has stopped (lost() stops it): the tab that took the lock may start its crypto.
+        this.channel?.postMessage('stopped');
       };
       return { hold, stolen };
     };
     if (options.steal) {
+      // Taken from a running tab: its client is told by the lock's loss and stops within a task; this tab
+      // starts once it says so (or after STOP_WAIT_MS, should it be frozen in the background and never answer).
+      const stopped = this.otherStopped();
       const { hold, stolen } = grant();
-      void locks.request(this.name, { steal: true }, hold).catch(stolen);
+      void locks.request(this.name, { steal: true }, (lock) => stopped.then(() => hold(lock))).catch(stolen);
       return;
     }
     const now = grant();
@@ -78,6 +88,21 @@ export class TabLock {
     this.cancelQueued();
     this.unlock?.();
     this.unlock = undefined;
+  }
+
+  /** Resolves when another tab says its client stopped, or after STOP_WAIT_MS. */
+  private otherStopped(): Promise<void> {
+    const channel = this.channel;
+    if (!channel) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        channel.removeEventListener('message', done);
+        resolve();
+      };
+      const timer = setTimeout(done, STOP_WAIT_MS);
+      channel.addEventListener('message', done);
+    });
   }
 
   private cancelQueued(): void {

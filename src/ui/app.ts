@@ -4,6 +4,7 @@ import { ChatScreen } from './chat-screen.ts';
 import { h } from './dom.ts';
 import type { PageHost } from './host.ts';
 import { P2PPanel } from './p2p-panel.ts';
+import { TabLock } from './tab-lock.ts';
 import { TopBar } from './top-bar.ts';
 import { importCard, StoragePanel } from './keep.ts';
 
@@ -19,6 +20,8 @@ export class App {
   /** The account form's place, beside "Import a homeserver". */
   private readonly accountArea = h('div', { class: 'account-area' });
   private readonly importCard: HTMLElement;
+  /** One tab runs the chat client (its crypto and sync) at a time (tab-lock.ts). */
+  private readonly lock = new TabLock();
 
   constructor(
     root: HTMLElement,
@@ -56,7 +59,10 @@ export class App {
   private async enter(): Promise<void> {
     this.dropClient();
     const client = await this.accounts.resume();
-    if (!client) return this.showAccountForm('register');
+    if (!client) {
+      this.lock.letGo();
+      return this.showAccountForm('register');
+    }
     this.showChat(client);
   }
 
@@ -81,13 +87,41 @@ export class App {
       if (change === 'signed-out' && client === this.client) void this.enter();
     });
     this.topBar.showSignedIn(client.userId, () => void this.signOut(client));
-    this.chat.show(this.main, client);
+    this.lock.request(this.lockHandlers(client));
+  }
+
+  /** What the chat lock does here: the client runs once this tab holds it, and stops when another tab takes it. */
+  private lockHandlers(client: ChatClient | undefined) {
+    return {
+      // Granted later (the other tab closed or signed out, or "Use here"): the client is the kept session's, made again if it stopped.
+      granted: () => (client && client === this.client ? this.chat.show(this.main, client) : void this.enter()),
+      waiting: () => this.showElsewhere(),
+      lost: () => {
+        this.dropClient();
+        this.showElsewhere();
+        this.lock.request(this.lockHandlers(undefined));
+      },
+    };
+  }
+
+  /** Another tab runs the chat: say so, and offer to take it over. */
+  private showElsewhere(): void {
+    this.main.replaceChildren(
+      h(
+        'div',
+        { class: 'card centered elsewhere', role: 'status' },
+        h('h2', {}, 'Hearth is open in another tab'),
+        h('p', {}, 'Your chats run in one tab at a time, so that their encryption keys stay sound. Use them here, and the other tab stops.'),
+        h('button', { type: 'button', onclick: () => this.lock.request(this.lockHandlers(this.client), { steal: true }) }, 'Use here'),
+      ),
+    );
   }
 
   private async signOut(client: ChatClient): Promise<void> {
     // The recovery key is shown only on this device until saved: signing out loses it (issue 25).
     if (client.encryption().recoveryKey && !window.confirm('Your recovery key is not saved yet. Without it, a new sign-in cannot read your encrypted messages. Sign out anyway?')) return;
     this.dropClient();
+    this.lock.letGo();
     const revoked = client.signOut();
     this.showAccountForm('login');
     await revoked;

@@ -5,7 +5,10 @@ import { h } from './dom.ts';
 import { EncryptionPanel } from './encryption-panel.ts';
 import { MembersPane } from './members.ts';
 import type { P2PPanel } from './p2p-panel.ts';
+import { ProfilePanel } from './profile-panel.ts';
+import { RoomSettingsPanel } from './room-settings.ts';
 import { RoomView } from './room-view.ts';
+import { SearchPanel } from './search-panel.ts';
 import { Sidebar } from './sidebar.ts';
 import { ThreadView } from './thread-view.ts';
 import type { TimelineActions } from './timeline.ts';
@@ -25,6 +28,9 @@ export class ChatScreen {
   private readonly roomView = new RoomView();
   private readonly members = new MembersPane();
   private readonly encryptionPanel = new EncryptionPanel();
+  private readonly roomSettings = new RoomSettingsPanel();
+  private readonly search = new SearchPanel({ select: (roomId) => this.selectRoom(roomId) });
+  private readonly profile = new ProfilePanel();
   private readonly composer = new Composer(() => {
     const room = this.selectedRoom();
     return room && this.client ? { client: this.client, room } : undefined;
@@ -69,8 +75,9 @@ export class ChatScreen {
     this.client = client;
     this.selectedRoomId = undefined;
     client.subscribe((change) => this.onChange(client, change));
-    this.sidebar.build(client, this.p2pPanel.element);
-    this.roomView.build(this.composer, this.encryptionPanel.element);
+    this.profile.show(client);
+    this.sidebar.build(client, this.p2pPanel.element, this.profile.element);
+    this.roomView.build(this.composer, this.encryptionPanel.element, [this.roomSettings.element, this.search.element]);
     this.p2pPanel.showIdentity(client.userId);
     this.p2pPanel.setActions(...this.demoRoom.elements());
     this.chat.replaceChildren(h('nav', { class: 'phone-nav', 'aria-label': 'Show' }, this.tabs.rooms, this.tabs.room, this.tabs.peers), this.sidebar.element, this.roomView.element, this.members.element, this.threadView.element);
@@ -168,6 +175,20 @@ export class ChatScreen {
       discardUpload: (upload) => room && client.discardUpload(room.id, upload.id),
     };
     this.roomView.render(client, room, actions);
+    this.roomSettings.render(client, room, {
+      // Left, not forgotten: it moves to "Left rooms", where Forget takes it from every list.
+      leave: () =>
+        room &&
+        void client.leave(room.id).then(
+          () => {
+            if (this.selectedRoomId === room.id) this.selectedRoomId = undefined;
+            this.renderRooms();
+            this.renderRoom();
+          },
+          (error) => console.error('hearth: leave failed', error),
+        ),
+    });
+    this.search.render(client, room);
     this.members.render(client, room);
     const thread = room && this.threadRootId ? client.thread(room.id, this.threadRootId) : undefined;
     this.chat.dataset.thread = thread ? 'open' : 'closed';

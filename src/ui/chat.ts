@@ -254,6 +254,21 @@ export interface ChatClient {
   join(roomIdOrAlias: string): Promise<string>;
   /** Leaves the room (declines an invite); `forget` also drops it from this account's list. */
   leave(roomId: string, options?: { forget?: boolean }): Promise<void>;
+  /** Rooms left (or kicked from) and not forgotten: they can still be forgotten. */
+  leftRooms(): ChatRoom[];
+  /** Forgets a room already left: it goes from every list. */
+  forget(roomId: string): Promise<void>;
+  roomSettings(roomId: string): RoomSettings | undefined;
+  setRoomName(roomId: string, name: string): Promise<void>;
+  setRoomTopic(roomId: string, topic: string): Promise<void>;
+  /** Uploads the image and makes it the room's avatar (`m.room.avatar`). */
+  setRoomAvatar(roomId: string, image: File): Promise<void>;
+  profile(): Promise<Profile>;
+  setDisplayName(name: string): Promise<void>;
+  /** Uploads the image and makes it this user's avatar. */
+  setAvatar(image: File): Promise<void>;
+  /** Searches one room, or all (`roomId` undefined): the homeserver's search, and in encrypted rooms the messages decrypted here. */
+  search(term: string, roomId?: string): Promise<SearchResults>;
   /** A user's devices, fetched from their homeserver if not known yet (empty when encryption does not run here). */
   devices(userId: string): Promise<DeviceInfo[]>;
   invite(roomId: string, userId: string): Promise<void>;
@@ -287,6 +302,38 @@ export interface ChatClient {
   setTyping(roomId: string, typing: boolean): void;
   /** Marks the newest event from others in the room as read, once per event. */
   markRead(roomId: string): void;
+}
+
+/** What a room's settings panel shows, and what this user may change (from the room's power levels). */
+export interface RoomSettings {
+  readonly name: string;
+  readonly topic: string;
+  /** An http(s) URL of the avatar's thumbnail, if the room has one. */
+  readonly avatarUrl: string | undefined;
+  /** Per setting: undefined when this user may change it, else why not (the power levels it takes and theirs). */
+  readonly denied: { readonly name?: string; readonly topic?: string; readonly avatar?: string };
+}
+
+/** This user's own profile (the profile API). */
+export interface Profile {
+  readonly displayName: string | undefined;
+  readonly avatarUrl: string | undefined;
+}
+
+/** A message found by search: by the homeserver (`POST /search`), or among what this page decrypted (`local`). */
+export interface SearchHit {
+  readonly roomId: string;
+  readonly eventId: string;
+  readonly sender: string;
+  readonly body: string;
+  readonly ts: number | undefined;
+  readonly local: boolean;
+}
+
+export interface SearchResults {
+  readonly hits: readonly SearchHit[];
+  /** Encrypted rooms searched here only in the messages this page has loaded and decrypted: the server cannot see them. */
+  readonly encryptedRooms: number;
 }
 
 /** A direct message room was made, but its invite failed: `roomId` exists, `cause` says why. */

@@ -1,7 +1,7 @@
 import { h } from './dom.ts';
 
 /** What a person did that can fail: one success of a kind clears every error of that kind still shown. */
-export type ActionKind = 'create' | 'join' | 'leave' | 'invite' | 'add-peer';
+export type ActionKind = 'create' | 'join' | 'leave' | 'invite' | 'add-peer' | 'settings' | 'search';
 
 const shown = new Set<ErrorSlot>();
 

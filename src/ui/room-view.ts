@@ -13,12 +13,19 @@ export class RoomView {
   private readonly roomIdLine = h('code', { class: 'room-id' });
   private readonly encryptionLine = h('span', { class: 'room-encryption' });
   private readonly leaveButton = h('button', { type: 'button', class: 'small link room-leave' }, 'Leave room');
+  private readonly topicLine = h('p', { class: 'room-topic hint' });
+  private readonly avatar = h('img', { class: 'avatar', alt: '', hidden: true });
 
-  /** Builds the pane around the composer (again at each sign-in), under the encryption panel. */
-  build(composer: Composer, encryptionPanel: HTMLElement): void {
+  /** Builds the pane around the composer (again at each sign-in), under the encryption panel; the settings and search folds under the header. */
+  build(composer: Composer, encryptionPanel: HTMLElement, folds: HTMLElement[] = []): void {
     this.element.replaceChildren(
       encryptionPanel,
-      h('header', { class: 'room-header' }, this.roomTitle, this.encryptionLine, this.roomIdLine, this.leaveButton), this.timeline, this.typingLine, composer.element);
+      h('header', { class: 'room-header' }, this.avatar, this.roomTitle, this.encryptionLine, this.roomIdLine, this.leaveButton, this.topicLine),
+      h('div', { class: 'room-folds' }, ...folds),
+      this.timeline,
+      this.typingLine,
+      composer.element,
+    );
   }
 
   render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions & { leave(): void }): void {
@@ -28,12 +35,19 @@ export class RoomView {
     if (!room) {
       this.roomTitle.textContent = 'No room selected';
       this.roomIdLine.textContent = '';
+      this.topicLine.hidden = true;
+      this.avatar.hidden = true;
       this.encryptionLine.textContent = '';
       this.timeline.replaceChildren(h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
       this.typingLine.textContent = '';
       return;
     }
     this.roomTitle.textContent = client.roomName(room);
+    const settings = client.roomSettings(room.id);
+    this.topicLine.textContent = settings?.topic ?? '';
+    this.topicLine.hidden = !settings?.topic;
+    this.avatar.hidden = !settings?.avatarUrl;
+    if (settings?.avatarUrl && this.avatar.src !== settings.avatarUrl) this.avatar.src = settings.avatarUrl;
     this.roomIdLine.textContent = room.id;
     this.roomIdLine.title = 'Room ID: share it so others can join';
     this.encryptionLine.textContent = room.encrypted ? 'Encrypted' : room.isPublic ? 'Public room: not encrypted' : 'Not encrypted';

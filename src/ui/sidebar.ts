@@ -15,18 +15,21 @@ export class Sidebar {
   readonly element = h('nav', { class: 'sidebar' });
   private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
   private readonly directList = h('ul', { class: 'room-list direct-list', 'aria-label': 'Direct chats' });
+  private readonly leftHeading = h('h3', { class: 'room-list-heading' }, 'Left rooms');
+  private readonly leftList = h('ul', { class: 'room-list left-list', 'aria-label': 'Left rooms' });
   private readonly error = new ErrorSlot();
 
   constructor(private readonly actions: SidebarActions) {}
 
   /** Builds the forms for `client` (again at each sign-in), with the peers panel between them and the rooms. */
-  build(client: ChatClient, peersPanel: HTMLElement): void {
+  build(client: ChatClient, peersPanel: HTMLElement, profilePanel?: HTMLElement): void {
     const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
     // Private rooms are end-to-end encrypted; a public one (anyone may join) is not.
     const isPublic = h('input', { type: 'checkbox', id: 'new-room-public', 'aria-label': 'Public room (not encrypted)' });
     const directTo = h('input', { id: 'direct-user-id', placeholder: '@someone:server', 'aria-label': 'Start a direct chat with', required: true });
     const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
     this.element.replaceChildren(
+      profilePanel ?? '',
       h(
         'form',
         { class: 'inline', onsubmit: (e: Event) => this.guard(e, 'create', async () => this.actions.select(await client.createRoom(newRoomName.value, { public: isPublic.checked }), () => (newRoomName.value = ''))) },
@@ -79,6 +82,8 @@ export class Sidebar {
       this.directList,
       h('h3', { class: 'room-list-heading' }, 'Rooms'),
       this.roomList,
+      this.leftHeading,
+      this.leftList,
     );
   }
 
@@ -107,6 +112,19 @@ export class Sidebar {
     const items = rooms.filter((room) => !room.isDirect).map(item);
     this.directList.replaceChildren(...(direct.length > 0 ? direct : [h('li', { class: 'hint' }, 'None yet: start one with a Matrix ID.')]));
     this.roomList.replaceChildren(...(items.length > 0 ? items : [h('li', { class: 'hint' }, 'No rooms yet: create one, or join one by its ID.')]));
+    // Left (or kicked from) and not forgotten: Forget takes a room from every list, for good.
+    const left = client.leftRooms();
+    this.leftHeading.hidden = this.leftList.hidden = left.length === 0;
+    this.leftList.replaceChildren(
+      ...left.map((room) =>
+        h(
+          'li',
+          { class: 'left-room' },
+          h('span', { class: 'name' }, client.roomName(room)),
+          h('button', { type: 'button', class: 'small link', onclick: () => void client.forget(room.id).then(() => succeeded('leave'), (e) => this.error.show('leave', describeError(e))) }, 'Forget'),
+        ),
+      ),
+    );
   }
 
   private roomItem(client: ChatClient, room: ChatRoom, selectedRoomId: string | undefined): HTMLLIElement {

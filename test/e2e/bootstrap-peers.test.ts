@@ -1,7 +1,7 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
-import { openHearth, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+import { openHearth, registerThroughUi, startSite, useHere, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, the settings of the peers panel: bootstrap peers the person adds beyond the
 // origin's /hearth-config.json list (here: none), kept in localStorage, dialled at once
@@ -70,12 +70,15 @@ describe('bootstrap peers added in the panel', () => {
     const address = peer2.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
     const follower = await openHearth(context, site.server.url + '/');
     await follower.waitForFunction(() => (globalThis as any).hearthHost.state.role === 'follower');
+    // Its peers panel is on the chat screen, which runs in one tab at a time (issue 25): the follower takes it; the node stays the leader's.
+    await useHere(follower);
     await follower.getByLabel('Peer address').fill(address);
     await follower.getByRole('button', { name: 'Add', exact: true }).click();
     await follower.locator('.bootstrap-status', { hasText: 'Kept.' }).waitFor();
+    // Closed, the follower hands the chat back: the leader tab's panel shows the peer its node dialled.
+    await follower.close();
     await page.locator(`.peer[data-server-name="${peer2.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
     await page.locator(`.added-peer[data-address="${address}"]`).waitFor();
-    await follower.close();
   });
 
   it('after a reload the new leader dials them again, from its bootstrap list', async () => {

@@ -1,5 +1,9 @@
 import { appendFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { serveStatic, type StaticServer, type StaticServerOptions } from '../../scripts/static-server.ts';
 import { syncPath, type Syncer } from '../support/sync-until.ts';
 import { launchChromium } from './chromium.ts';
@@ -20,6 +24,36 @@ export async function startSite(dist: string, options: StaticServerOptions = {})
     close: async () => {
       await browser.close();
       await server.close();
+    },
+  };
+}
+
+/** Two browser homeservers, a context each, that meet through a Node relay in this process (own data folder, port 0). */
+export interface RelayedPages {
+  relay: NodeHost;
+  site: HearthSite;
+  contexts: BrowserContext[];
+  pages: Page[];
+  close(): Promise<void>;
+}
+
+export async function startRelayedPages(dist: string, name: string): Promise<RelayedPages> {
+  const dir = await mkdtemp(join(tmpdir(), `hearth-e2e-${name}-`));
+  const relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
+  const site = await startSite(dist, { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+  const contexts = [await site.browser.newContext(), await site.browser.newContext()];
+  const pages: Page[] = [];
+  for (const context of contexts) pages.push(await openHearth(context, site.server.url + '/'));
+  return {
+    relay,
+    site,
+    contexts,
+    pages,
+    close: async () => {
+      for (const context of contexts) await context.close();
+      await site.close();
+      await relay.close();
+      await rm(dir, { recursive: true, force: true });
     },
   };
 }
@@ -103,6 +137,13 @@ export async function registerThroughUi(page: Page, username: string, password =
   // Account creation asks for the password twice.
   await page.getByLabel('Confirm password').fill(password);
   await page.getByRole('button', { name: 'Create account' }).click();
+  await page.getByLabel('New room name').waitFor();
+}
+
+/** A tab opened while another runs the chat client: it says so, and "Use here" moves the chat to it (issue 25). */
+export async function useHere(page: Page): Promise<void> {
+  await page.getByRole('heading', { name: 'Hearth is open in another tab' }).waitFor({ timeout: 30_000 });
+  await page.getByRole('button', { name: 'Use here' }).click();
   await page.getByLabel('New room name').waitFor();
 }
 

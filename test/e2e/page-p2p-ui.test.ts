@@ -7,7 +7,7 @@ import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { shortUserId } from '../../src/ui/ids.ts';
 import { api, register, type Account } from '../integration/harness.ts';
 import { httpSyncer, longPollUntil } from '../support/sync-until.ts';
-import { createRoomThroughUi, openHearth, pageServerName, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+import { createRoomThroughUi, openHearth, pageServerName, registerThroughUi, startSite, useHere, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, the page: the peers panel, your Matrix ID and invite link, inviting and the
 // P2P demo room, the offline indicator, and messages shown as pending until every remote
@@ -105,6 +105,8 @@ describe('the page’s P2P controls', () => {
     const link = `${site.server.url}/#invite=${bob.userId}`;
     // A new tab, signed in already (it shares this browser's session): the forms come filled.
     const other = await openHearth(context, link);
+    // The chat runs in one tab at a time (issue 25): the new tab takes it, and the first takes it back when it closes.
+    await useHere(other);
     await other.waitForFunction((id) => (document.getElementById('demo-invitee') as HTMLInputElement | null)?.value === id, bob.userId, { timeout: 20_000 });
     expect(await other.locator('.invite-notice').textContent()).toContain(shortUserId(bob.userId));
     await other.close();

@@ -1,9 +1,5 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
-import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { openHearth, pageServerName, startSite, type HearthSite } from './hearth-page.ts';
+import { pageServerName, startRelayedPages, type HearthSite } from './hearth-page.ts';
 
 // Two browser homeservers, each in its own browser context, that meet through a Node relay: what the
 // page's end-to-end tests (page-e2ee, page-media-threads) start from.
@@ -20,25 +16,12 @@ export interface PagePair {
 }
 
 export async function startPagePair(dist: string, name: string): Promise<PagePair> {
-  const dir = await mkdtemp(join(tmpdir(), `hearth-e2e-${name}-`));
-  let relay: NodeHost | undefined;
-  let site: HearthSite | undefined;
-  const contexts: BrowserContext[] = [];
-  const close = async () => {
-    for (const context of contexts) await context.close();
-    await site?.close();
-    await relay?.close();
-    await rm(dir, { recursive: true, force: true });
-  };
+  const relayed = await startRelayedPages(dist, name);
   try {
-    relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
-    site = await startSite(dist, { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
-    for (let i = 0; i < 2; i++) contexts.push(await site.browser.newContext());
-    const pageA = await openHearth(contexts[0]!, site.server.url + '/');
-    const pageB = await openHearth(contexts[1]!, site.server.url + '/');
-    return { site, contexts, pageA, pageB, ana: `@ana:${await pageServerName(pageA)}`, ben: `@ben:${await pageServerName(pageB)}`, close };
+    const [pageA, pageB] = relayed.pages as [Page, Page];
+    return { site: relayed.site, contexts: relayed.contexts, pageA, pageB, ana: `@ana:${await pageServerName(pageA)}`, ben: `@ben:${await pageServerName(pageB)}`, close: relayed.close };
   } catch (error) {
-    await close();
+    await relayed.close();
     throw error;
   }
 }

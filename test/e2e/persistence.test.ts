@@ -1,6 +1,6 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { coreCensus, createRoomThroughUi, openHearth, pageFetch, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+import { coreCensus, createRoomThroughUi, openHearth, pageFetch, registerThroughUi, sendThroughUi, startSite, storedSession, useHere, type HearthSite } from './hearth-page.ts';
 
 // The homeserver's data outlives the page and its Worker: reload, close every
 // tab, or close the leader, and the core restarts from IndexedDB with nothing lost.
@@ -49,6 +49,8 @@ describe('persistence across restarts of the core', () => {
 
   it('when the leader tab closes, the next one takes over and nothing is lost', async () => {
     const follower = await openHearth(context, site.server.url + '/');
+    // The chat runs in one tab at a time (issue 25): the follower takes it over; the homeserver stays the leader's.
+    await useHere(follower);
     await expectData(follower, 'first message');
     await sendThroughUi(follower, 'sent from the follower');
     await page.close();

@@ -6,7 +6,7 @@
  */
 import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MediaState, type Member, type SendOptions, type Upload } from '../chat.ts';
+import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
@@ -14,6 +14,7 @@ import { MediaCache, UploadLimit, uploadAttachment } from './media.ts';
 import { PendingMarks } from './pending.ts';
 import { canLoadOlder, chatRoom, chatThread, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
+import { profile, roomSettings, search, uploadImage } from './settings.ts';
 
 /** New private rooms and direct messages are encrypted, as Element makes them. */
 const ENCRYPTION_STATE = { type: EventType.RoomEncryption, state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } };
@@ -336,6 +337,54 @@ export class SdkChatClient implements ChatClient {
     await chatCall(() => this.client.leave(roomId));
     if (options.forget) await chatCall(() => this.client.forget(roomId, true));
     this.emit('room');
+  }
+
+  leftRooms(): ChatRoom[] {
+    const direct = directRoomIds(this.client);
+    return this.client
+      .getRooms()
+      .filter((r) => r.getMyMembership() === KnownMembership.Leave || r.getMyMembership() === KnownMembership.Ban)
+      .map((r) => chatRoom(this.client, r, this.refused, direct, []));
+  }
+
+  async forget(roomId: string): Promise<void> {
+    await chatCall(() => this.client.forget(roomId, true));
+    this.emit('room');
+  }
+
+  roomSettings(roomId: string): RoomSettings | undefined {
+    const room = this.sdkRoom(roomId);
+    return room ? roomSettings(this.client, room) : undefined;
+  }
+
+  async setRoomName(roomId: string, name: string): Promise<void> {
+    await chatCall(() => this.client.setRoomName(roomId, name));
+  }
+
+  async setRoomTopic(roomId: string, topic: string): Promise<void> {
+    await chatCall(() => this.client.setRoomTopic(roomId, topic));
+  }
+
+  async setRoomAvatar(roomId: string, image: File): Promise<void> {
+    const url = await uploadImage(this.client, image);
+    await chatCall(() => this.client.sendStateEvent(roomId, EventType.RoomAvatar, { url }, ''));
+  }
+
+  profile(): Promise<Profile> {
+    return profile(this.client);
+  }
+
+  async setDisplayName(name: string): Promise<void> {
+    await chatCall(() => this.client.setDisplayName(name));
+  }
+
+  async setAvatar(image: File): Promise<void> {
+    const url = await uploadImage(this.client, image);
+    await chatCall(() => this.client.setAvatarUrl(url));
+  }
+
+  search(term: string, roomId?: string): Promise<SearchResults> {
+    return search(this.client, term, roomId);
   }
 
   async devices(userId: string): Promise<DeviceInfo[]> {

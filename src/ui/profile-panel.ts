@@ -1,0 +1,65 @@
+import type { ChatClient } from './chat.ts';
+import { h } from './dom.ts';
+import { describeError } from './errors.ts';
+import { ErrorSlot, succeeded } from './error-slot.ts';
+
+/** Your own display name and avatar (the profile API), a fold at the top of the sidebar: read when opened, saved on submit. */
+export class ProfilePanel {
+  readonly element = h('details', { class: 'profile-panel' });
+  private readonly summary = h('summary', {}, 'Your profile');
+  private readonly displayName = h('input', { id: 'profile-display-name', 'aria-label': 'Display name', maxLength: 255 });
+  private readonly avatarFile = h('input', { type: 'file', accept: 'image/*', 'aria-label': 'Your avatar image' });
+  private readonly avatar = h('img', { class: 'avatar large', alt: 'Your avatar', hidden: true });
+  private readonly error = new ErrorSlot();
+  private client: ChatClient | undefined;
+
+  constructor() {
+    const save = (action: (client: ChatClient) => Promise<void>) => {
+      const client = this.client;
+      if (!client) return;
+      this.error.clear();
+      action(client).then(
+        () => (succeeded('settings'), this.load(client)),
+        (error) => this.error.show('settings', describeError(error)),
+      );
+    };
+    this.avatarFile.onchange = () => {
+      const file = this.avatarFile.files?.[0];
+      if (file) save((client) => client.setAvatar(file).finally(() => (this.avatarFile.value = '')));
+    };
+    this.element.append(
+      this.summary,
+      h(
+        'form',
+        { class: 'inline', onsubmit: (e: Event) => (e.preventDefault(), save((client) => client.setDisplayName(this.displayName.value.trim()))) },
+        h('label', { for: 'profile-display-name' }, 'Display name'),
+        this.displayName,
+        h('button', { type: 'submit' }, 'Save'),
+      ),
+      h('div', { class: 'inline' }, this.avatar, h('label', { class: 'hint' }, 'Avatar ', this.avatarFile)),
+      this.error.element,
+    );
+    this.element.addEventListener('toggle', () => this.element.open && this.client && this.load(this.client));
+  }
+
+  /** At each sign-in. */
+  show(client: ChatClient): void {
+    this.client = client;
+    this.element.open = false;
+    this.displayName.value = '';
+    this.avatar.hidden = true;
+    this.error.clear();
+  }
+
+  private load(client: ChatClient): void {
+    client.profile().then(
+      (profile) => {
+        if (client !== this.client) return;
+        if (document.activeElement !== this.displayName) this.displayName.value = profile.displayName ?? '';
+        this.avatar.hidden = !profile.avatarUrl;
+        if (profile.avatarUrl) this.avatar.src = profile.avatarUrl;
+      },
+      (error) => this.error.show('settings', describeError(error)),
+    );
+  }
+}

@@ -87,10 +87,10 @@ export class RemoteInput {
       try {
         await checkEventAgainstAuthEvents(event, authEvents.map((e) => e!.event), head.version, this.store.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
       } catch (e) {
-        if (e instanceof AuthError) return done(await this.storeRejected(event, e.message, options.outlier));
+        if (e instanceof AuthError) return this.insertUnplaced(head, event, { outlier: options.outlier ?? false, rejected: e.message });
         throw e;
       }
-      if (options.outlier) return done(await this.storeOutlier(event));
+      if (options.outlier) return this.insertUnplaced(head, event, { outlier: true, rejected: null });
 
       // Auth against the state before the event: given (a join's state, the state at a
       // backfilled event whose prev events we lack), or resolved from its prev events.
@@ -222,11 +222,19 @@ export class RemoteInput {
     return this.store.cache(stored);
   }
 
-  private async storeOutlier(event: RoomEvent): Promise<StoredEvent> {
-    const stored = await this.store.db.transaction((tx) =>
-      this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true }),
-    );
-    return this.store.cache(stored);
+  /**
+   * Stores an event outside the timeline and the state (an outlier, or an event rejected
+   * against its own auth events) as a room write that leaves the head as it is: it is
+   * visible to the next write at once and becomes durable in a group with the writes
+   * around it, so a join's thousands of outliers do not wait for one commit each.
+   */
+  private insertUnplaced(head: RoomHead, event: RoomEvent, how: { outlier: boolean; rejected: string | null }): Promise<RoomWrite> {
+    return this.store.runRoomWrite(event.room_id, (tx) => ({
+      stored: [this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, ...how })],
+      head,
+      snapshots: [],
+      redactionTargets: new Map(),
+    }));
   }
 
   /** Stores an accepted (or soft-failed) event and moves the room's current state, in one transaction. */

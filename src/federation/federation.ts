@@ -52,9 +52,6 @@ export interface FederationOptions {
   keyRing?: VerifyKeys;
 }
 
-/** Outliers handed to the room engine before the oldest of them must be stored: bounds the memory a join's state takes. */
-const OUTLIERS_IN_FLIGHT = 256;
-
 /** Failure of a federated membership change, with what the remote server said. */
 export class FederationJoinError extends CodedError {
   override name = 'FederationJoinError';
@@ -345,23 +342,13 @@ export class Federation {
       seen.add(id);
       entries.push({ id, event: pdu });
     }
-    // Pipelined, a window at a time: the room engine queues each for the room lock as it is
-    // handed over (so each still goes in after its auth events), checks the signatures of
-    // those waiting meanwhile, and their writes commit in groups instead of one fsync each.
-    const inFlight: Promise<void>[] = [];
-    let failure: { error: unknown } | undefined;
-    for (const { id, event } of sortByDependencies(entries)) {
-      if (failure) break;
-      if (await rooms.getEvent(id)) continue;
-      inFlight.push(rooms.receiveEvent(event, { outlier: true }).then(() => undefined, (error: unknown) => {
-        // A bad event in a chain is left out; whatever needed it is then refused too.
-        if (error instanceof RoomError) this.options.log(`federation: outlier ${id} refused: ${error.message}`);
-        else failure ??= { error };
-      }));
-      if (inFlight.length >= OUTLIERS_IN_FLIGHT) await inFlight.shift();
-    }
-    await Promise.all(inFlight);
-    if (failure) throw failure.error;
+    // One batch: signatures checked in parallel, each event after its auth events, one write.
+    const sorted = sortByDependencies(entries);
+    const answers = await rooms.receiveOutliers(roomId, sorted.map((e) => e.event));
+    answers.forEach((answer, i) => {
+      // A bad event in a chain is left out; whatever needed it is then refused too.
+      if (answer instanceof RoomError) this.options.log(`federation: outlier ${sorted[i]!.id} refused: ${answer.message}`);
+    });
   }
 
   // ------------------------------------------------------------- joins

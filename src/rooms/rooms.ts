@@ -2,6 +2,7 @@ import type { RoomEvent } from '../events/event.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { RoomAliases } from './aliases.ts';
+import type { RoomError } from './errors.ts';
 import { LocalWrites } from './local-writes.ts';
 import { RoomRelations } from './relations.ts';
 import { RemoteInput } from './remote-input.ts';
@@ -84,6 +85,11 @@ export class Rooms extends RoomReads {
   /** Checks and stores an event from another server: refused, rejected, soft-failed or accepted. */
   receiveEvent(pdu: PDU, options: ReceiveOptions = {}): Promise<StoredEvent> {
     return this.input.receiveEvent(pdu, options);
+  }
+
+  /** Checks and stores many outliers (a join's state and auth chain) in one write; each answer is the stored event or the RoomError that refused it. */
+  receiveOutliers(roomId: string, pdus: readonly PDU[]): Promise<(StoredEvent | RoomError)[]> {
+    return this.input.receiveOutliers(roomId, pdus);
   }
 
   /** Starts tracking a room that lives on other servers, before its events arrive. */

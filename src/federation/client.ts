@@ -147,7 +147,7 @@ export class FederationClient {
   }
 
   stateIds(destination: string, roomId: string, eventId: string): Promise<{ pdu_ids: string[]; auth_chain_ids: string[] }> {
-    return this.request(destination, 'GET', `/_matrix/federation/v1/state_ids/${enc(roomId)}`, { query: { event_id: eventId } });
+    return this.request(destination, 'GET', `/_matrix/federation/v1/state_ids/${enc(roomId)}`, { query: { event_id: eventId }, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
   }
 
   eventAuth(destination: string, roomId: string, eventId: string): Promise<{ auth_chain: PDU[] }> {

@@ -136,7 +136,7 @@ export class RemoteInput {
   }
 
   /** Which of these events are stored already: one query per chunk, not one read each. */
-  private async heldIds(ids: string[]): Promise<Set<string>> {
+  async heldIds(ids: readonly string[]): Promise<Set<string>> {
     const held = new Set<string>();
     for (let from = 0; from < ids.length; from += 500) {
       const chunk = ids.slice(from, from + 500);

@@ -92,6 +92,12 @@ export class Rooms extends RoomReads {
     return this.input.receiveOutliers(roomId, pdus);
   }
 
+  /** Those of the given event IDs that are not stored (as anything, outliers included). */
+  async unknownEvents(eventIds: readonly string[]): Promise<string[]> {
+    const held = await this.input.heldIds(eventIds);
+    return eventIds.filter((id) => !held.has(id));
+  }
+
   /** Starts tracking a room that lives on other servers, before its events arrive. */
   trackRemoteRoom(roomId: string, versionId: string): Promise<void> {
     return this.input.trackRemoteRoom(roomId, versionId);

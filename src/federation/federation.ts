@@ -354,7 +354,7 @@ export class Federation {
     }
     // One batch: signatures checked in parallel, each event after its auth events, one write.
     const sorted = sortByDependencies(entries);
-    const answers = await rooms.receiveOutliers(roomId, sorted.map((e) => e.event));
+    const answers = await rooms.receiveOutliers(roomId, sorted.map((e) => e.event), sorted.map((e) => e.id));
     answers.forEach((answer, i) => {
       // A bad event in a chain is left out; whatever needed it is then refused too.
       if (answer instanceof RoomError) this.options.log(`federation: outlier ${sorted[i]!.id} refused: ${answer.message}`);

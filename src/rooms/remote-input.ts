@@ -65,13 +65,15 @@ export class RemoteInput {
    * against each event's own auth events follows in order; all are stored in one write
    * (one commit, not one per event). Each answer is the stored event (accepted as an
    * outlier or rejected), or the RoomError that refused it (a bad signature, unknown
-   * auth events), as receiveEvent would have thrown.
+   * auth events), as receiveEvent would have thrown. `eventIds`, when given, are the events'
+   * IDs as computeEventId gives them, computed already by the caller.
    */
-  async receiveOutliers(roomId: string, pdus: readonly PDU[]): Promise<(StoredEvent | RoomError)[]> {
+  async receiveOutliers(roomId: string, pdus: readonly PDU[], eventIds?: readonly string[]): Promise<(StoredEvent | RoomError)[]> {
     const version = await this.reads.roomVersion(roomId);
     if (!version) throw roomNotFound(roomId);
     // Each ID computed once; events held already are not checked again (an auth chain is mostly known).
-    const ids = pdus.map((pdu) => computeEventId(pdu, version));
+    // `eventIds`: the caller's computeEventId of each (federation computed them to order the batch).
+    const ids = eventIds?.length === pdus.length ? eventIds : pdus.map((pdu) => computeEventId(pdu, version));
     const heldBefore = await this.heldIds(ids);
     const checked: (RoomEvent | RoomError)[] = [];
     for (let from = 0; from < pdus.length; from += CHECKS_IN_FLIGHT) {

@@ -88,8 +88,8 @@ export class Rooms extends RoomReads {
   }
 
   /** Checks and stores many outliers (a join's state and auth chain) in one write; each answer is the stored event or the RoomError that refused it. */
-  receiveOutliers(roomId: string, pdus: readonly PDU[]): Promise<(StoredEvent | RoomError)[]> {
-    return this.input.receiveOutliers(roomId, pdus);
+  receiveOutliers(roomId: string, pdus: readonly PDU[], eventIds?: readonly string[]): Promise<(StoredEvent | RoomError)[]> {
+    return this.input.receiveOutliers(roomId, pdus, eventIds);
   }
 
   /** Those of the given event IDs that are not stored (as anything, outliers included). */

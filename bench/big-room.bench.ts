@@ -107,6 +107,8 @@ export async function run(): Promise<void> {
     const pageMs = performance.now() - pageStarted;
     const after = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
     const timings = await b.command<{ outbound: Record<string, number[]>; responseBytes: Record<string, number[]> }>({ cmd: 'timings' });
+    // What B asked of A, the join and the page together, with each endpoint's total time.
+    const asked = Object.entries(timings.outbound).filter(([, v]) => v.length > 0).map(([k, v]) => `${v.length}× ${k} ${v.reduce((x, y) => x + y, 0).toFixed(0)} ms`).join(', ');
     const wire = timings.responseBytes['PUT send_join']?.[0] ?? NaN;
     const sendJoin = timings.outbound['PUT send_join']?.[0] ?? NaN;
     const makeJoin = timings.outbound['GET make_join']?.[0] ?? NaN;
@@ -150,7 +152,7 @@ export async function run(): Promise<void> {
       ['time to a usable room (join + first /sync + first /messages page)', usable / 1000, 's', 'goal ≤ 10 s'],
       ['  POST /join on B', joinMs, 'ms', `make_join ${makeJoin.toFixed(0)} ms, send_join round trip ${sendJoin.toFixed(0)} ms; the rest, ${(joinMs - makeJoin - sendJoin).toFixed(0)} ms, is B checking and storing the state`],
       ['  first /sync (lazy members)', syncMs, 'ms', `${members} member events in its state`],
-      ['  first /messages page', pageMs, 'ms', `${page.chunk.length} events`],
+      ['  first /messages page', pageMs, 'ms', `${page.chunk.length} events; B asked A (join and page): ${asked}`],
       ['state on the wire (the send_join answer)', MiB(wire), 'MiB'],
       ['B\'s peak RSS', MiB(Math.max(after.peakRss, before.peakRss)), 'MiB', `before the join ${MiB(before.rss).toFixed(0)} MiB, after ${MiB(after.rss).toFixed(0)} MiB`],
       ['  peak growth during the join / state on the wire', (after.peakRss - before.rss) / wire, '×', `peak RSS / state on the wire ${(after.peakRss / wire).toFixed(1)}×; goal ≤ 3×`],

@@ -78,7 +78,9 @@ export interface ChildPeer extends Reachable {
 }
 
 export async function startChildPeer(seed: Uint8Array, bootstrap: string[], dns?: BenchDns, dataDir?: string): Promise<ChildPeer> {
-  const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: ['--import', 'tsx'] });
+  // HEARTH_BENCH_PROFILE_DIR: the child writes a CPU profile there when it exits.
+  const profile = process.env.HEARTH_BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.HEARTH_BENCH_PROFILE_DIR}`] : [];
+  const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: ['--import', 'tsx', ...profile] });
   let next = 0;
   const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   child.on('message', (message: { id: number; result?: unknown; error?: string }) => {

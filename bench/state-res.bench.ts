@@ -29,9 +29,9 @@ const FORKS = 20;
 const ALICE = '@alice:hearth.example';
 const user = (i: number): string => `@user${i}:server${i % 7}.example`;
 
-async function buildRoom(): Promise<{ room: TestRoom; forks: StateMap[]; tip: StateMap }> {
+async function buildRoom(members = MEMBERS): Promise<{ room: TestRoom; forks: StateMap[]; tip: StateMap }> {
   const room = await new TestRoom('10', 'hearth.example').bootstrap(ALICE, 'public');
-  for (let i = 0; i < MEMBERS; i++) await room.member(user(i), 'join');
+  for (let i = 0; i < members; i++) await room.member(user(i), 'join');
   const tip = new Map(room.state);
   const forks: StateMap[] = [];
   for (let f = 0; f < FORKS; f++) {
@@ -49,6 +49,16 @@ async function buildRoom(): Promise<{ room: TestRoom; forks: StateMap[]; tip: St
     forks.push(fork.state);
   }
   return { room, forks, tip };
+}
+
+/** Cold resolution of the 20 forks over rooms of each member count (bench/big-room.bench.ts), runs interleaved. */
+export async function resolveForks(memberCounts: number[], runs = 10): Promise<{ median: number; p90: number }[]> {
+  const verifier = await defaultEd25519Backend();
+  const built = [];
+  for (const members of memberCounts) built.push(await buildRoom(members));
+  const results = [];
+  for (const { room, forks } of built) results.push(await timed(runs, () => resolveState(room.version, forks, room.source(), { verifier })));
+  return results;
 }
 
 export async function run(): Promise<void> {

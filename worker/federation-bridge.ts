@@ -22,7 +22,7 @@ import { requestToWire, responseToWire, wireToRequest, wireToResponse, type Wire
 export type SendOutcome = { response: WireResponse } | { unreachable: string } | { error: string };
 
 /** The page's side of outbound federation: sends one wire request to a server name. */
-export type PageSend = (destination: string, request: WireRequest) => Promise<SendOutcome>;
+export type PageSend = (destination: string, request: WireRequest, options?: { maxResponseBytes?: number }) => Promise<SendOutcome>;
 
 /** Marks a wire message's body to be transferred, not copied, by comlink. */
 export function transferWire<T extends { body: ArrayBuffer | null }>(wire: T): T {
@@ -38,7 +38,7 @@ export function transferWire<T extends { body: ArrayBuffer | null }>(wire: T): T
 export function pageTransport(): { transport: FederationTransport; attach(send: PageSend | undefined): void } {
   let pageSend: PageSend | undefined;
   const transport: FederationTransport = {
-    async send(destination, request, { signal } = {}) {
+    async send(destination, request, { signal, maxResponseBytes } = {}) {
       const send = pageSend;
       if (!send) throw new FederationUnreachable(destination, 'the page has no libp2p node (yet)');
       signal?.throwIfAborted();
@@ -49,7 +49,7 @@ export function pageTransport(): { transport: FederationTransport; attach(send: 
       signal?.addEventListener('abort', onAbort, { once: true });
       try {
         const wire = transferWire(await Promise.race([requestToWire(0, request), aborted]));
-        const outcome = await Promise.race([send(destination, wire), aborted]);
+        const outcome = await Promise.race([send(destination, wire, maxResponseBytes ? { maxResponseBytes } : undefined), aborted]);
         if ('response' in outcome) return wireToResponse(outcome.response);
         if ('unreachable' in outcome) throw new FederationUnreachable(destination, outcome.unreachable);
         throw new Error(outcome.error);
@@ -63,9 +63,9 @@ export function pageTransport(): { transport: FederationTransport; attach(send: 
 
 /** The page's `PageSend` over a node's transport, ready to hand to the core with Comlink.proxy. */
 export function pageSendOver(transport: FederationTransport): PageSend {
-  return async (destination, wire) => {
+  return async (destination, wire, options) => {
     try {
-      const response = await responseToWire(0, await transport.send(destination, wireToRequest(wire)));
+      const response = await responseToWire(0, await transport.send(destination, wireToRequest(wire), options));
       // comlink transfers what is marked at the top level of a return value.
       return Comlink.transfer({ response }, response.body ? [response.body] : []);
     } catch (error) {

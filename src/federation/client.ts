@@ -48,6 +48,9 @@ const enc = encodeURIComponent;
  * Outbound server-server requests, signed with X-Matrix and carried by the host's
  * transport. One typed method per endpoint we call.
  */
+/** The bound on an answer carrying a room's state and auth chain (Synapse allows send_join 500 MiB; Matrix HQ's is ~100 MiB). */
+export const ROOM_STATE_ANSWER_BYTES = 256 * 1024 * 1024;
+
 export class FederationClient {
   constructor(
     private readonly transport: FederationTransport,
@@ -60,7 +63,7 @@ export class FederationClient {
     destination: string,
     method: 'GET' | 'PUT' | 'POST',
     path: string,
-    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal } = {},
+    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal; maxResponseBytes?: number } = {},
   ): Promise<T> {
     const response = await this.signedExchange(destination, method, path, options);
     const text = await response.text();
@@ -82,7 +85,7 @@ export class FederationClient {
     destination: string,
     method: 'GET' | 'PUT' | 'POST',
     path: string,
-    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal },
+    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal; maxResponseBytes?: number },
   ): Promise<Response> {
     if (destination === this.origin) throw new FederationUnreachable(destination, 'a server does not federate with itself');
     // A name a client gave (`?server=`, `via`): one that is no server name is the caller's mistake, not a request to make.
@@ -100,7 +103,7 @@ export class FederationClient {
       headers,
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
     });
-    return this.transport.send(destination, request, { signal: options.signal });
+    return this.transport.send(destination, request, { signal: options.signal, ...(options.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}) });
   }
 
   sendTransaction(destination: string, txnId: string, body: TransactionBody): Promise<{ pdus?: Record<string, { error?: string }> }> {
@@ -112,7 +115,7 @@ export class FederationClient {
   }
 
   sendJoin(destination: string, roomId: string, eventId: string, event: PDU): Promise<SendJoinResponse> {
-    return this.request(destination, 'PUT', `/_matrix/federation/v2/send_join/${enc(roomId)}/${enc(eventId)}`, { body: event });
+    return this.request(destination, 'PUT', `/_matrix/federation/v2/send_join/${enc(roomId)}/${enc(eventId)}`, { body: event, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
   }
 
   makeLeave(destination: string, roomId: string, userId: string): Promise<MakeMembershipResponse> {
@@ -140,15 +143,15 @@ export class FederationClient {
   }
 
   state(destination: string, roomId: string, eventId: string): Promise<{ pdus: PDU[]; auth_chain: PDU[] }> {
-    return this.request(destination, 'GET', `/_matrix/federation/v1/state/${enc(roomId)}`, { query: { event_id: eventId } });
+    return this.request(destination, 'GET', `/_matrix/federation/v1/state/${enc(roomId)}`, { query: { event_id: eventId }, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
   }
 
   stateIds(destination: string, roomId: string, eventId: string): Promise<{ pdu_ids: string[]; auth_chain_ids: string[] }> {
-    return this.request(destination, 'GET', `/_matrix/federation/v1/state_ids/${enc(roomId)}`, { query: { event_id: eventId } });
+    return this.request(destination, 'GET', `/_matrix/federation/v1/state_ids/${enc(roomId)}`, { query: { event_id: eventId }, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
   }
 
   eventAuth(destination: string, roomId: string, eventId: string): Promise<{ auth_chain: PDU[] }> {
-    return this.request(destination, 'GET', `/_matrix/federation/v1/event_auth/${enc(roomId)}/${enc(eventId)}`);
+    return this.request(destination, 'GET', `/_matrix/federation/v1/event_auth/${enc(roomId)}/${enc(eventId)}`, { maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
   }
 
   backfill(destination: string, roomId: string, fromEventIds: string[], limit: number): Promise<{ pdus: PDU[] }> {

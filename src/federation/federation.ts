@@ -322,8 +322,18 @@ export class Federation {
     await this.storeOutliers(auth_chain, version, pdu.room_id);
   }
 
-  /** Stores an event with the state before it as the origin says it is (/state), for gaps too wide to fill. */
+  /**
+   * Stores an event with the state before it as the origin says it is, for gaps too wide to fill:
+   * its IDs first (/state_ids), and the events themselves (/state) only when we lack some. After
+   * a join we mostly hold them all: a big room's /state is the size of its send_join answer.
+   */
   private async receiveWithState(origin: string, pdu: PDU, version: RoomVersion, eventId: string, backfilled: boolean): Promise<StoredEvent> {
+    // A server that does not serve /state_ids (or fails it) is asked for /state.
+    const ids = await this.client.stateIds(origin, pdu.room_id, eventId).catch(() => ({ pdu_ids: undefined, auth_chain_ids: undefined }));
+    if (Array.isArray(ids.pdu_ids) && Array.isArray(ids.auth_chain_ids) && ids.pdu_ids.every((id) => typeof id === 'string')) {
+      const unknown = await this.options.rooms.unknownEvents([...ids.pdu_ids, ...ids.auth_chain_ids].filter((id) => typeof id === 'string'));
+      if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
+    }
     const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId);
     await this.storeOutliers([...auth_chain, ...pdus], version, pdu.room_id);
     const stateIds = pdus.filter(isPduShaped).map((p) => eventIdOf(p, version)).filter((id): id is string => !!id);
@@ -342,16 +352,13 @@ export class Federation {
       seen.add(id);
       entries.push({ id, event: pdu });
     }
-    for (const { id, event } of sortByDependencies(entries)) {
-      if (await rooms.getEvent(id)) continue;
-      try {
-        await rooms.receiveEvent(event, { outlier: true });
-      } catch (error) {
-        // A bad event in a chain is left out; whatever needed it is then refused too.
-        if (!(error instanceof RoomError)) throw error;
-        this.options.log(`federation: outlier ${id} refused: ${error.message}`);
-      }
-    }
+    // One batch: signatures checked in parallel, each event after its auth events, one write.
+    const sorted = sortByDependencies(entries);
+    const answers = await rooms.receiveOutliers(roomId, sorted.map((e) => e.event), sorted.map((e) => e.id));
+    answers.forEach((answer, i) => {
+      // A bad event in a chain is left out; whatever needed it is then refused too.
+      if (answer instanceof RoomError) this.options.log(`federation: outlier ${sorted[i]!.id} refused: ${answer.message}`);
+    });
   }
 
   // ------------------------------------------------------------- joins

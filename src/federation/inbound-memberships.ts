@@ -25,7 +25,7 @@ export interface InboundMembershipDeps {
   federation: {
     /** Hands an accepted event on to the room's other servers. */
     forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
-    graph: Pick<RoomGraph, 'authChain'>;
+    graph: Pick<RoomGraph, 'authChain' | 'authChainOf'>;
   };
   /** Whether the room's server ACL lets the server take part (`acl.ts`). */
   serverAllowed(roomId: string, serverName: string): Promise<boolean>;
@@ -121,7 +121,7 @@ export async function sendJoin(deps: InboundMembershipDeps, request: SendMembers
   const { version, pdu, eventId } = await acceptMembership(deps, request, 'join');
   const state = await deps.rooms.loadStateEvents((await deps.rooms.stateAtEvent(eventId, 'before')) ?? new Map());
   const stateEvents = [...state.values()].map((s) => s.event);
-  const authChain = await deps.federation.graph.authChain([...stateEvents.map((e) => e.event_id), eventId]);
+  const authChain = await deps.federation.graph.authChainOf([...stateEvents, pdu]);
   return {
     origin: deps.serverName,
     state: stateEvents.map((e) => toPdu(e, version)),

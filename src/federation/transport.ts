@@ -5,6 +5,17 @@
  * hands the core the ones that arrive, naming the peer they came from.
  */
 
+/** How one outbound request may go. */
+export interface SendOptions {
+  signal?: AbortSignal;
+  /**
+   * A larger bound on this response's body than the transport's own: the answers that carry
+   * a room's state (send_join, /state, /event_auth) grow with the room (a room of 10,000
+   * members answers send_join with ~18 MiB).
+   */
+  maxResponseBytes?: number;
+}
+
 /** Carries outbound server-server requests. */
 export interface FederationTransport {
   /**
@@ -13,7 +24,7 @@ export interface FederationTransport {
    * with {@link FederationUnreachable} when no connection to it can be had, and
    * with any error when the exchange fails (timeout, reset, oversized response).
    */
-  send(destination: string, request: Request, options?: { signal?: AbortSignal }): Promise<Response>;
+  send(destination: string, request: Request, options?: SendOptions): Promise<Response>;
 }
 
 /** No route to the destination right now (not connected, no known address). */

@@ -87,6 +87,7 @@ export function createHttpsFederationTransport(options: HttpsFederationOptions =
     headers: Record<string, string>,
     body: Uint8Array | undefined,
     signal: AbortSignal,
+    maxResponseBytes: number,
   ): Promise<Response> =>
     new Promise<Response>((resolveExchange, rejectExchange) => {
       let connected = false;
@@ -118,7 +119,7 @@ export function createHttpsFederationTransport(options: HttpsFederationOptions =
       });
       req.on('error', fail);
       req.on('response', (response) => {
-        readResponse(response, limits.maxResponseBytes).then(resolve, (error: Error) => {
+        readResponse(response, maxResponseBytes).then(resolve, (error: Error) => {
           response.destroy();
           fail(error);
         });
@@ -137,7 +138,7 @@ export function createHttpsFederationTransport(options: HttpsFederationOptions =
       seen.add(at.href);
       const host = at.hostname.replace(/^\[(.*)\]$/, '$1');
       const isIp = /^[\d.]+$/.test(host) || host.includes(':');
-      const response = await exchange({ host, port: Number(at.port || 443) }, { sni: isIp ? undefined : host, hostHeader: at.host }, 'GET', at.pathname + at.search, { accept: 'application/json' }, undefined, init.signal);
+      const response = await exchange({ host, port: Number(at.port || 443) }, { sni: isIp ? undefined : host, hostHeader: at.host }, 'GET', at.pathname + at.search, { accept: 'application/json' }, undefined, init.signal, limits.maxResponseBytes);
       const location = response.headers.get('location');
       if (response.status < 300 || response.status >= 400 || !location) return response;
       at = new URL(location, at);
@@ -165,7 +166,7 @@ export function createHttpsFederationTransport(options: HttpsFederationOptions =
       const failures: string[] = [];
       for (const target of resolved.targets) {
         try {
-          return await exchange(target, resolved, request.method, url.pathname + url.search, headers, bytes, signal);
+          return await exchange(target, resolved, request.method, url.pathname + url.search, headers, bytes, signal, sendOptions?.maxResponseBytes ?? limits.maxResponseBytes);
         } catch (error) {
           if (sendOptions?.signal?.aborted) throw sendOptions.signal.reason;
           if (!(error instanceof ConnectFailure)) throw error;

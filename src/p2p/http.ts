@@ -239,7 +239,7 @@ export function createHttpTransport(
   const limits = { ...DEFAULT_HTTP_LIMITS, ...options.limits };
   allowResponsesOf(limits.maxResponseBytes);
   return {
-    async send(destination, request, { signal: callerSignal } = {}) {
+    async send(destination, request, { signal: callerSignal, maxResponseBytes = limits.maxResponseBytes } = {}) {
       const peerId = peerIdFromServerName(destination);
       if (!peerId) throw new FederationUnreachable(destination, `${destination} is not a Hearth server name`);
       const body = request.body === null ? undefined : new Uint8Array(await request.arrayBuffer());
@@ -270,7 +270,8 @@ export function createHttpTransport(
           if (signal.aborted) throw signal.reason;
           throw new FederationUnreachable(destination, `cannot reach ${destination}: ${asError(error).message}`);
         }
-        return await exchange(stream, request, body, limits.maxResponseBytes, signal);
+        allowResponsesOf(maxResponseBytes);
+        return await exchange(stream, request, body, maxResponseBytes, signal);
       } finally {
         clear();
       }

@@ -12,13 +12,22 @@ export class RoomGraph {
 
   /** Every event in the auth chains of the given events, not the events themselves; oldest first by depth. */
   async authChain(eventIds: Iterable<string>): Promise<RoomEvent[]> {
+    const start: RoomEvent[] = [];
+    for (const id of new Set(eventIds)) {
+      const stored = await this.rooms.getEvent(id);
+      if (stored) start.push(stored.event);
+    }
+    return this.authChainOf(start);
+  }
+
+  /**
+   * The same from events in hand (a room's state, loaded already): a state of 20,000 events is
+   * not read a second time, one by one, through a cache smaller than it.
+   */
+  async authChainOf(events: Iterable<Pick<RoomEvent, 'auth_events'>>): Promise<RoomEvent[]> {
     const seen = new Map<string, RoomEvent>();
     const pending: string[] = [];
-    const start = new Set(eventIds);
-    for (const id of start) {
-      const stored = await this.rooms.getEvent(id);
-      if (stored) pending.push(...referenceIds(stored.event.auth_events));
-    }
+    for (const event of events) pending.push(...referenceIds(event.auth_events));
     while (pending.length > 0) {
       const id = pending.pop()!;
       if (seen.has(id)) continue;

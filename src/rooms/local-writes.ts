@@ -20,6 +20,8 @@ import type { Countersign, EventTemplate, StoredEvent, TransactionKey } from './
  */
 export class LocalWrites {
   readonly builder: EventBuilder;
+  /** Servers with joined members, by the state snapshot they were read from. */
+  private readonly joinedServers = new WeakMap<NidState, string[]>();
 
   constructor(private readonly store: RoomStore) {
     this.builder = new EventBuilder(store);
@@ -175,19 +177,29 @@ export class LocalWrites {
       if (txn) {
         tx.run('INSERT INTO transaction_ids (user_id, device_id, endpoint, txn_id, event_id) VALUES (?, ?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.endpoint, txn.txnId, last.event_id]);
       }
-      const sent = store.outbox?.(tx, { roomId, version: head.version, events: built, servers: this.destinationsOf(tx, roomId, built) });
+      const sent = store.outbox?.(tx, { roomId, version: head.version, events: built, servers: this.destinationsOf(tx, roomId, built, current?.state) });
       return { stored, head: { version: head.version, current, extremities: [last.event_id] }, snapshots, redactionTargets, afterDurable: sent ?? undefined };
     });
   }
 
-  /** Where local events go: servers joined after the write, and those of users made to leave. */
-  private destinationsOf(tx: WriteTransaction, roomId: string, events: RoomEvent[]): string[] {
-    const users = tx.all<{ state_key: string }>("SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = 'join'", [roomId]).map((r) => r.state_key);
+  /**
+   * Where local events go: servers joined after the write, and those of users made to leave.
+   * The joined servers are kept per state snapshot (immutable, so never stale): a message into
+   * a room of 10,000 members does not read them all again.
+   */
+  private destinationsOf(tx: WriteTransaction, roomId: string, events: RoomEvent[], state: NidState | undefined): string[] {
+    let joined = state && this.joinedServers.get(state);
+    if (!joined) {
+      const users = tx.all<{ state_key: string }>("SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = 'join'", [roomId]).map((r) => r.state_key);
+      joined = serversOf(users);
+      if (state) this.joinedServers.set(state, joined);
+    }
+    const servers = new Set(joined);
     for (const event of events) {
       const membership = event.type === 'm.room.member' ? event.content['membership'] : undefined;
-      if (membership === 'leave' || membership === 'ban') users.push(event.state_key!);
+      if (membership === 'leave' || membership === 'ban') for (const server of serversOf([event.state_key!])) servers.add(server);
     }
-    return serversOf(users).filter((server) => server !== this.store.options.serverName);
+    return [...servers].filter((server) => server !== this.store.options.serverName);
   }
 }
 

@@ -17,6 +17,9 @@ import type { ReceiveOptions, StoredEvent } from './types.ts';
 /** Stands for an event in a state map before it is stored and has a nid. */
 const PENDING_NID = -1;
 
+/** Events whose signatures are checked at once (bounds what a big batch holds in flight). */
+const CHECKS_IN_FLIGHT = 256;
+
 /**
  * The remote input path (server-server §Checks performed on receipt of a PDU):
  * signatures and the content hash first, outside the room lock; then, in arrival
@@ -53,6 +56,97 @@ export class RemoteInput {
       if (e instanceof RepeatedTransaction) return (await this.store.getEvent(e.eventId))!;
       throw e;
     }
+  }
+
+  /**
+   * Checks and stores many events without state at once (a join's state and auth chain),
+   * in the order given: each after its auth events, which may come earlier in the same
+   * batch. Signatures and hashes are checked a window at a time, in parallel; auth
+   * against each event's own auth events follows in order; all are stored in one write
+   * (one commit, not one per event). Each answer is the stored event (accepted as an
+   * outlier or rejected), or the RoomError that refused it (a bad signature, unknown
+   * auth events), as receiveEvent would have thrown. `eventIds`, when given, are the events'
+   * IDs as computeEventId gives them, computed already by the caller.
+   */
+  async receiveOutliers(roomId: string, pdus: readonly PDU[], eventIds?: readonly string[]): Promise<(StoredEvent | RoomError)[]> {
+    const version = await this.reads.roomVersion(roomId);
+    if (!version) throw roomNotFound(roomId);
+    // Each ID computed once; events held already are not checked again (an auth chain is mostly known).
+    // `eventIds`: the caller's computeEventId of each (federation computed them to order the batch).
+    const ids = eventIds?.length === pdus.length ? eventIds : pdus.map((pdu) => computeEventId(pdu, version));
+    const heldBefore = await this.heldIds(ids);
+    const checked: (RoomEvent | RoomError)[] = [];
+    for (let from = 0; from < pdus.length; from += CHECKS_IN_FLIGHT) {
+      checked.push(...(await Promise.all(pdus.slice(from, from + CHECKS_IN_FLIGHT).map((pdu, k) => {
+        const id = ids[from + k]!;
+        if (pdu.room_id !== roomId) return new RoomError('bad_event', `event ${id} is of another room`);
+        if (heldBefore.has(id)) return { ...pdu, event_id: id } as RoomEvent;
+        return this.checkRemoteEvent(pdu, version, id).catch((e: unknown) => {
+          if (e instanceof RoomError) return e;
+          throw e;
+        });
+      }))));
+    }
+    type Pending = { event: RoomEvent; rejected: string | null };
+    const write = await this.store.lock.run(roomId, async (): Promise<{ answers: (StoredEvent | RoomError)[]; durable: Promise<void> }> => {
+      const head = await this.store.writerHead(roomId);
+      if (!head) throw roomNotFound(roomId);
+      // Held now: those held before, and any stored meanwhile (the lock was not held while checking).
+      const held = await this.heldIds(checked.flatMap((c) => (c instanceof RoomError || heldBefore.has(c.event_id) ? [] : [c.event_id])));
+      for (const id of heldBefore) held.add(id);
+      const answers: (StoredEvent | RoomError | Pending)[] = [];
+      const batch = new Map<string, Pending>();
+      for (const event of checked) {
+        if (event instanceof RoomError) {
+          answers.push(event);
+          continue;
+        }
+        const known = batch.get(event.event_id) ?? (held.has(event.event_id) ? this.store.pendingEvent(event.event_id) ?? (await this.store.getEvent(event.event_id)) : undefined);
+        if (known) {
+          answers.push(known);
+          continue;
+        }
+        const auth = await Promise.all(referenceIds(event.auth_events).map(async (id) => batch.get(id) ?? (await this.store.getEvent(id))));
+        if (auth.some((e) => !e)) {
+          answers.push(new RoomError('missing_events', `auth events of ${event.event_id} are unknown`));
+          continue;
+        }
+        const rejectedIds = new Set(auth.filter((e) => e!.rejected).map((e) => e!.event.event_id));
+        let rejected: string | null = null;
+        try {
+          await checkEventAgainstAuthEvents(event, auth.map((e) => e!.event), version, this.store.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
+        } catch (e) {
+          if (!(e instanceof AuthError)) throw e;
+          rejected = e.message;
+        }
+        const entry = { event, rejected };
+        batch.set(event.event_id, entry);
+        answers.push(entry);
+      }
+      if (batch.size === 0) return { answers: answers as (StoredEvent | RoomError)[], durable: Promise.resolve() };
+      const written = await this.store.runRoomWrite(roomId, (tx) => {
+        const stored = [...batch.values()].map(({ event, rejected }) =>
+          this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true, rejected }));
+        return { stored, head, snapshots: [], redactionTargets: new Map() };
+      });
+      const byId = new Map(written.stored.map((s) => [s.event.event_id, s]));
+      const isPending = (a: StoredEvent | RoomError | Pending): a is Pending => !(a instanceof RoomError) && !('nid' in a);
+      return { answers: answers.map((a) => (isPending(a) ? byId.get(a.event.event_id)! : a)), durable: written.durable };
+    });
+    await write.durable;
+    return write.answers;
+  }
+
+  /** Which of these events are stored already: one query per chunk, not one read each. */
+  async heldIds(ids: readonly string[]): Promise<Set<string>> {
+    const held = new Set<string>();
+    for (let from = 0; from < ids.length; from += 500) {
+      const chunk = ids.slice(from, from + 500);
+      const rows = await this.store.db.all<{ event_id: string }>(`SELECT event_id FROM events WHERE event_id IN (${chunk.map(() => '?').join(',')})`, chunk);
+      for (const row of rows) held.add(row.event_id);
+    }
+    for (const id of ids) if (this.store.pendingEvent(id)) held.add(id);
+    return held;
   }
 
   private async receive(pdu: PDU, options: ReceiveOptions): Promise<StoredEvent> {
@@ -139,8 +233,8 @@ export class RemoteInput {
   }
 
   /** Format, size, content hash and signature checks. Returns the event with its ID. */
-  private async checkRemoteEvent(pdu: PDU, version: RoomVersion): Promise<RoomEvent> {
-    let event = { ...pdu, event_id: computeEventId(pdu, version) } as RoomEvent;
+  private async checkRemoteEvent(pdu: PDU, version: RoomVersion, eventId = computeEventId(pdu, version)): Promise<RoomEvent> {
+    let event = { ...pdu, event_id: eventId } as RoomEvent;
     checkEventSize(event, version);
     for (const origin of requiredSignatureServers(version, event)) {
       const keys = Object.keys(pdu.signatures?.[origin] ?? {}).filter((k) => k.startsWith('ed25519:'));

@@ -2,6 +2,7 @@ import type { RoomEvent } from '../events/event.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { RoomAliases } from './aliases.ts';
+import type { RoomError } from './errors.ts';
 import { LocalWrites } from './local-writes.ts';
 import { RoomRelations } from './relations.ts';
 import { RemoteInput } from './remote-input.ts';
@@ -84,6 +85,17 @@ export class Rooms extends RoomReads {
   /** Checks and stores an event from another server: refused, rejected, soft-failed or accepted. */
   receiveEvent(pdu: PDU, options: ReceiveOptions = {}): Promise<StoredEvent> {
     return this.input.receiveEvent(pdu, options);
+  }
+
+  /** Checks and stores many outliers (a join's state and auth chain) in one write; each answer is the stored event or the RoomError that refused it. */
+  receiveOutliers(roomId: string, pdus: readonly PDU[], eventIds?: readonly string[]): Promise<(StoredEvent | RoomError)[]> {
+    return this.input.receiveOutliers(roomId, pdus, eventIds);
+  }
+
+  /** Those of the given event IDs that are not stored (as anything, outliers included). */
+  async unknownEvents(eventIds: readonly string[]): Promise<string[]> {
+    const held = await this.input.heldIds(eventIds);
+    return eventIds.filter((id) => !held.has(id));
   }
 
   /** Starts tracking a room that lives on other servers, before its events arrive. */

@@ -465,17 +465,19 @@ export class Sync {
     const stateAtStart = await this.stateBefore(roomId, events, stream);
     const inTimeline = new Set(events.map((e) => e.nid));
     const nids = new Map<StateKey, number>();
+    const lazy = stateFilter?.lazy_load_members === true;
+    // Members only of the timeline's senders (and the user), as they were at its start.
+    const needed = new Set(events.map((e) => e.event.sender));
+    needed.add(userId);
+    const prefix = stateKey('m.room.member', '');
     for (const state of [stateAtEnd, stateAtStart]) {
       for (const [key, nid] of state) {
+        // Lazily loaded: the room's thousands of other members are passed over here, not read.
+        if (lazy && key.startsWith(prefix) && !needed.has(key.slice(prefix.length))) continue;
         if (!nids.has(key) && !inTimeline.has(nid) && stateAtSince?.get(key) !== nid) nids.set(key, nid);
       }
     }
-    if (stateFilter?.lazy_load_members) {
-      // Members only of the timeline's senders (and the user), as they were at its start.
-      const needed = new Set(events.map((e) => e.event.sender));
-      needed.add(userId);
-      const prefix = stateKey('m.room.member', '');
-      for (const key of [...nids.keys()]) if (key.startsWith(prefix) && !needed.has(key.slice(prefix.length))) nids.delete(key);
+    if (lazy) {
       if (!stateAtSince || events.length > 0) {
         for (const sender of needed) {
           const key = stateKey('m.room.member', sender);

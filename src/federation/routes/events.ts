@@ -77,7 +77,7 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
     const nids = await rooms.stateAtEvent(eventId, 'before');
     if (!nids) throw notFound(`no state is known at ${eventId}`);
     const state = [...(await rooms.loadStateEvents(nids)).values()].map((s) => s.event);
-    const authChain = await federation.graph.authChain(state.map((e) => e.event_id));
+    const authChain = await federation.graph.authChainOf(state);
     return { version, state, authChain };
   };
   app.get('/_matrix/federation/v1/state/:roomId', async (c) => {

@@ -1,0 +1,175 @@
+// A room the size of Matrix HQ, joined over federation (issue 23): A holds a room of
+// 10,000 members, 20,000 state events and 50,000 events of history (built straight
+// through A's room engine, signed as any event, and cached under the temp folder
+// between runs); B, in its own process, joins it over libp2p. Figures:
+// 1. time to a usable room: the join answered, the first /sync (lazy members), the
+//    first /messages page; B's peak RSS beside the room's state on the wire;
+// 2. in that room, on B: /sync with lazy-loaded members, and a send beside a send into
+//    a 2-member room in the same run;
+// 3. state resolution of a 20-way fork over 10,000 members, beside 1,000 members.
+// HEARTH_BENCH_BIG_MEMBERS / _STATE / _EVENTS shrink the room (a quick run);
+// HEARTH_BENCH_PROFILE_DIR writes B's CPU profile (--cpu-prof) there.
+import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { EventTemplate } from '../src/rooms/types.ts';
+import { startChildPeer } from './federation.bench.ts';
+import { startBenchPeer, type BenchPeer } from './federation-peer.ts';
+import { clientRequest, percentile, report } from './harness.ts';
+import { resolveForks } from './state-res.bench.ts';
+
+const MEMBERS = Number(process.env.HEARTH_BENCH_BIG_MEMBERS ?? 10_000);
+const STATE = Number(process.env.HEARTH_BENCH_BIG_STATE ?? 20_000);
+const EVENTS = Number(process.env.HEARTH_BENCH_BIG_EVENTS ?? 50_000);
+const BATCH = 500;
+const SENDS = 60;
+const SYNCS = 30;
+/** The fixed seed of A: a cached database is A's, under the same server name. */
+const SEED = new Uint8Array(32).fill(23);
+const FIRST_PAGE = 20;
+
+type Json = any;
+const enc = encodeURIComponent;
+const LAZY = enc(JSON.stringify({ room: { timeline: { limit: 10 }, state: { lazy_load_members: true } }, presence: { types: [] } }));
+const MiB = (bytes: number) => bytes / 1024 / 1024;
+
+const call = (url: string, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+  clientRequest((request) => fetch(request), url + path, method, token, body);
+const direct = (peer: BenchPeer, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+  clientRequest((request) => peer.homeserver.fetch(request), `http://localhost${path}`, method, token, body);
+const register = async (caller: (m: string, p: string, t?: string, b?: unknown) => Promise<Json>, username: string) => {
+  const r = await caller('POST', '/_matrix/client/v3/register', undefined, { username, password: 'bench-password', auth: { type: 'm.login.dummy' } });
+  return { userId: r.user_id as string, token: r.access_token as string };
+};
+
+/** The big room on A, through the room engine in batches (one write each); what it holds. */
+async function buildRoom(a: BenchPeer): Promise<string> {
+  const alice = await register((...args) => direct(a, ...args), 'alice');
+  const roomId = (await direct(a, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat', name: 'Big room' })).room_id as string;
+  const { rooms } = a.homeserver.services;
+  const server = a.homeserver.serverName;
+  const member = (i: number) => `@m${i}:${server}`;
+  const send = async (make: (i: number) => EventTemplate, count: number) => {
+    for (let from = 0; from < count; from += BATCH) {
+      await rooms.sendEvents(roomId, Array.from({ length: Math.min(BATCH, count - from) }, (_, k) => make(from + k)));
+    }
+  };
+  await send((i) => ({ type: 'm.room.member', sender: member(i), state_key: member(i), content: { membership: 'join', displayname: `Member ${i}` } }), MEMBERS);
+  await send((i) => ({ type: 'org.hearth.bench.state', sender: alice.userId, state_key: `key ${i}`, content: { value: `state ${i} of the big room` } }), STATE - MEMBERS);
+  await send((i) => ({ type: 'm.room.message', sender: member(i % MEMBERS), content: { msgtype: 'm.text', body: `history ${i} of an ordinary length, say forty-odd characters` } }), EVENTS - STATE);
+  return roomId;
+}
+
+/** A with its big room: built once, then kept (its data folder and room ID) under the temp folder. */
+async function remoteSide(): Promise<{ a: BenchPeer; roomId: string; buildMs: number | undefined }> {
+  const dir = join(tmpdir(), `hearth-bench-big-room-v1-${MEMBERS}-${STATE}-${EVENTS}`);
+  const marker = join(dir, 'room.json');
+  if (existsSync(marker)) {
+    const a = await startBenchPeer({ seed: SEED, dataDir: dir });
+    return { a, roomId: (JSON.parse(readFileSync(marker, 'utf8')) as { roomId: string }).roomId, buildMs: undefined };
+  }
+  const data = join(dir, `build-${process.pid}`);
+  mkdirSync(data, { recursive: true });
+  const a = await startBenchPeer({ seed: SEED, dataDir: data });
+  const started = performance.now();
+  const roomId = await buildRoom(a);
+  const buildMs = performance.now() - started;
+  // Moved into place only once complete: an interrupted build is not reused.
+  await a.close();
+  const { renameSync } = await import('node:fs');
+  renameSync(join(data, 'hearth.sqlite'), join(dir, 'hearth.sqlite'));
+  for (const suffix of ['-wal', '-shm']) if (existsSync(join(data, `hearth.sqlite${suffix}`))) renameSync(join(data, `hearth.sqlite${suffix}`), join(dir, `hearth.sqlite${suffix}`));
+  writeFileSync(marker, JSON.stringify({ roomId }));
+  return { a: await startBenchPeer({ seed: SEED, dataDir: dir }), roomId, buildMs };
+}
+
+const median = (xs: number[]) => percentile([...xs].sort((x, y) => x - y), 50);
+
+export async function run(): Promise<void> {
+  const { a, roomId, buildMs } = await remoteSide();
+  const b = await startChildPeer(crypto.getRandomValues(new Uint8Array(32)), a.p2p.multiaddrs());
+  try {
+    const dave = await register((...args) => call(b.url, ...args), 'dave');
+    const erin = await register((...args) => call(b.url, ...args), 'erin');
+    const since = (await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
+    const before = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
+    await b.command({ cmd: 'timings' });
+
+    const joinStarted = performance.now();
+    await call(b.url, 'POST', `/_matrix/client/v3/join/${enc(roomId)}?via=${a.homeserver.serverName}`, dave.token, {});
+    const joinMs = performance.now() - joinStarted;
+    const syncStarted = performance.now();
+    const firstSync = await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&since=${since}&filter=${LAZY}`, dave.token);
+    const syncMs = performance.now() - syncStarted;
+    if (!firstSync.rooms?.join?.[roomId]) throw new Error('the first /sync after the join does not have the room');
+    const pageStarted = performance.now();
+    const page = await call(b.url, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=${FIRST_PAGE}&filter=${enc(JSON.stringify({ lazy_load_members: true }))}`, dave.token);
+    const pageMs = performance.now() - pageStarted;
+    const after = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
+    const timings = await b.command<{ outbound: Record<string, number[]>; responseBytes: Record<string, number[]> }>({ cmd: 'timings' });
+    // What B asked of A, the join and the page together, with each endpoint's total time.
+    const asked = Object.entries(timings.outbound).filter(([, v]) => v.length > 0).map(([k, v]) => `${v.length}× ${k} ${v.reduce((x, y) => x + y, 0).toFixed(0)} ms`).join(', ');
+    const wire = timings.responseBytes['PUT send_join']?.[0] ?? NaN;
+    const sendJoin = timings.outbound['PUT send_join']?.[0] ?? NaN;
+    const makeJoin = timings.outbound['GET make_join']?.[0] ?? NaN;
+    const usable = joinMs + syncMs + pageMs;
+
+    // In the room, on B: /sync with lazy members (initial and incremental), and sends beside a 2-member room's.
+    const small = (await call(b.url, 'POST', '/_matrix/client/v3/createRoom', dave.token, { preset: 'public_chat' })).room_id as string;
+    await call(b.url, 'POST', `/_matrix/client/v3/join/${enc(small)}`, erin.token, {});
+    const bigSends: number[] = [];
+    const smallSends: number[] = [];
+    const sendTo = async (room: string, txn: string) => {
+      const t = performance.now();
+      await call(b.url, 'PUT', `/_matrix/client/v3/rooms/${enc(room)}/send/m.room.message/${txn}`, dave.token, { msgtype: 'm.text', body: `a message of ordinary length, ${txn}` });
+      return performance.now() - t;
+    };
+    for (let i = 0; i < SENDS + 5; i++) {
+      const big = await sendTo(roomId, `big${i}`);
+      const two = await sendTo(small, `small${i}`);
+      if (i >= 5) bigSends.push(big), smallSends.push(two);
+    }
+    const initial: number[] = [];
+    const incremental: number[] = [];
+    let next = (await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
+    for (let i = 0; i < SYNCS + 3; i++) {
+      let t = performance.now();
+      const full = await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token);
+      const initialMs = performance.now() - t;
+      if (!full.rooms.join[roomId]) throw new Error('no big room in the initial /sync');
+      await sendTo(roomId, `sync${i}`);
+      t = performance.now();
+      const inc = await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&since=${next}&filter=${LAZY}`, dave.token);
+      const incMs = performance.now() - t;
+      next = inc.next_batch;
+      if (i >= 3) initial.push(initialMs), incremental.push(incMs);
+    }
+    const members = (firstSync.rooms.join[roomId].state?.events ?? []).filter((e: Json) => e.type === 'm.room.member').length;
+
+    const forks = await resolveForks([1000, MEMBERS]);
+
+    report('big room: joining it over federation', `A's room: ${MEMBERS} members, ${STATE} state events, ${EVENTS} events${buildMs === undefined ? ' (cached build)' : `, built in ${(buildMs / 1000).toFixed(0)} s`}; B in its own process, libp2p over TCP on loopback, native SQLite; load average ${(await import('node:os')).loadavg().map((x) => x.toFixed(1)).join(' ')}`, [
+      ['time to a usable room (join + first /sync + first /messages page)', usable / 1000, 's', 'goal ≤ 10 s'],
+      ['  POST /join on B', joinMs, 'ms', `make_join ${makeJoin.toFixed(0)} ms, send_join round trip ${sendJoin.toFixed(0)} ms; the rest, ${(joinMs - makeJoin - sendJoin).toFixed(0)} ms, is B checking and storing the state`],
+      ['  first /sync (lazy members)', syncMs, 'ms', `${members} member events in its state`],
+      ['  first /messages page', pageMs, 'ms', `${page.chunk.length} events; B asked A (join and page): ${asked}`],
+      ['state on the wire (the send_join answer)', MiB(wire), 'MiB'],
+      ['B\'s peak RSS', MiB(Math.max(after.peakRss, before.peakRss)), 'MiB', `before the join ${MiB(before.rss).toFixed(0)} MiB, after ${MiB(after.rss).toFixed(0)} MiB`],
+      ['  peak growth during the join / state on the wire', (after.peakRss - before.rss) / wire, '×', `peak RSS / state on the wire ${(after.peakRss / wire).toFixed(1)}×; goal ≤ 3×`],
+    ]);
+    report('big room: in it, on B', `${SENDS} sends each, alternating; ${SYNCS} syncs; HTTP over loopback`, [
+      ['/sync with lazy-loaded members, initial, p50', median(initial), 'ms', 'goal ≤ 50 ms'],
+      ['/sync with lazy-loaded members, incremental (one new message), p50', median(incremental), 'ms'],
+      ['PUT /send into the big room, p50', median(bigSends), 'ms'],
+      ['PUT /send into a 2-member room, p50', median(smallSends), 'ms', 'same run, alternating'],
+      ['big / 2-member', median(bigSends) / median(smallSends), '×', 'goal ≤ 2×'],
+    ]);
+    report('big room: state resolution of a 20-way fork', 'TestRoom-built, cold caches; median of runs', [
+      [`resolve 20 forks over ${MEMBERS} members`, forks[1]!.median, 'ms', `p90 ${forks[1]!.p90.toFixed(0)} ms; goal ≤ 200 ms`],
+      ['  baseline: over 1,000 members', forks[0]!.median, 'ms', `p90 ${forks[0]!.p90.toFixed(0)} ms; ratio ${(forks[1]!.median / forks[0]!.median).toFixed(1)}×`],
+    ]);
+  } finally {
+    await b.stop();
+    await a.close();
+  }
+}

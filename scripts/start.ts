@@ -46,6 +46,8 @@ if (!values['no-peer']) {
     bootstrap: values.bootstrap,
     relay: true,
     mailbox: true,
+    // The pages' witness: two browsers running copies of one homeserver both hear of it (src/p2p/twin.ts).
+    detectTwins: true,
     log: (message, error) => console.error(`peer: ${message}`, error ?? ''),
   });
   closers.push(() => peer.close());

@@ -129,6 +129,7 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     onPeerDiscovered: peerConnected,
     onPeerDisconnected: changed,
     // Another copy of this homeserver online (src/p2p/twin.ts): federation pauses; the top bar says why.
+    detectTwins: true,
     onTwin: changed,
     log,
   });

@@ -8,12 +8,13 @@
  * once no peer sees the other copy. One instance's several connections (a relayed and a direct
  * one) share its nonce, so they are never taken for twins.
  *
- * Hand-written, small: one JSON message per stream, one way (hello; the verdict back on a stream of its own), on protocol /hearth/instance/1.
+ * Hand-written, small: one JSON message per stream, ended by a newline, one way (hello; the verdict back on a stream of its own), on protocol /hearth/instance/1.
  */
 import type { Connection, Libp2p, PeerId, Stream } from '@libp2p/interface';
 
 export const INSTANCE_PROTOCOL = '/hearth/instance/1';
 const MAX_MESSAGE = 4096;
+const NEWLINE = 0x0a;
 
 /** What a node is told: another connection with our peer ID but another nonce, from `address`. */
 export interface TwinReport {
@@ -25,14 +26,21 @@ export interface TwinReport {
 
 type Message = { hello: string } | { twin: false } | { twin: true; address: string };
 
+/**
+ * One message: JSON and a newline. The reader stops at the newline rather than at the stream's end: a
+ * browser's half-close over WebSockets (its FIN) reached a Node peer only when the connection closed, so a
+ * read to the end sat there for as long as the connection lived, and the verdict went out too late.
+ */
 async function readMessage(stream: Stream): Promise<Message | undefined> {
   const parts: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of stream) {
     const bytes = chunk.subarray();
-    size += bytes.byteLength;
+    const end = bytes.indexOf(NEWLINE);
+    parts.push(end === -1 ? bytes : bytes.subarray(0, end));
+    size += parts.at(-1)!.byteLength;
     if (size > MAX_MESSAGE) return undefined;
-    parts.push(bytes);
+    if (end !== -1) break;
   }
   const all = new Uint8Array(size);
   let at = 0;
@@ -45,7 +53,7 @@ async function readMessage(stream: Stream): Promise<Message | undefined> {
 }
 
 async function writeMessage(stream: Stream, message: Message): Promise<void> {
-  stream.send(new TextEncoder().encode(JSON.stringify(message)));
+  stream.send(new TextEncoder().encode(`${JSON.stringify(message)}\n`));
   await stream.close();
 }
 
@@ -122,7 +130,8 @@ export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: Tw
     async (stream, connection) => {
       if (stopped) return stream.abort(new Error('stopping'));
       const message = await readMessage(stream).catch(() => undefined);
-      await stream.close().catch(() => undefined);
+      // Not awaited: our side is done, and the peer's end of the stream may come late (see readMessage).
+      void stream.close().catch(() => undefined);
       // A witness's verdict on us: the answer to our hello, or, unasked, news of another copy just connected.
       if (message && 'twin' in message) return take(connection, message);
       if (!message || !('hello' in message) || typeof message.hello !== 'string') return;

@@ -5,33 +5,56 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost } from '../../src/node/node-host.ts';
 import { exportNodeHomeserver, importNodeHomeserver } from '../../src/node/portable.ts';
+import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
+import { api, register } from '../integration/harness.ts';
 import { crossSigningSet, deviceKeys } from '../support/e2ee-keys.ts';
+import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
+import { httpSyncer, longPollUntil, timelineHas } from '../support/sync-until.ts';
 import { createRoomThroughUi, openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
 
 // Keep, move and reset a browser homeserver (issue 22) through the page, as a person would:
 // export from one browser profile, import into a fresh one, sign in, and the room is there;
 // the same file imports into a Node host; reset asks twice and leaves a new, empty homeserver.
+// The moves happen on an origin whose pages federate with a Node peer (`federated`), which shares
+// a room with the moved homeserver and sees it go on; the quota tests run on one without peers.
 
 const PASSPHRASE = 'a suitcase of keys';
 let site: HearthSite;
+let peer: NodePeer;
+let federated: StaticServer;
 let files: string;
 const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
   site = await startSite(inject('hearthDist'));
+  peer = await startNodePeer();
+  federated = await serveStatic(inject('hearthDist'), 0, '127.0.0.1', { config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   files = await mkdtemp(join(tmpdir(), 'hearth-keep-e2e-'));
 });
 afterAll(async () => {
   for (const context of contexts) await context.close();
   await site?.close();
+  await federated?.close();
+  await peer?.close();
   await rm(files, { recursive: true, force: true });
 });
 
-async function freshPage(): Promise<Page> {
+/** A page in a new browser profile, by default on the origin that federates with the Node peer. */
+async function freshPage(origin = federated.url): Promise<Page> {
   const context = await site.browser.newContext();
   contexts.push(context);
-  return openHearth(context, site.server.url + '/');
+  return openHearth(context, origin + '/');
 }
+
+/** Closes the page's browser profile: that copy of the homeserver is gone (move, don't copy). */
+async function closeProfile(page: Page): Promise<void> {
+  const context = page.context();
+  contexts.splice(contexts.indexOf(context), 1);
+  await context.close();
+}
+
+/** Whether the Node peer is connected to the homeserver of this name. */
+const peerSees = (serverName: string): boolean => peer.p2p.peers().some((p) => p.server_name === serverName);
 
 async function exportThroughUi(page: Page, path: string): Promise<void> {
   await page.locator('button.storage').click();
@@ -81,23 +104,43 @@ describe('keep, move and reset a browser homeserver', () => {
     };
   }
 
-  it('exports from one browser profile and imports into a fresh one; the room, its messages and media are there', async () => {
+  it('exports from one browser profile and imports into a fresh one; the room, its messages and media are there, and a Node peer in the room sees it go on', async () => {
     const a = await freshPage();
     await registerThroughUi(a, 'dana');
+    // Not encrypted: Bob, on the Node peer, reads with a plain client.
+    await a.getByLabel('Public room (not encrypted)').check();
     await createRoomThroughUi(a, 'Suitcase');
-    await sendThroughUi(a, 'packed and ready');
     const { accessToken } = await storedSession(a);
+    serverName = await pageServerName(a);
+    // Bob, on the Node peer, shares the room.
+    await expect.poll(() => peerSees(serverName), { timeout: 30_000 }).toBe(true);
+    const bob = await register(peer, 'bob');
+    const roomId = (await pageFetch(a, 'GET', '/_matrix/client/v3/joined_rooms', { token: accessToken })).body.joined_rooms[0] as string;
+    const invited = await pageFetch(a, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/invite`, { token: accessToken, body: { user_id: bob.userId } });
+    expect(invited.status, JSON.stringify(invited.body)).toBe(200);
+    const bobSync = httpSyncer(peer, bob.accessToken);
+    await longPollUntil(bobSync, (s) => !!s.rooms?.invite?.[roomId], { timeoutMs: 30_000, who: 'bob' });
+    const joined = await api(peer, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.accessToken, body: {} });
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    await sendThroughUi(a, 'packed and ready');
+    const bobSince = (await longPollUntil(bobSync, timelineHas(roomId, 'packed and ready'), { timeoutMs: 30_000, who: 'bob' })).next_batch;
     mxc = await a.evaluate(async (token) => {
       const r = await fetch('/_matrix/media/v3/upload?filename=note.txt', { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: 'a note in the suitcase' });
       return ((await r.json()) as { content_uri: string }).content_uri;
     }, accessToken);
-    serverName = await pageServerName(a);
     // E2EE keys kept on the server: the device's keys, cross-signing, a key backup.
     const session = await storedSession(a);
     const device = await deviceKeys(session);
     const cross = await crossSigningSet(session.userId);
     expect((await pageFetch(a, 'POST', '/_matrix/client/v3/keys/upload', { token: accessToken, body: { device_keys: device.signed } })).status).toBe(200);
-    expect((await pageFetch(a, 'POST', '/_matrix/client/v3/keys/device_signing/upload', { token: accessToken, body: { master_key: cross.master.object, self_signing_key: cross.selfSigning.object, user_signing_key: cross.userSigning.object } })).status).toBe(200);
+    const crossKeys = { master_key: cross.master.object, self_signing_key: cross.selfSigning.object, user_signing_key: cross.userSigning.object };
+    // The page's own client may have set up cross-signing by now: replacing it asks for the password (user-interactive auth).
+    let crossUpload = await pageFetch(a, 'POST', '/_matrix/client/v3/keys/device_signing/upload', { token: accessToken, body: crossKeys });
+    if (crossUpload.status === 401) {
+      const auth = { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'dana' }, password: 'correct horse battery staple', session: crossUpload.body.session };
+      crossUpload = await pageFetch(a, 'POST', '/_matrix/client/v3/keys/device_signing/upload', { token: accessToken, body: { ...crossKeys, auth } });
+    }
+    expect(crossUpload.status, JSON.stringify(crossUpload.body)).toBe(200);
     const backup = await pageFetch(a, 'POST', '/_matrix/client/v3/room_keys/version', { token: accessToken, body: { algorithm: 'm.megolm_backup.v1.curve25519-aes-sha2', auth_data: { public_key: 'hearthbackupkey' } } });
     expect(backup.status, JSON.stringify(backup.body)).toBe(200);
     e2ee = { deviceId: session.deviceId, master: `ed25519:${cross.master.pub}`, backupVersion: backup.body.version };
@@ -107,9 +150,17 @@ describe('keep, move and reset a browser homeserver', () => {
     await exportThroughUi(a, archive);
 
     // A homeserver with an account refuses an import (here: signed out, the account remains).
+    // The page's client may ask first whether to sign out with its recovery key unsaved: yes.
+    a.on('dialog', (dialog) => void dialog.accept());
     await a.getByRole('button', { name: 'Sign out' }).click();
     await importThroughUi(a, archive, PASSPHRASE);
     await a.locator('form.keep-import [role=alert]', { hasText: 'already holds a homeserver with an account' }).waitFor();
+    // Moved, not copied: the first profile is gone before the second one imports.
+    await closeProfile(a);
+    await expect.poll(() => peerSees(serverName), { timeout: 30_000 }).toBe(false);
+    // Bob writes while the homeserver is away: the Node peer holds the event for it.
+    const whileAway = await api(peer, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/away`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'written while you moved' } });
+    expect(whileAway.status, JSON.stringify(whileAway.body)).toBe(200);
 
     const b = await freshPage();
     expect(await pageServerName(b)).not.toBe(serverName);
@@ -124,10 +175,16 @@ describe('keep, move and reset a browser homeserver', () => {
     const token = (await storedSession(b)).accessToken;
     const media = await b.evaluate(async ({ token, path }) => (await fetch(path, { headers: { authorization: `Bearer ${token}` } })).text(), { token, path: `/_matrix/client/v1/media/download/${mxc.slice(6)}` });
     expect(media).toBe('a note in the suitcase');
+    // Federation goes on from the new place: Bob's message from while it moved arrives, and Bob sees the reply.
+    await expect.poll(() => peerSees(serverName), { timeout: 30_000 }).toBe(true);
+    await b.locator('.event .body', { hasText: 'written while you moved' }).waitFor({ timeout: 60_000 });
     await sendThroughUi(b, 'unpacked in a new browser');
+    await longPollUntil(bobSync, timelineHas(roomId, 'unpacked in a new browser'), { since: bobSince, timeoutMs: 60_000, who: 'bob' });
     const keys = await keysOf((method, path, body) => pageFetch(b, method, path, { token, body }), session.userId);
     expect(keys).toMatchObject({ master: e2ee.master, backupVersion: e2ee.backupVersion });
     expect(keys.devices).toContain(e2ee.deviceId);
+    // Next it moves to a Node host: this copy goes.
+    await closeProfile(b);
   }, 180_000);
 
   it('the browser’s file imports into a Node host: same server, same password, same room, media and E2EE keys', async () => {
@@ -196,7 +253,7 @@ describe('keep, move and reset a browser homeserver', () => {
 
 describe('a full quota', () => {
   it('refuses writes with M_RESOURCE_LIMIT_EXCEEDED and a sentence, loses nothing, and works again once there is room', async () => {
-    const page = await freshPage();
+    const page = await freshPage(site.server.url);
     await registerThroughUi(page, 'fay');
     await createRoomThroughUi(page, 'Tight');
     const { accessToken } = await storedSession(page);
@@ -239,7 +296,7 @@ describe('a full quota', () => {
   }, 180_000);
 
   it('warns from 80 % of the quota, in the top bar and the storage panel', async () => {
-    const page = await freshPage();
+    const page = await freshPage(site.server.url);
     // What the browser would say of an origin near its quota (estimate() does not follow DevTools' override).
     await page.evaluate(() => Object.defineProperty(navigator.storage, 'estimate', { value: async () => ({ usage: 850 * 1024 * 1024, quota: 1000 * 1024 * 1024 }) }));
     await page.locator('button.storage').click();

@@ -239,7 +239,7 @@ describe('a narrow screen (390 px)', () => {
     await phone.locator('.room-item', { hasText: 'Behaviours' }).click();
     await sendThroughUi(phone, 'from the phone');
     // The open room has the screen: its timeline takes at least half of the height.
-    expect((await phone.locator('.timeline').boundingBox())!.height).toBeGreaterThanOrEqual(844 / 2);
+    expect((await phone.getByRole('list', { name: 'Timeline', exact: true }).boundingBox())!.height).toBeGreaterThanOrEqual(844 / 2);
     expect(await phone.getByRole('list', { name: 'Rooms', exact: true }).isVisible()).toBe(false);
     await phone.getByRole('button', { name: 'Peers', exact: true }).click();
     await phone.getByLabel('Your Matrix ID').waitFor();

@@ -40,9 +40,15 @@ export interface HearthConfig {
    * browser's default gater refuses. `npm start` turns it on: its peer is on 127.0.0.1.
    */
   allowPrivateAddresses: boolean;
+  /**
+   * Watch for another copy of this homeserver online (src/p2p/twin.ts). Off by default in the page:
+   * a reloaded tab's old connections stay open for a while beside the new node's, and a peer takes
+   * the two for twins, pausing federation with a homeserver that is not copied at all.
+   */
+  detectTwins: boolean;
 }
 
-export const NO_CONFIG: HearthConfig = { bootstrap: [], iceServers: [], allowPrivateAddresses: false };
+export const NO_CONFIG: HearthConfig = { bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: false };
 
 /** Reads the origin's config; absent or unreadable, no bootstrap peers. */
 export async function loadHearthConfig(log: (message: string, error?: unknown) => void = () => {}): Promise<HearthConfig> {
@@ -65,11 +71,12 @@ export async function loadHearthConfig(log: (message: string, error?: unknown) =
 
 export function parseHearthConfig(value: unknown): HearthConfig {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError('not a JSON object');
-  const { bootstrap = [], iceServers = [], allowPrivateAddresses = false } = value as Record<string, unknown>;
+  const { bootstrap = [], iceServers = [], allowPrivateAddresses = false, detectTwins = false } = value as Record<string, unknown>;
   if (!Array.isArray(bootstrap) || !bootstrap.every((a) => typeof a === 'string')) throw new TypeError('bootstrap must be a list of multiaddrs');
   if (!Array.isArray(iceServers) || !iceServers.every((s) => typeof s === 'object' && s !== null && 'urls' in s)) throw new TypeError('iceServers must be a list of RTCIceServer');
   if (typeof allowPrivateAddresses !== 'boolean') throw new TypeError('allowPrivateAddresses must be a boolean');
-  return { bootstrap, iceServers: iceServers as RTCIceServer[], allowPrivateAddresses };
+  if (typeof detectTwins !== 'boolean') throw new TypeError('detectTwins must be a boolean');
+  return { bootstrap, iceServers: iceServers as RTCIceServer[], allowPrivateAddresses, detectTwins };
 }
 
 export interface PageP2P {
@@ -129,7 +136,7 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     onPeerDiscovered: peerConnected,
     onPeerDisconnected: changed,
     // Another copy of this homeserver online (src/p2p/twin.ts): federation pauses; the top bar says why.
-    detectTwins: true,
+    detectTwins: config.detectTwins,
     onTwin: changed,
     log,
   });

@@ -19,7 +19,7 @@ const PASSPHRASE = 'two of a kind';
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'hearth-e2e-twin-'));
   relay = await startNodeHost({ dataDir: join(dir, 'relay'), port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, detectTwins: true, rateLimits: false });
-  site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
+  site = await startSite(inject('hearthDist'), { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true, detectTwins: true } });
 });
 afterAll(async () => {
   for (const context of contexts) await context.close();

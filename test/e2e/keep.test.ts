@@ -252,7 +252,7 @@ describe('keep, move and reset a browser homeserver', () => {
 });
 
 describe('a full quota', () => {
-  it('refuses writes with M_RESOURCE_LIMIT_EXCEEDED and a sentence, loses nothing, and works again once there is room', async () => {
+  it('refuses writes with M_RESOURCE_LIMIT_EXCEEDED and a sentence, loses nothing, and works again once there is room', async (ctx) => {
     const page = await freshPage(site.server.url);
     await registerThroughUi(page, 'fay');
     await createRoomThroughUi(page, 'Tight');
@@ -264,6 +264,29 @@ describe('a full quota', () => {
     // DevTools' quota override: the origin may hold little more than it holds now. Chromium 156 enforces
     // it on writes, though navigator.storage.estimate() goes on reporting the default quota.
     await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: usage + 512 * 1024 });
+    // Whether this Chromium enforces the override at all: a 2 MiB write past a 512 KiB margin must fail.
+    // Runs here have seen it enforced and, with the same build, not (usage twice the quota, writes accepted).
+    const probe = await page.evaluate(async () => {
+      const db = await new Promise<IDBDatabase>((resolve, reject) => {
+        const open = indexedDB.open('hearth-quota-probe');
+        open.onupgradeneeded = () => open.result.createObjectStore('probe');
+        open.onsuccess = () => resolve(open.result);
+        open.onerror = () => reject(open.error);
+      });
+      const outcome = await new Promise<string>((resolve) => {
+        const tx = db.transaction('probe', 'readwrite');
+        // Random (IndexedDB compresses what repeats), 64 KiB at a time: getRandomValues' most.
+        const bytes = new Uint8Array(65_536 * 32);
+        for (let at = 0; at < bytes.length; at += 65_536) crypto.getRandomValues(bytes.subarray(at, at + 65_536));
+        tx.objectStore('probe').put(bytes.buffer, 'bytes');
+        tx.oncomplete = () => resolve('accepted');
+        tx.onabort = () => resolve(tx.error?.name ?? 'aborted');
+      });
+      db.close();
+      await new Promise((resolve) => (indexedDB.deleteDatabase('hearth-quota-probe').onsuccess = resolve));
+      return outcome;
+    });
+    if (probe === 'accepted') return ctx.skip('this Chromium does not enforce DevTools\' quota override on IndexedDB writes, so a full quota cannot be made here');
 
     // Random text: IndexedDB compresses what repeats, and would fill the quota only slowly.
     const padding = () => Array.from(crypto.getRandomValues(new Uint8Array(15_000)), (b) => b.toString(16).padStart(2, '0')).join('');
@@ -273,9 +296,11 @@ describe('a full quota', () => {
       const body = `fill ${i} ${padding()}`;
       const r = await pageFetch(page, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/fill${i}`, { token: accessToken, body: { msgtype: 'm.text', body } });
       if (r.status === 200) acknowledged.push(`fill ${i}`);
+      // The page's homeserver limits a burst of sends: wait as long as it asks (as every client does), then send this one again.
+      else if (r.status === 429) await page.waitForTimeout(Number(r.body.retry_after_ms ?? 1_000)), i--;
       else refused = r;
     }
-    expect(refused, 'the quota was never hit').toBeDefined();
+    expect(refused, `the quota was never hit: ${acknowledged.length} sends acknowledged, usage ${JSON.stringify(await cdp.send("Storage.getUsageAndQuota", { origin }))}`).toBeDefined();
     expect(acknowledged.length, 'some writes fit before the quota').toBeGreaterThan(0);
     expect(refused).toMatchObject({ status: 507, body: { errcode: 'M_RESOURCE_LIMIT_EXCEEDED', error: expect.stringMatching(/^The homeserver's storage is full: nothing of this request was kept\./) } });
     const upload = await page.evaluate(async (token) => {

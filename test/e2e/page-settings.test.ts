@@ -62,7 +62,7 @@ describe('settings, profile, search and leaving, through the page', () => {
     await ana.getByRole('button', { name: 'Invite' }).click();
     for (const name of ['Lobby', 'Plans']) {
       const invite = ben.locator('.invite', { hasText: name });
-      await invite.getByRole('button', { name: 'Accept' }).click({ timeout: 30_000 });
+      await invite.getByRole('button', { name: 'Accept' }).click({ timeout: 30_000 }).catch(async (e) => { await ben.screenshot({ path: '/tmp/ben-fail.png' }); await ana.screenshot({ path: '/tmp/ana-fail.png' }); throw e; });
       await ben.locator('.room-title', { hasText: name }).waitFor({ timeout: 30_000 });
     }
   }, 150_000);
@@ -170,11 +170,15 @@ describe('settings, profile, search and leaving, through the page', () => {
   }, 90_000);
 
   it('at 390 px the direct messages, room settings, search and a member’s profile card are all reachable, nothing off the side', async () => {
-    // A direct message, so the list of them has one (and the screenshots show it).
+    // A direct message, so the list of them has one (and the screenshots show it). Ben's page was
+    // reloaded: his homeserver's node must be back on the relay before Ana's invite can reach it.
+    for (const [page, other] of [[ana, ben], [ben, ana]] as const) {
+      await page.waitForFunction((name) => (globalThis as any).hearthP2P?.reachable.has(name), await pageServerName(other), { timeout: 60_000 });
+    }
     await ana.getByLabel('Start a direct chat with').fill(benId);
     await ana.getByRole('button', { name: 'Start chat' }).click();
     const invite = ben.getByRole('list', { name: 'Direct chats' }).locator('.invite');
-    await invite.getByRole('button', { name: 'Accept' }).click({ timeout: 30_000 });
+    await invite.getByRole('button', { name: 'Accept' }).click({ timeout: 30_000 }).catch(async (e) => { await ben.screenshot({ path: '/tmp/ben-fail.png' }); await ana.screenshot({ path: '/tmp/ana-fail.png' }); throw e; });
     await ben.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor({ timeout: 30_000 });
     await sendThroughUi(ben, 'A direct hello');
     const dm = ana.getByRole('list', { name: 'Direct chats' }).locator('.room-item');

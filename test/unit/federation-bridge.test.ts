@@ -63,12 +63,13 @@ describe('federation across the page and the core', () => {
 });
 
 describe('/hearth-config.json', () => {
-  it('takes bootstrap peers, ICE servers and the private-address switch, each optional', () => {
-    expect(parseHearthConfig({})).toEqual({ bootstrap: [], iceServers: [], allowPrivateAddresses: false });
-    expect(parseHearthConfig({ bootstrap: ['/ip4/127.0.0.1/tcp/1/ws/p2p/12D3KooWx'], iceServers: [{ urls: 'stun:stun.example' }], allowPrivateAddresses: true })).toEqual({
+  it('takes bootstrap peers, ICE servers, the private-address and twin-watch switches, each optional', () => {
+    expect(parseHearthConfig({})).toEqual({ bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: false });
+    expect(parseHearthConfig({ bootstrap: ['/ip4/127.0.0.1/tcp/1/ws/p2p/12D3KooWx'], iceServers: [{ urls: 'stun:stun.example' }], allowPrivateAddresses: true, detectTwins: true })).toEqual({
       bootstrap: ['/ip4/127.0.0.1/tcp/1/ws/p2p/12D3KooWx'],
       iceServers: [{ urls: 'stun:stun.example' }],
       allowPrivateAddresses: true,
+      detectTwins: true,
     });
   });
 
@@ -79,5 +80,6 @@ describe('/hearth-config.json', () => {
     expect(() => parseHearthConfig({ bootstrap: [1] })).toThrow();
     expect(() => parseHearthConfig({ iceServers: ['stun:x'] })).toThrow();
     expect(() => parseHearthConfig({ allowPrivateAddresses: 'yes' })).toThrow();
+    expect(() => parseHearthConfig({ detectTwins: 1 })).toThrow();
   });
 });

@@ -58,6 +58,23 @@ export async function fsyncDirectory(directory: string): Promise<void> {
   }
 }
 
+/**
+ * Replaces `path` whole, readable only by us: written beside it (`.tmp`), synced, renamed into
+ * place and its folder synced, so a crash leaves the old file or the new one, never part of one.
+ */
+export async function writeFileDurably(path: string, data: string | Uint8Array): Promise<void> {
+  const temporary = `${path}.tmp`;
+  const handle = await open(temporary, 'w', 0o600);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temporary, path);
+  await fsyncDirectory(dirname(path));
+}
+
 /** Plain Uint8Array views: a Buffer's slice() is a view, not a copy, a trap for code written for Uint8Array. */
 async function readBytes(path: string): Promise<Uint8Array> {
   const data = await readFile(path);

@@ -1,7 +1,7 @@
-import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import { mkdir, readdir, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { MediaStore } from '../media/store.ts';
-import { fsyncDirectory } from './file-persistence.ts';
+import { fsyncDirectory, writeFileDurably } from './file-persistence.ts';
 
 /**
  * Media bytes in files under the data folder: `<dir>/<first two of key>/<key>`.
@@ -31,16 +31,7 @@ export class FileMediaStore implements MediaStore {
       }
       this.made.add(folder);
     }
-    const temporary = `${file}.tmp`;
-    const handle = await open(temporary, 'w', 0o600);
-    try {
-      await handle.writeFile(bytes);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temporary, file);
-    await fsyncDirectory(folder);
+    await writeFileDurably(file, bytes);
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {

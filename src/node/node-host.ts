@@ -1,4 +1,4 @@
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tcp } from '@libp2p/tcp';
 import { webSockets } from '@libp2p/websockets';
@@ -15,7 +15,7 @@ import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
 import { DEFAULT_MEDIA_CONFIG, type MediaConfig } from '../media/media.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
-import { fsyncDirectory } from './file-persistence.ts';
+import { writeFileDurably } from './file-persistence.ts';
 import { startHttpServer, type RunningHttpServer } from './http-server.ts';
 import { createHttpsFederationTransport, type HttpsFederationOptions, type HttpsFederationTransport } from './https-federation.ts';
 import { routeByApi, startHttpsServer } from './https-server.ts';
@@ -90,13 +90,7 @@ export async function loadOrCreateSeed(path: string): Promise<Uint8Array> {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
   const seed = crypto.getRandomValues(new Uint8Array(SEED_LENGTH));
-  const temporary = `${path}.tmp`;
-  const file = await open(temporary, 'w', 0o600);
-  await file.writeFile(seed);
-  await file.sync();
-  await file.close();
-  await rename(temporary, path);
-  await fsyncDirectory(join(path, '..'));
+  await writeFileDurably(path, seed);
   return seed;
 }
 

@@ -7,10 +7,10 @@
  * none of them would find it again, so no page renewed its reservation, and mail left
  * for a closed page waited where nobody came.
  */
-import { open, readFile, rename } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { fsyncDirectory } from './file-persistence.ts';
+import { writeFileDurably } from './file-persistence.ts';
 
 const ANY_PORT = /^\/(ip4|ip6)\/([^/]+)\/tcp\/0(\/.*)?$/;
 
@@ -59,8 +59,8 @@ export async function stableListen(dataDir: string, listen: string[]): Promise<S
   }
   const names = keys(listen);
   const reusable = (i: number) => ANY_PORT.test(listen[i]!) && typeof saved[names[i]!] === 'string' && /\/tcp\/[1-9]\d*/.test(saved[names[i]!]!);
-  const fresh = await withFreshPorts(listen);
-  const addresses = listen.map((_, i) => (reusable(i) ? saved[names[i]!]! : fresh[i]!));
+  // A saved address names its port, so only the others are given fresh ones.
+  const addresses = await withFreshPorts(listen.map((address, i) => (reusable(i) ? saved[names[i]!]! : address)));
   return {
     addresses,
     reused: listen.some((_, i) => reusable(i)),
@@ -68,13 +68,7 @@ export async function stableListen(dataDir: string, listen: string[]): Promise<S
     async save(chosen) {
       const record = Object.fromEntries(names.flatMap((name, i) => (ANY_PORT.test(listen[i]!) ? [[name, chosen[i]!]] : [])));
       if (Object.keys(record).length === 0) return;
-      const temporary = `${file}.tmp`;
-      const handle = await open(temporary, 'w', 0o600);
-      await handle.writeFile(JSON.stringify(record, null, 2) + '\n');
-      await handle.sync();
-      await handle.close();
-      await rename(temporary, file);
-      await fsyncDirectory(dataDir);
+      await writeFileDurably(file, JSON.stringify(record, null, 2) + '\n');
     },
   };
 }

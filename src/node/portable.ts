@@ -210,15 +210,15 @@ export async function fileSource(path: string): Promise<ArchiveSource & { close(
 
 async function writeWhole(path: string, data: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, patchHeader = false): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
-  const handle = await open(path, 'wx', 0o600);
+  const handle = await open(path, 'wx+', 0o600);
   try {
-    let first = patchHeader;
-    for await (const piece of data) {
-      if (first) {
-        portableSqliteHeader(piece);
-        first = false;
-      }
-      await handle.write(piece);
+    for await (const piece of data) await handle.write(piece);
+    if (patchHeader) {
+      // Read back from the file: the entry's first piece is what was left of a frame, maybe fewer than the header's 100 bytes.
+      const head = new Uint8Array(100);
+      const { bytesRead } = await handle.read(head, 0, head.byteLength, 0);
+      portableSqliteHeader(head.subarray(0, bytesRead));
+      await handle.write(head, 0, bytesRead, 0);
     }
     await handle.sync();
   } finally {

@@ -4,7 +4,10 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
+import initSqlJs from 'sql.js';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { hearthServerName, importNodeHomeserver } from '../../src/node/portable.ts';
+import { writeArchive, type EntrySource } from '../../src/portable/index.ts';
 import { api, register } from './harness.ts';
 import { httpSyncer, longPollUntil, timelineHas } from '../support/sync-until.ts';
 import { enc, PASSWORD, V3 } from '../support/client-calls.ts';
@@ -145,4 +148,19 @@ describe('keep and move a Node homeserver', () => {
     expect(moved.homeserver.serverName).toBe(serverName);
     expect((await api(moved, 'POST', `${V3}/login`, { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'carol' }, password: PASSWORD } })).status).toBe(200);
   }, 60_000);
+
+  it('imports a database entry that begins with the last few bytes of a frame', async () => {
+    const image = new (await initSqlJs()).Database().export();
+    const seed = crypto.getRandomValues(new Uint8Array(32));
+    const dir = await tempDir();
+    // Frames this small put the database's first bytes, at some size, in a piece shorter than SQLite's 100-byte header.
+    for (const chunkBytes of [190, 200, 210, 220, 230, 240]) {
+      const parts: Uint8Array[] = [];
+      const entries: EntrySource[] = [{ kind: 'identity', name: '', size: 32, read: () => [seed] }, { kind: 'database', name: '', size: image.byteLength, read: () => [image] }];
+      await writeArchive({ passphrase: 'p', serverName: await hearthServerName(seed), createdBy: 'node', iterations: 1, chunkBytes, entries, write: (bytes) => void parts.push(new Uint8Array(bytes)) });
+      const file = join(dir, `${chunkBytes}.hearth`);
+      await writeFile(file, Buffer.concat(parts));
+      await importNodeHomeserver({ dataDir: join(dir, String(chunkBytes)), input: file, passphrase: 'p' });
+    }
+  });
 });

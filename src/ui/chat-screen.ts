@@ -139,9 +139,11 @@ export class ChatScreen {
 
   private renderRooms(): void {
     if (!this.client) return;
-    this.sidebar.renderRooms(this.client, this.selectedRoomId);
+    // One snapshot of every room (each with its timeline) serves the list and the title.
+    const rooms = this.client.sortedRooms();
+    this.sidebar.renderRooms(this.client, rooms, this.selectedRoomId);
     // The tab's title counts what is unread elsewhere ("(3) Hearth", "(3!) Hearth" with a mention).
-    const others = this.client.sortedRooms().filter((room) => room.id !== this.selectedRoomId || document.visibilityState !== 'visible');
+    const others = rooms.filter((room) => room.id !== this.selectedRoomId || document.visibilityState !== 'visible');
     const unread = others.reduce((n, room) => n + room.unread, 0);
     const highlight = others.some((room) => room.highlights > 0);
     document.title = unread > 0 ? `(${unread}${highlight ? '!' : ''}) Hearth` : 'Hearth';

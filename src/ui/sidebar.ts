@@ -105,8 +105,8 @@ export class Sidebar {
     return h('span', { class: 'hint inviter-line' }, 'invited by\u00a0', id, copy);
   }
 
-  renderRooms(client: ChatClient, selectedRoomId: string | undefined): void {
-    const rooms = client.sortedRooms();
+  /** `rooms`: the client's `sortedRooms()`. */
+  renderRooms(client: ChatClient, rooms: readonly ChatRoom[], selectedRoomId: string | undefined): void {
     const item = (room: ChatRoom) => this.roomItem(client, room, selectedRoomId);
     const direct = rooms.filter((room) => room.isDirect).map(item);
     const items = rooms.filter((room) => !room.isDirect).map(item);

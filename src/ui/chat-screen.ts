@@ -176,8 +176,10 @@ export class ChatScreen {
       retryUpload: (upload) => room && client.retryUpload(room.id, upload.id),
       discardUpload: (upload) => room && client.discardUpload(room.id, upload.id),
     };
-    this.roomView.render(client, room, actions);
-    this.roomSettings.render(client, room, {
+    // Read once: the header shows its topic and avatar, the settings fold all of it.
+    const settings = room && client.roomSettings(room.id);
+    this.roomView.render(client, room, settings, actions);
+    this.roomSettings.render(client, room, settings, {
       // Left, not forgotten: it moves to "Left rooms", where Forget takes it from every list.
       leave: () =>
         room &&

@@ -71,11 +71,10 @@ export class RoomSettingsPanel {
     );
   }
 
-  render(client: ChatClient, room: ChatRoom | undefined, actions: RoomSettingsActions): void {
+  /** `settings`: the client's `roomSettings(room.id)`. */
+  render(client: ChatClient, room: ChatRoom | undefined, settings: RoomSettings | undefined, actions: RoomSettingsActions): void {
     this.element.hidden = !room;
-    if (!room) return;
-    const settings = client.roomSettings(room.id);
-    if (!settings) return;
+    if (!room || !settings) return;
     const changedRoom = room.id !== this.roomId;
     if (changedRoom) this.error.clear();
     // A field shows the room's value unless the person is editing it.

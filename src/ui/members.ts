@@ -1,7 +1,7 @@
 import type { ChatClient, ChatRoom, DeviceInfo } from './chat.ts';
 import { h } from './dom.ts';
 import { describeInviteError } from './errors.ts';
-import { ErrorSlot, succeeded } from './error-slot.ts';
+import { ErrorSlot } from './error-slot.ts';
 import { copyText } from './p2p-panel.ts';
 
 /** The open room's members, and the form that invites someone to it. */
@@ -50,11 +50,7 @@ export class MembersPane {
           onsubmit: (e: Event) => {
             e.preventDefault();
             const userId = invitee.value.trim();
-            inviteError.clear();
-            client.invite(room.id, userId).then(
-              () => ((invitee.value = ''), succeeded('invite')),
-              (error) => inviteError.show('invite', describeInviteError(error, userId)),
-            );
+            inviteError.run('invite', () => client.invite(room.id, userId).then(() => (invitee.value = '')), (error) => describeInviteError(error, userId));
           },
         },
         invitee,

@@ -1,7 +1,6 @@
 import type { ChatClient, ChatRoom, RoomSettings } from './chat.ts';
 import { h } from './dom.ts';
-import { describeError } from './errors.ts';
-import { ErrorSlot, succeeded } from './error-slot.ts';
+import { ErrorSlot } from './error-slot.ts';
 
 /** What the settings panel asks of the chat screen. */
 export interface RoomSettingsActions {
@@ -33,12 +32,7 @@ export class RoomSettingsPanel {
   constructor() {
     const save = (action: (client: ChatClient, roomId: string) => Promise<void>) => {
       const target = this.actions;
-      if (!target) return;
-      this.error.clear();
-      action(target.client, target.roomId).then(
-        () => succeeded('settings'),
-        (error) => this.error.show('settings', describeError(error)),
-      );
+      if (target) this.error.run('settings', () => action(target.client, target.roomId));
     };
     this.avatarFile.onchange = () => {
       const file = this.avatarFile.files?.[0];

@@ -90,11 +90,7 @@ export class Sidebar {
   /** Runs a sidebar action, showing its error instead of throwing; once it succeeds, older errors of its kind go. */
   private guard(event: Event, kind: ActionKind, action: () => Promise<void>): void {
     event.preventDefault();
-    this.error.clear();
-    action().then(
-      () => succeeded(kind),
-      (error) => this.error.show(kind, describeError(error)),
-    );
+    this.error.run(kind, action);
   }
 
   /** "invited by @someone:<64 hex digits>": cut short to the card's width, the whole ID on hover and copied by Copy. */

@@ -1,8 +1,7 @@
 import type { ChatClient, ChatRoom, DeviceInfo } from './chat.ts';
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import { describeInviteError } from './errors.ts';
 import { ErrorSlot } from './error-slot.ts';
-import { copyText } from './p2p-panel.ts';
 
 /** The open room's members, and the form that invites someone to it. */
 export class MembersPane {

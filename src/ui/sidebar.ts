@@ -1,8 +1,7 @@
 import { DirectInviteFailed, type ChatClient, type ChatRoom } from './chat.ts';
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import { describeError, describeInviteError, describeJoinError } from './errors.ts';
 import { ErrorSlot, succeeded, type ActionKind } from './error-slot.ts';
-import { copyText } from './p2p-panel.ts';
 
 /** What the sidebar asks of the chat screen. */
 export interface SidebarActions {

@@ -14,12 +14,20 @@ export class MembersPane {
   /** Whose device list is open, and what was last fetched of it (kept across renders). */
   private readonly devicesOpen = new Set<string>();
   private readonly deviceLists = new Map<string, DeviceInfo[] | 'loading' | 'failed'>();
+  /** What the pane was last built from: a change elsewhere (a message, a receipt, typing) does not rebuild it. */
+  private shown: { client: ChatClient; key: string } | undefined;
 
   render(client: ChatClient, room: ChatRoom | undefined): void {
-    if (!room) return this.element.replaceChildren();
+    if (!room) {
+      this.shown = undefined;
+      return this.element.replaceChildren();
+    }
     const invitee = this.inviteInput;
     const inviteError = this.inviteError;
     const members = client.joinedMembers(room);
+    const key = JSON.stringify([room.id, room.encrypted, members.map((m) => [m.userId, client.displayName(room, m.userId), m.membership])]);
+    if (this.shown?.client === client && this.shown.key === key) return;
+    this.shown = { client, key };
     // A <details>, so on a narrow screen the list folds under the room and opens on a tap; kept open or shut across renders.
     const memberDetails = h(
       'details',

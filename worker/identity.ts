@@ -4,6 +4,13 @@ const DATABASE = 'hearth-identity';
 const STORE = 'identity';
 const SEED_KEY = 'ed25519-seed';
 
+const openIdentity = () =>
+  openDB(DATABASE, 1, {
+    upgrade(database) {
+      database.createObjectStore(STORE);
+    },
+  });
+
 /**
  * The server's ed25519 seed: created at random on first start and kept in
  * IndexedDB, since the server name is derived from it (ARCHITECTURE.md, Identity)
@@ -12,11 +19,7 @@ const SEED_KEY = 'ed25519-seed';
  * still runs in one transaction to be safe.
  */
 export async function loadOrCreateSeed(): Promise<Uint8Array> {
-  const db = await openDB(DATABASE, 1, {
-    upgrade(database) {
-      database.createObjectStore(STORE);
-    },
-  });
+  const db = await openIdentity();
   try {
     const tx = db.transaction(STORE, 'readwrite', { durability: 'strict' });
     const stored = (await tx.store.get(SEED_KEY)) as Uint8Array | undefined;
@@ -35,11 +38,7 @@ export async function loadOrCreateSeed(): Promise<Uint8Array> {
 
 /** Replaces the seed (an import, worker/portable.ts): the server becomes the archive's at the next start. */
 export async function storeSeed(seed: Uint8Array): Promise<void> {
-  const db = await openDB(DATABASE, 1, {
-    upgrade(database) {
-      database.createObjectStore(STORE);
-    },
-  });
+  const db = await openIdentity();
   try {
     const tx = db.transaction(STORE, 'readwrite', { durability: 'strict' });
     await Promise.all([tx.store.put(new Uint8Array(seed), SEED_KEY), tx.done]);

@@ -139,9 +139,11 @@ export class ChatScreen {
 
   private renderRooms(): void {
     if (!this.client) return;
-    this.sidebar.renderRooms(this.client, this.selectedRoomId);
+    // One snapshot of every room (each with its timeline) serves the list and the title.
+    const rooms = this.client.sortedRooms();
+    this.sidebar.renderRooms(this.client, rooms, this.selectedRoomId);
     // The tab's title counts what is unread elsewhere ("(3) Hearth", "(3!) Hearth" with a mention).
-    const others = this.client.sortedRooms().filter((room) => room.id !== this.selectedRoomId || document.visibilityState !== 'visible');
+    const others = rooms.filter((room) => room.id !== this.selectedRoomId || document.visibilityState !== 'visible');
     const unread = others.reduce((n, room) => n + room.unread, 0);
     const highlight = others.some((room) => room.highlights > 0);
     document.title = unread > 0 ? `(${unread}${highlight ? '!' : ''}) Hearth` : 'Hearth';
@@ -174,8 +176,10 @@ export class ChatScreen {
       retryUpload: (upload) => room && client.retryUpload(room.id, upload.id),
       discardUpload: (upload) => room && client.discardUpload(room.id, upload.id),
     };
-    this.roomView.render(client, room, actions);
-    this.roomSettings.render(client, room, {
+    // Read once: the header shows its topic and avatar, the settings fold all of it.
+    const settings = room && client.roomSettings(room.id);
+    this.roomView.render(client, room, settings, actions);
+    this.roomSettings.render(client, room, settings, {
       // Left, not forgotten: it moves to "Left rooms", where Forget takes it from every list.
       leave: () =>
         room &&

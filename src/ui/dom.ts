@@ -44,3 +44,32 @@ export function formatTime(ts: number | undefined): string {
   if (!ts) return '';
   return new Date(ts).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 }
+
+/**
+ * Copies `text`; where the clipboard API is refused (no permission, not a secure context),
+ * selects the text in `shown` so the person can copy it by hand.
+ */
+export async function copyText(text: string, shown: HTMLElement, button: HTMLButtonElement): Promise<void> {
+  const label = button.textContent;
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = 'Copied';
+  } catch {
+    if (shown instanceof HTMLInputElement) {
+      shown.focus();
+      shown.select();
+    } else {
+      const range = document.createRange();
+      range.selectNodeContents(shown);
+      const selection = getSelection();
+      selection?.removeAllRanges();
+      selection?.addRange(range);
+    }
+    button.textContent = 'Selected: press Ctrl+C';
+  }
+  button.dataset.copied = 'true';
+  setTimeout(() => {
+    button.textContent = label;
+    delete button.dataset.copied;
+  }, 2000);
+}

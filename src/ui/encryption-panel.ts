@@ -1,7 +1,6 @@
 import { WrongRecoveryKey, type ChatClient } from './chat.ts';
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import { describeError } from './errors.ts';
-import { copyText } from './p2p-panel.ts';
 
 /**
  * This device's encryption, above the open room: the recovery key made with the account, shown

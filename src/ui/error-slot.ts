@@ -1,4 +1,5 @@
 import { h } from './dom.ts';
+import { describeError } from './errors.ts';
 
 /** What a person did that can fail: one success of a kind clears every error of that kind still shown. */
 export type ActionKind = 'create' | 'join' | 'leave' | 'invite' | 'add-peer' | 'settings' | 'search';
@@ -31,6 +32,15 @@ export class ErrorSlot {
     this.text.textContent = message;
     this.element.hidden = false;
     shown.add(this);
+  }
+
+  /** Runs what this place does: its earlier error goes, a failure shows here in words (`describe`), a success clears errors of `kind` anywhere. */
+  run(kind: ActionKind, action: () => Promise<unknown>, describe: (error: unknown) => string = describeError): void {
+    this.clear();
+    action().then(
+      () => succeeded(kind),
+      (error) => this.show(kind, describe(error)),
+    );
   }
 
   /** Clears it if what it shows is an error of `kind`. */

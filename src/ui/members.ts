@@ -1,8 +1,7 @@
 import type { ChatClient, ChatRoom, DeviceInfo } from './chat.ts';
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import { describeInviteError } from './errors.ts';
-import { ErrorSlot, succeeded } from './error-slot.ts';
-import { copyText } from './p2p-panel.ts';
+import { ErrorSlot } from './error-slot.ts';
 
 /** The open room's members, and the form that invites someone to it. */
 export class MembersPane {
@@ -15,12 +14,20 @@ export class MembersPane {
   /** Whose device list is open, and what was last fetched of it (kept across renders). */
   private readonly devicesOpen = new Set<string>();
   private readonly deviceLists = new Map<string, DeviceInfo[] | 'loading' | 'failed'>();
+  /** What the pane was last built from: a change elsewhere (a message, a receipt, typing) does not rebuild it. */
+  private shown: { client: ChatClient; key: string } | undefined;
 
   render(client: ChatClient, room: ChatRoom | undefined): void {
-    if (!room) return this.element.replaceChildren();
+    if (!room) {
+      this.shown = undefined;
+      return this.element.replaceChildren();
+    }
     const invitee = this.inviteInput;
     const inviteError = this.inviteError;
     const members = client.joinedMembers(room);
+    const key = JSON.stringify([room.id, room.encrypted, members.map((m) => [m.userId, client.displayName(room, m.userId), m.membership])]);
+    if (this.shown?.client === client && this.shown.key === key) return;
+    this.shown = { client, key };
     // A <details>, so on a narrow screen the list folds under the room and opens on a tap; kept open or shut across renders.
     const memberDetails = h(
       'details',
@@ -50,11 +57,7 @@ export class MembersPane {
           onsubmit: (e: Event) => {
             e.preventDefault();
             const userId = invitee.value.trim();
-            inviteError.clear();
-            client.invite(room.id, userId).then(
-              () => ((invitee.value = ''), succeeded('invite')),
-              (error) => inviteError.show('invite', describeInviteError(error, userId)),
-            );
+            inviteError.run('invite', () => client.invite(room.id, userId).then(() => (invitee.value = '')), (error) => describeInviteError(error, userId));
           },
         },
         invitee,

@@ -1,36 +1,7 @@
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import { ErrorSlot, succeeded } from './error-slot.ts';
 import type { NodeState, PageHost } from './host.ts';
 import { inviteLink, shortServerName } from './ids.ts';
-
-/**
- * Copies `text`; where the clipboard API is refused (no permission, not a secure context),
- * selects the text in `shown` so the person can copy it by hand.
- */
-export async function copyText(text: string, shown: HTMLElement, button: HTMLButtonElement): Promise<void> {
-  const label = button.textContent;
-  try {
-    await navigator.clipboard.writeText(text);
-    button.textContent = 'Copied';
-  } catch {
-    if (shown instanceof HTMLInputElement) {
-      shown.focus();
-      shown.select();
-    } else {
-      const range = document.createRange();
-      range.selectNodeContents(shown);
-      const selection = getSelection();
-      selection?.removeAllRanges();
-      selection?.addRange(range);
-    }
-    button.textContent = 'Selected: press Ctrl+C';
-  }
-  button.dataset.copied = 'true';
-  setTimeout(() => {
-    button.textContent = label;
-    delete button.dataset.copied;
-  }, 2000);
-}
 
 /**
  * The peers panel: this tab's libp2p node (its state, the peers it is connected to and how

@@ -1,7 +1,7 @@
 import type { ChatClient } from './chat.ts';
 import { h } from './dom.ts';
 import { describeError } from './errors.ts';
-import { ErrorSlot, succeeded } from './error-slot.ts';
+import { ErrorSlot } from './error-slot.ts';
 
 /** Your own display name and avatar (the profile API), a fold at the top of the sidebar: read when opened, saved on submit. */
 export class ProfilePanel {
@@ -17,11 +17,7 @@ export class ProfilePanel {
     const save = (action: (client: ChatClient) => Promise<void>) => {
       const client = this.client;
       if (!client) return;
-      this.error.clear();
-      action(client).then(
-        () => (succeeded('settings'), this.load(client)),
-        (error) => this.error.show('settings', describeError(error)),
-      );
+      this.error.run('settings', () => action(client).then(() => this.load(client)));
     };
     this.avatarFile.onchange = () => {
       const file = this.avatarFile.files?.[0];

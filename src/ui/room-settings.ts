@@ -1,7 +1,6 @@
 import type { ChatClient, ChatRoom, RoomSettings } from './chat.ts';
 import { h } from './dom.ts';
-import { describeError } from './errors.ts';
-import { ErrorSlot, succeeded } from './error-slot.ts';
+import { ErrorSlot } from './error-slot.ts';
 
 /** What the settings panel asks of the chat screen. */
 export interface RoomSettingsActions {
@@ -33,12 +32,7 @@ export class RoomSettingsPanel {
   constructor() {
     const save = (action: (client: ChatClient, roomId: string) => Promise<void>) => {
       const target = this.actions;
-      if (!target) return;
-      this.error.clear();
-      action(target.client, target.roomId).then(
-        () => succeeded('settings'),
-        (error) => this.error.show('settings', describeError(error)),
-      );
+      if (target) this.error.run('settings', () => action(target.client, target.roomId));
     };
     this.avatarFile.onchange = () => {
       const file = this.avatarFile.files?.[0];
@@ -71,11 +65,10 @@ export class RoomSettingsPanel {
     );
   }
 
-  render(client: ChatClient, room: ChatRoom | undefined, actions: RoomSettingsActions): void {
+  /** `settings`: the client's `roomSettings(room.id)`. */
+  render(client: ChatClient, room: ChatRoom | undefined, settings: RoomSettings | undefined, actions: RoomSettingsActions): void {
     this.element.hidden = !room;
-    if (!room) return;
-    const settings = client.roomSettings(room.id);
-    if (!settings) return;
+    if (!room || !settings) return;
     const changedRoom = room.id !== this.roomId;
     if (changedRoom) this.error.clear();
     // A field shows the room's value unless the person is editing it.

@@ -1,4 +1,4 @@
-import type { ChatClient, ChatRoom } from './chat.ts';
+import type { ChatClient, ChatRoom, RoomSettings } from './chat.ts';
 import type { Composer } from './composer.ts';
 import { h } from './dom.ts';
 import { updateKeyedChildren } from './keyed-children.ts';
@@ -28,7 +28,8 @@ export class RoomView {
     );
   }
 
-  render(client: ChatClient, room: ChatRoom | undefined, actions: TimelineActions & { leave(): void }): void {
+  /** `settings`: the client's `roomSettings(room.id)`. */
+  render(client: ChatClient, room: ChatRoom | undefined, settings: RoomSettings | undefined, actions: TimelineActions & { leave(): void }): void {
     this.element.classList.toggle('empty', !room);
     this.leaveButton.hidden = !room;
     this.leaveButton.onclick = () => actions.leave();
@@ -43,7 +44,6 @@ export class RoomView {
       return;
     }
     this.roomTitle.textContent = client.roomName(room);
-    const settings = client.roomSettings(room.id);
     this.topicLine.textContent = settings?.topic ?? '';
     this.topicLine.hidden = !settings?.topic;
     this.avatar.hidden = !settings?.avatarUrl;

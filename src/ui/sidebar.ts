@@ -1,8 +1,7 @@
 import { DirectInviteFailed, type ChatClient, type ChatRoom } from './chat.ts';
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import { describeError, describeInviteError, describeJoinError } from './errors.ts';
 import { ErrorSlot, succeeded, type ActionKind } from './error-slot.ts';
-import { copyText } from './p2p-panel.ts';
 
 /** What the sidebar asks of the chat screen. */
 export interface SidebarActions {
@@ -90,11 +89,7 @@ export class Sidebar {
   /** Runs a sidebar action, showing its error instead of throwing; once it succeeds, older errors of its kind go. */
   private guard(event: Event, kind: ActionKind, action: () => Promise<void>): void {
     event.preventDefault();
-    this.error.clear();
-    action().then(
-      () => succeeded(kind),
-      (error) => this.error.show(kind, describeError(error)),
-    );
+    this.error.run(kind, action);
   }
 
   /** "invited by @someone:<64 hex digits>": cut short to the card's width, the whole ID on hover and copied by Copy. */
@@ -105,8 +100,8 @@ export class Sidebar {
     return h('span', { class: 'hint inviter-line' }, 'invited by\u00a0', id, copy);
   }
 
-  renderRooms(client: ChatClient, selectedRoomId: string | undefined): void {
-    const rooms = client.sortedRooms();
+  /** `rooms`: the client's `sortedRooms()`. */
+  renderRooms(client: ChatClient, rooms: readonly ChatRoom[], selectedRoomId: string | undefined): void {
     const item = (room: ChatRoom) => this.roomItem(client, room, selectedRoomId);
     const direct = rooms.filter((room) => room.isDirect).map(item);
     const items = rooms.filter((room) => !room.isDirect).map(item);

@@ -13,9 +13,9 @@ import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EventTemplate } from '../src/rooms/types.ts';
-import { startChildPeer } from './federation.bench.ts';
+import { call, direct, register, startChildPeer } from './federation.bench.ts';
 import { startBenchPeer, type BenchPeer } from './federation-peer.ts';
-import { clientRequest, percentile, report } from './harness.ts';
+import { percentile, report } from './harness.ts';
 import { resolveForks } from './state-res.bench.ts';
 
 const MEMBERS = Number(process.env.HEARTH_BENCH_BIG_MEMBERS ?? 10_000);
@@ -33,14 +33,6 @@ const enc = encodeURIComponent;
 const LAZY = enc(JSON.stringify({ room: { timeline: { limit: 10 }, state: { lazy_load_members: true } }, presence: { types: [] } }));
 const MiB = (bytes: number) => bytes / 1024 / 1024;
 
-const call = (url: string, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
-  clientRequest((request) => fetch(request), url + path, method, token, body);
-const direct = (peer: BenchPeer, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
-  clientRequest((request) => peer.homeserver.fetch(request), `http://localhost${path}`, method, token, body);
-const register = async (caller: (m: string, p: string, t?: string, b?: unknown) => Promise<Json>, username: string) => {
-  const r = await caller('POST', '/_matrix/client/v3/register', undefined, { username, password: 'bench-password', auth: { type: 'm.login.dummy' } });
-  return { userId: r.user_id as string, token: r.access_token as string };
-};
 
 /** The big room on A, through the room engine in batches (one write each); what it holds. */
 async function buildRoom(a: BenchPeer): Promise<string> {
@@ -89,21 +81,21 @@ export async function run(): Promise<void> {
   const { a, roomId, buildMs } = await remoteSide();
   const b = await startChildPeer(crypto.getRandomValues(new Uint8Array(32)), a.p2p.multiaddrs());
   try {
-    const dave = await register((...args) => call(b.url, ...args), 'dave');
-    const erin = await register((...args) => call(b.url, ...args), 'erin');
-    const since = (await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
+    const dave = await register((...args) => call(b, ...args), 'dave');
+    const erin = await register((...args) => call(b, ...args), 'erin');
+    const since = (await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
     const before = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
     await b.command({ cmd: 'timings' });
 
     const joinStarted = performance.now();
-    await call(b.url, 'POST', `/_matrix/client/v3/join/${enc(roomId)}?via=${a.homeserver.serverName}`, dave.token, {});
+    await call(b, 'POST', `/_matrix/client/v3/join/${enc(roomId)}?via=${a.homeserver.serverName}`, dave.token, {});
     const joinMs = performance.now() - joinStarted;
     const syncStarted = performance.now();
-    const firstSync = await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&since=${since}&filter=${LAZY}`, dave.token);
+    const firstSync = await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&since=${since}&filter=${LAZY}`, dave.token);
     const syncMs = performance.now() - syncStarted;
     if (!firstSync.rooms?.join?.[roomId]) throw new Error('the first /sync after the join does not have the room');
     const pageStarted = performance.now();
-    const page = await call(b.url, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=${FIRST_PAGE}&filter=${enc(JSON.stringify({ lazy_load_members: true }))}`, dave.token);
+    const page = await call(b, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=${FIRST_PAGE}&filter=${enc(JSON.stringify({ lazy_load_members: true }))}`, dave.token);
     const pageMs = performance.now() - pageStarted;
     const after = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
     const timings = await b.command<{ outbound: Record<string, number[]>; responseBytes: Record<string, number[]> }>({ cmd: 'timings' });
@@ -115,13 +107,13 @@ export async function run(): Promise<void> {
     const usable = joinMs + syncMs + pageMs;
 
     // In the room, on B: /sync with lazy members (initial and incremental), and sends beside a 2-member room's.
-    const small = (await call(b.url, 'POST', '/_matrix/client/v3/createRoom', dave.token, { preset: 'public_chat' })).room_id as string;
-    await call(b.url, 'POST', `/_matrix/client/v3/join/${enc(small)}`, erin.token, {});
+    const small = (await call(b, 'POST', '/_matrix/client/v3/createRoom', dave.token, { preset: 'public_chat' })).room_id as string;
+    await call(b, 'POST', `/_matrix/client/v3/join/${enc(small)}`, erin.token, {});
     const bigSends: number[] = [];
     const smallSends: number[] = [];
     const sendTo = async (room: string, txn: string) => {
       const t = performance.now();
-      await call(b.url, 'PUT', `/_matrix/client/v3/rooms/${enc(room)}/send/m.room.message/${txn}`, dave.token, { msgtype: 'm.text', body: `a message of ordinary length, ${txn}` });
+      await call(b, 'PUT', `/_matrix/client/v3/rooms/${enc(room)}/send/m.room.message/${txn}`, dave.token, { msgtype: 'm.text', body: `a message of ordinary length, ${txn}` });
       return performance.now() - t;
     };
     for (let i = 0; i < SENDS + 5; i++) {
@@ -131,15 +123,15 @@ export async function run(): Promise<void> {
     }
     const initial: number[] = [];
     const incremental: number[] = [];
-    let next = (await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
+    let next = (await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
     for (let i = 0; i < SYNCS + 3; i++) {
       let t = performance.now();
-      const full = await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token);
+      const full = await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token);
       const initialMs = performance.now() - t;
       if (!full.rooms.join[roomId]) throw new Error('no big room in the initial /sync');
       await sendTo(roomId, `sync${i}`);
       t = performance.now();
-      const inc = await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=0&since=${next}&filter=${LAZY}`, dave.token);
+      const inc = await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&since=${next}&filter=${LAZY}`, dave.token);
       const incMs = performance.now() - t;
       next = inc.next_batch;
       if (i >= 3) initial.push(initialMs), incremental.push(incMs);

@@ -44,16 +44,16 @@ export interface Reachable {
 }
 
 /** A client request over real HTTP(S) (loopback), as a Matrix client makes it. */
-const call = (server: Reachable, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+export const call = (server: Reachable, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
   clientRequest((request) => (server.clientFetch ?? fetch)(request), server.url + path, method, token, body);
 
 /** A client request handed straight to A's core, for building rooms fast (no HTTP). */
-const direct = (peer: BenchPeer, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
+export const direct = (peer: BenchPeer, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
   clientRequest((request) => peer.homeserver.fetch(request), `http://localhost${path}`, method, token, body);
 
 type Caller = (method: string, path: string, token?: string, body?: unknown) => Promise<Json>;
 
-async function register(caller: Caller, username: string): Promise<{ userId: string; token: string }> {
+export async function register(caller: Caller, username: string): Promise<{ userId: string; token: string }> {
   const r = await caller('POST', '/_matrix/client/v3/register', undefined, { username, password: 'bench-password', auth: { type: 'm.login.dummy' } });
   return { userId: r.user_id, token: r.access_token };
 }

@@ -13,8 +13,8 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { webRandomBytes } from '../src/crypto/random.ts';
 import { acceptedEvents, startBenchPeer, untilAccepted, type BenchPeer } from './federation-peer.ts';
-import { startChildPeer, type ChildPeer, type Reachable } from './federation.bench.ts';
-import { clientRequest, percentile, report } from './harness.ts';
+import { call, register as registerWith, startChildPeer, type ChildPeer, type Reachable } from './federation.bench.ts';
+import { percentile, report } from './harness.ts';
 
 const BURST = 10_000;
 const BURST_CLIENTS = 10;
@@ -23,17 +23,11 @@ const FANOUT_ROUNDS = 10;
 const FAULT_MESSAGES = 2_000;
 const FAULT_IN_FLIGHT = 8;
 
-type Json = any;
 const enc = encodeURIComponent;
-const call = (server: Reachable, method: string, path: string, token?: string, body?: unknown): Promise<Json> =>
-  clientRequest((request) => (server.clientFetch ?? fetch)(request), server.url + path, method, token, body);
 const MiB = (bytes: number) => bytes / 2 ** 20;
 const peakRss = () => process.resourceUsage().maxRSS * 1024;
 
-async function register(server: Reachable, username: string): Promise<{ userId: string; token: string }> {
-  const r = await call(server, 'POST', '/_matrix/client/v3/register', undefined, { username, password: 'bench-password', auth: { type: 'm.login.dummy' } });
-  return { userId: r.user_id, token: r.access_token };
-}
+const register = (server: Reachable, username: string) => registerWith((...args) => call(server, ...args), username);
 const createRoom = async (server: Reachable, token: string): Promise<string> => (await call(server, 'POST', '/_matrix/client/v3/createRoom', token, { preset: 'public_chat' })).room_id;
 const join_ = (server: Reachable, token: string, roomId: string, via: string) => call(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}?via=${via}`, token, {});
 const send = (server: Reachable, token: string, roomId: string, txnId: string, body: string): Promise<{ event_id: string }> =>

@@ -1,5 +1,6 @@
 import { canonicalJson } from '../crypto/canonical-json.ts';
 import { isStateEvent, stateKey, type RoomEvent, type StateKey } from '../events/event.ts';
+import { serverNameOf } from '../events/identifiers.ts';
 import { referenceIds } from '../events/pdu.ts';
 import { requireRoomVersion } from '../events/room-versions.ts';
 import type { WriteTransaction } from '../storage/database.ts';
@@ -190,14 +191,13 @@ export class LocalWrites {
   private destinationsOf(tx: WriteTransaction, roomId: string, events: RoomEvent[], state: NidState | undefined): string[] {
     let joined = state && this.joinedServers.get(state);
     if (!joined) {
-      const users = tx.all<{ state_key: string }>("SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = 'join'", [roomId]).map((r) => r.state_key);
-      joined = serversOf(users);
+      joined = serversOf(this.store.joinedMembersIn(tx, roomId));
       if (state) this.joinedServers.set(state, joined);
     }
     const servers = new Set(joined);
     for (const event of events) {
       const membership = event.type === 'm.room.member' ? event.content['membership'] : undefined;
-      if (membership === 'leave' || membership === 'ban') for (const server of serversOf([event.state_key!])) servers.add(server);
+      if (membership === 'leave' || membership === 'ban') servers.add(serverNameOf(event.state_key!));
     }
     return [...servers].filter((server) => server !== this.store.options.serverName);
   }

@@ -49,6 +49,12 @@ export class RemoteInput {
    * events that pass against their own state but not the room's current state are soft-failed.
    */
   async receiveEvent(pdu: PDU, options: ReceiveOptions = {}): Promise<StoredEvent> {
+    if (options.outlier) {
+      // One outlier is a batch of one: a single path checks and stores outliers.
+      const [answer] = await this.receiveOutliers(pdu.room_id, [pdu]);
+      if (answer instanceof RoomError) throw answer;
+      return answer!;
+    }
     try {
       return await this.receive(pdu, options);
     } catch (e) {
@@ -111,15 +117,7 @@ export class RemoteInput {
           answers.push(new RoomError('missing_events', `auth events of ${event.event_id} are unknown`));
           continue;
         }
-        const rejectedIds = new Set(auth.filter((e) => e!.rejected).map((e) => e!.event.event_id));
-        let rejected: string | null = null;
-        try {
-          await checkEventAgainstAuthEvents(event, auth.map((e) => e!.event), version, this.store.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
-        } catch (e) {
-          if (!(e instanceof AuthError)) throw e;
-          rejected = e.message;
-        }
-        const entry = { event, rejected };
+        const entry = { event, rejected: (await this.ownAuthReason(event, auth as Pending[], version)) ?? null };
         batch.set(event.event_id, entry);
         answers.push(entry);
       }
@@ -170,21 +168,15 @@ export class RemoteInput {
       if (!head) throw roomNotFound(roomId);
       const existing = this.store.pendingEvent(event.event_id) ?? (await known);
       // An outlier we hold (from a join's state or an auth chain) takes its place in the timeline when it comes with history.
-      const promote = existing !== undefined && existing.outlier && !existing.rejected && !options.outlier;
+      const promote = existing !== undefined && existing.outlier && !existing.rejected;
       if (existing && !promote) return done(existing);
 
       // Auth against the event's own auth events (which must all be known).
       const authIds = referenceIds(event.auth_events);
       const authEvents = await Promise.all(authIds.map((id) => this.store.getEvent(id)));
       if (authEvents.some((e) => !e)) throw new RoomError('missing_events', `auth events of ${event.event_id} are unknown`);
-      const rejectedIds = new Set(authEvents.filter((e) => e!.rejected).map((e) => e!.event.event_id));
-      try {
-        await checkEventAgainstAuthEvents(event, authEvents.map((e) => e!.event), head.version, this.store.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
-      } catch (e) {
-        if (e instanceof AuthError) return done(await this.storeRejected(event, e.message, options.outlier));
-        throw e;
-      }
-      if (options.outlier) return done(await this.storeOutlier(event));
+      const ownRejection = await this.ownAuthReason(event, authEvents as StoredEvent[], head.version);
+      if (ownRejection) return done(await this.storeRejected(event, ownRejection));
 
       // Auth against the state before the event: given (a join's state, the state at a
       // backfilled event whose prev events we lack), or resolved from its prev events.
@@ -192,7 +184,7 @@ export class RemoteInput {
       const stateBefore = options.stateBefore ? await this.stateOfEvents(options.stateBefore, event.event_id) : await this.stateAfterPrevEvents(head.version, event.event_id, prevIds);
       const beforeEvents = await this.authStateFor(event, head.version, stateBefore);
       const beforeRejection = await this.authReason(event, head.version, (k) => beforeEvents.get(k));
-      if (beforeRejection) return done(await this.storeRejected(event, beforeRejection, false, existing));
+      if (beforeRejection) return done(await this.storeRejected(event, beforeRejection, existing));
 
       // Soft failure: allowed by its own history but not by the room as it is now. History that
       // arrives by backfill is older than the current state, and a join to a room we had no
@@ -267,6 +259,18 @@ export class RemoteInput {
     return out;
   }
 
+  /** Why an event fails auth against its own auth events (given, all held: stored, or earlier in a batch), or undefined. */
+  private async ownAuthReason(event: RoomEvent, authEvents: { event: RoomEvent; rejected: string | null }[], version: RoomVersion): Promise<string | undefined> {
+    const rejectedIds = new Set(authEvents.filter((e) => e.rejected).map((e) => e.event.event_id));
+    try {
+      await checkEventAgainstAuthEvents(event, authEvents.map((e) => e.event), version, this.store.options.ed25519, { isRejected: (id) => rejectedIds.has(id) });
+      return undefined;
+    } catch (e) {
+      if (e instanceof AuthError) return e.message;
+      throw e;
+    }
+  }
+
   private async authReason(event: RoomEvent, version: RoomVersion, lookup: (key: StateKey) => RoomEvent | undefined): Promise<string | undefined> {
     try {
       await checkEventAuth(event, (type, key) => lookup(stateKey(type, key)), version, this.store.options.ed25519);
@@ -306,20 +310,13 @@ export class RemoteInput {
     return out;
   }
 
-  private async storeRejected(event: RoomEvent, reason: string, outlier = false, existing?: StoredEvent): Promise<StoredEvent> {
+  private async storeRejected(event: RoomEvent, reason: string, existing?: StoredEvent): Promise<StoredEvent> {
     const stored = await this.store.db.transaction((tx) => {
-      if (!existing) return this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier, rejected: reason });
+      if (!existing) return this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: false, rejected: reason });
       tx.run('UPDATE events SET rejected = ? WHERE event_nid = ?', [reason, existing.nid]);
       this.store.unindex(tx, existing.event.event_id);
       return { ...existing, rejected: reason };
     });
-    return this.store.cache(stored);
-  }
-
-  private async storeOutlier(event: RoomEvent): Promise<StoredEvent> {
-    const stored = await this.store.db.transaction((tx) =>
-      this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true }),
-    );
     return this.store.cache(stored);
   }
 

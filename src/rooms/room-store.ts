@@ -323,7 +323,7 @@ export class RoomStore {
       }
       if (membership !== null && membership !== 'join' && this.unshared) {
         if (!sk.endsWith(ours)) mayBeUnshared.add(sk);
-        else for (const member of this.remoteMembers(tx, roomId)) mayBeUnshared.add(member);
+        else for (const member of this.joinedMembersIn(tx, roomId)) if (!member.endsWith(ours)) mayBeUnshared.add(member);
       }
     }
     for (const key of from.keys()) {
@@ -335,11 +335,9 @@ export class RoomStore {
     if (unshared.length > 0) this.unshared?.(tx, unshared);
   }
 
-  /** Users of other servers joined to the room, as the write leaves it so far. */
-  private remoteMembers(tx: WriteTransaction, roomId: string): string[] {
-    const ours = ':' + this.options.serverName;
-    return tx.all<{ state_key: string }>("SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = 'join'", [roomId])
-      .map((r) => r.state_key).filter((u) => !u.endsWith(ours));
+  /** Users joined to the room, as the write leaves it so far. */
+  joinedMembersIn(tx: WriteTransaction, roomId: string): string[] {
+    return tx.all<{ state_key: string }>("SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = 'join'", [roomId]).map((r) => r.state_key);
   }
 
   /** Whether a user is joined to a room a local user is joined to, inside a write. */

@@ -13,6 +13,8 @@ export interface AnswerRooms {
   initial: Set<string>;
   /** Event IDs in each room's timeline in this answer. */
   timelineEvents: Map<string, Set<string>>;
+  /** Rooms with receipts since the position (none on a new connection). */
+  receiptNews: Set<string> | undefined;
 }
 
 const scopeOf = (ext: ScopedExtension, rooms: AnswerRooms): Set<string> => {
@@ -87,7 +89,7 @@ export async function extensionsOf(
 
   if (on(ext.receipts)) {
     const scope = scopeOf(ext.receipts!, rooms);
-    const changed = incremental ? new Set(await deps.sync.receipts.roomsChanged(from.stream, upTo.stream)) : undefined;
+    const changed = rooms.receiptNews;
     const byRoom: Record<string, unknown> = {};
     for (const roomId of scope) {
       const initial = rooms.initial.has(roomId);

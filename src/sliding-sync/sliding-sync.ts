@@ -107,7 +107,9 @@ export class SlidingSync implements DeviceListener {
     }
     const byId = new Map(candidates.map((c) => [c.roomId, c]));
     const configs = new Map<string, RoomConfig[]>();
-    const answerRooms: AnswerRooms = { byList: new Map(), subscribed: [], initial: new Set(), timelineEvents: new Map() };
+    // Rooms with receipts since the position, for the rooms built and the receipts extension alike.
+    const receiptNews = from.pos !== undefined ? new Set(await sync.receipts.roomsChanged(from.stream, upTo.stream)) : undefined;
+    const answerRooms: AnswerRooms = { byList: new Map(), subscribed: [], initial: new Set(), timelineEvents: new Map(), receiptNews };
     const response: SlidingSyncResponse = { pos: '', lists: {}, rooms: {}, extensions: {} };
     for (const [listName, list] of Object.entries(request.lists)) {
       const kept = await lists.filter(candidates, list.filters);
@@ -126,16 +128,17 @@ export class SlidingSync implements DeviceListener {
 
     let rules: ReturnType<Sync['push']['rulesOf']> | undefined;
     const builder = new RoomDataBuilder(rooms, sync, userId, deviceId, () => (rules ??= sync.push.rulesOf(userId)), () => lists.directRooms());
-    const receiptNews = from.pos !== undefined ? new Set(await sync.receipts.roomsChanged(from.stream, upTo.stream)) : new Set<string>();
     // Rooms with events since the position: a room the connection has up to there, and nothing else new, is skipped unread.
     const eventNews = from.pos !== undefined ? new Set(await rooms.timeline.roomsWithEvents(from.stream, upTo.stream)) : undefined;
     const sent = new Map<string, SentRoom>();
     for (const [roomId, roomConfigs] of configs) {
       const candidate: Candidate = byId.get(roomId)!;
       const had = from.rooms.get(roomId);
-      const quiet = eventNews && had && had.sentStream >= from.stream && had.membership === candidate.membership.membership && !eventNews.has(roomId) && !receiptNews.has(roomId);
-      if (quiet && had.requiredState === RequiredState.key(mergeConfigs(roomConfigs))) continue;
-      const built = await builder.build(candidate, mergeConfigs(roomConfigs), from.rooms.get(roomId), upTo, receiptNews.has(roomId));
+      const config = mergeConfigs(roomConfigs);
+      const receipts = receiptNews?.has(roomId) ?? false;
+      const quiet = eventNews && had && had.sentStream >= from.stream && had.membership === candidate.membership.membership && !eventNews.has(roomId) && !receipts;
+      if (quiet && had.requiredState === RequiredState.key(config)) continue;
+      const built = await builder.build(candidate, config, had, upTo, receipts);
       if (!built.data) continue;
       response.rooms[roomId] = built.data;
       sent.set(roomId, built.sent);

@@ -517,11 +517,10 @@ export class Sync {
     return pickEventFields(rest as Record<string, unknown>, filter.event_fields);
   }
 
-  /** The newest visible events in (from, to], oldest first, and whether more were left out. */
   /**
-   * A room's timeline in (from, to]: the events the user may see, and, as Synapse includes them, those
+   * A room's timeline in (from, to]: the newest events the user may see, and, as Synapse includes them, those
    * that are the room's state at `to` (a new member under `joined` visibility gets the topic set before
-   * their join in the timeline, not only in the state section).
+   * their join in the timeline, not only in the state section); oldest first, and whether more were left out.
    */
   private async timeline(roomId: string, userId: string, from: number, to: number, limit: number, filter: RoomEventFilter | undefined) {
     const picked: StoredEvent[] = [];

@@ -5,9 +5,8 @@
  * media (hearth-media), peer store (hearth-peers). Run in the core's Worker.
  */
 import { openDB } from 'idb';
-import { serverNameFromPublicKey } from '../src/crypto/identity.ts';
-import { defaultEd25519Backend } from '../src/crypto/ed25519.ts';
-import { ArchiveError, blobSource, collect, openArchive, portableSqliteHeader, writeArchive, type ArchiveManifest, type ArchiveProgress, type EntrySource } from '../src/portable/index.ts';
+import { serverNameFromSeed } from '../src/crypto/identity.ts';
+import { ArchiveError, blobSource, checkArchiveIdentity, collect, openArchive, portableSqliteHeader, writeArchive, type ArchiveManifest, type ArchiveProgress, type EntrySource } from '../src/portable/index.ts';
 import { crc32 } from '../src/storage/crc32.ts';
 import type { Database } from '../src/storage/database.ts';
 import { DurableDatabase } from '../src/storage/durable-database.ts';
@@ -90,8 +89,7 @@ export async function importIntoOrigin(file: Blob, passphrase: string, core: { d
     // 'file': a Node host's own files (signing keys of a DNS-named host) have no place in a browser.
   }, onProgress);
   if (!seed || !image) throw new ArchiveError('damaged', 'The archive lacks its identity or its database. Nothing was imported.');
-  const name = serverNameFromPublicKey((await (await defaultEd25519Backend()).keyFromSeed(seed)).publicKey);
-  if (/^[0-9a-f]{64}$/.test(archive.manifest.serverName) && name !== archive.manifest.serverName) throw new ArchiveError('bad_entry', 'The archive\u2019s identity is not the server its manifest names. Nothing was imported.');
+  checkArchiveIdentity(archive.manifest, await serverNameFromSeed(seed));
   if (!/^[0-9a-f]{64}$/.test(archive.manifest.serverName)) throw new ArchiveError('bad_entry', `This archive is of ${archive.manifest.serverName}, a homeserver with a DNS name: it runs on a Node host with its certificate, not in a browser. Nothing was imported.`);
   portableSqliteHeader(image);
 

@@ -1,9 +1,16 @@
+import { defaultEd25519Backend } from './ed25519.ts';
+
 /**
  * Hearth identity: the server name is the lower-case hex of the server's
  * ed25519 public key, so any server name yields its verify key with no look-up
  * (the idea Dendrite's P2P demos used). The key ID is fixed.
  */
 export const HEARTH_KEY_ID = 'ed25519:hearth';
+
+/** The server name a Hearth identity seed stands for. */
+export async function serverNameFromSeed(seed: Uint8Array): Promise<string> {
+  return serverNameFromPublicKey((await (await defaultEd25519Backend()).keyFromSeed(seed)).publicKey);
+}
 
 export function serverNameFromPublicKey(publicKey: Uint8Array): string {
   return Array.from(publicKey, (b) => b.toString(16).padStart(2, '0')).join('');

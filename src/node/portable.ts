@@ -11,10 +11,9 @@ import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, type F
 import { basename, dirname, join, resolve } from 'node:path';
 import { FsDatastore } from 'datastore-fs';
 import { Key } from 'interface-datastore';
-import { defaultEd25519Backend } from '../crypto/ed25519.ts';
-import { serverNameFromPublicKey } from '../crypto/identity.ts';
+import { serverNameFromSeed } from '../crypto/identity.ts';
 import { homeserverSchemas } from '../homeserver.ts';
-import { ArchiveError, collect, openArchive, portableSqliteHeader, writeArchive, type ArchiveManifest, type ArchiveProgress, type ArchiveSource, type EntrySource } from '../portable/index.ts';
+import { ArchiveError, checkArchiveIdentity, collect, openArchive, portableSqliteHeader, writeArchive, type ArchiveManifest, type ArchiveProgress, type ArchiveSource, type EntrySource } from '../portable/index.ts';
 import type { Database } from '../storage/database.ts';
 import { DurableDatabase } from '../storage/durable-database.ts';
 import { StorageError } from '../storage/errors.ts';
@@ -31,10 +30,6 @@ const MEDIA_KEY = /^[a-z0-9]{3,}$/;
 
 export const MOVE_DONT_COPY =
   'Move, don\u2019t copy: run this homeserver in one place only. If the old copy keeps running too, the two sign different events as the same server and its rooms fork. Stop the old one (or reset it) before you start this one.';
-
-export async function hearthServerName(seed: Uint8Array): Promise<string> {
-  return serverNameFromPublicKey((await (await defaultEd25519Backend()).keyFromSeed(seed)).publicKey);
-}
 
 /** Copies an open database of either engine to `file`, consistent at one commit, while the host goes on. */
 export async function snapshotDatabase(database: Database, file: string): Promise<void> {
@@ -171,7 +166,7 @@ export async function exportNodeHomeserver(options: NodeExportOptions): Promise<
     const out = handle;
     const result = await writeArchive({
       passphrase: options.passphrase,
-      serverName: await hearthServerName(seed),
+      serverName: await serverNameFromSeed(seed),
       createdBy: 'node',
       entries,
       write: async (bytes) => void (await out.write(bytes)),
@@ -258,8 +253,7 @@ export async function importNodeHomeserver(options: NodeImportOptions): Promise<
       switch (entry.kind) {
         case 'identity': {
           const seed = await collect(data);
-          const name = await hearthServerName(seed);
-          if (/^[0-9a-f]{64}$/.test(archive.manifest.serverName) && name !== archive.manifest.serverName) throw new ArchiveError('bad_entry', 'The archive\u2019s identity is not the server its manifest names. Nothing was imported.');
+          checkArchiveIdentity(archive.manifest, await serverNameFromSeed(seed));
           return writeWhole(join(staging, 'identity.seed'), [seed]);
         }
         case 'database':

@@ -92,6 +92,17 @@ export class ArchiveError extends CodedError {
   }
 }
 
+/**
+ * Refuses an archive whose identity seed is not the server its manifest names (a Hearth name is the
+ * seed's public key in hex; a DNS-named host's seed is not checked here). The host derives the name:
+ * this layer holds no crypto.
+ */
+export function checkArchiveIdentity(manifest: ArchiveManifest, seedServerName: string): void {
+  if (/^[0-9a-f]{64}$/.test(manifest.serverName) && seedServerName !== manifest.serverName) {
+    throw new ArchiveError('bad_entry', 'The archive\u2019s identity is not the server its manifest names. Nothing was imported.');
+  }
+}
+
 export function u32(value: number): Uint8Array {
   const bytes = new Uint8Array(4);
   new DataView(bytes.buffer).setUint32(0, value);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ArchiveError, bytesSource, collect, concat, MAGIC, openArchive, portableSqliteHeader, readU32, writeArchive, type ArchiveEntry, type EntrySource } from './index.ts';
+import { ArchiveError, bytesSource, checkArchiveIdentity, collect, concat, MAGIC, openArchive, portableSqliteHeader, readU32, writeArchive, type ArchiveEntry, type ArchiveManifest, type EntrySource } from './index.ts';
 
 const ITERATIONS = 1_000; // the default (600,000) costs ~0.5 s a derivation; the format is the same
 
@@ -158,5 +158,15 @@ describe('the Hearth archive', () => {
     portableSqliteHeader(page);
     expect([page[18], page[19]]).toEqual([1, 1]);
     expect(() => portableSqliteHeader(new Uint8Array(100))).toThrow(/not an SQLite file/);
+  });
+});
+
+describe('checkArchiveIdentity', () => {
+  const manifest = (serverName: string) => ({ serverName }) as ArchiveManifest;
+  const hex = (c: string) => c.repeat(64);
+  it('refuses a seed that is not the Hearth server its manifest names, and passes the one that is, or a DNS name', () => {
+    expect(() => checkArchiveIdentity(manifest(hex('a')), hex('b'))).toThrow(expect.objectContaining({ code: 'bad_entry', message: expect.stringContaining('Nothing was imported') }));
+    expect(() => checkArchiveIdentity(manifest(hex('a')), hex('a'))).not.toThrow();
+    expect(() => checkArchiveIdentity(manifest('hs.example.org'), hex('b'))).not.toThrow();
   });
 });

@@ -6,7 +6,8 @@ import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import initSqlJs from 'sql.js';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
-import { hearthServerName, importNodeHomeserver } from '../../src/node/portable.ts';
+import { serverNameFromSeed } from '../../src/crypto/identity.ts';
+import { importNodeHomeserver } from '../../src/node/portable.ts';
 import { writeArchive, type EntrySource } from '../../src/portable/index.ts';
 import { api, register } from './harness.ts';
 import { httpSyncer, longPollUntil, timelineHas } from '../support/sync-until.ts';
@@ -157,7 +158,7 @@ describe('keep and move a Node homeserver', () => {
     for (const chunkBytes of [190, 200, 210, 220, 230, 240]) {
       const parts: Uint8Array[] = [];
       const entries: EntrySource[] = [{ kind: 'identity', name: '', size: 32, read: () => [seed] }, { kind: 'database', name: '', size: image.byteLength, read: () => [image] }];
-      await writeArchive({ passphrase: 'p', serverName: await hearthServerName(seed), createdBy: 'node', iterations: 1, chunkBytes, entries, write: (bytes) => void parts.push(new Uint8Array(bytes)) });
+      await writeArchive({ passphrase: 'p', serverName: await serverNameFromSeed(seed), createdBy: 'node', iterations: 1, chunkBytes, entries, write: (bytes) => void parts.push(new Uint8Array(bytes)) });
       const file = join(dir, `${chunkBytes}.hearth`);
       await writeFile(file, Buffer.concat(parts));
       await importNodeHomeserver({ dataDir: join(dir, String(chunkBytes)), input: file, passphrase: 'p' });

@@ -5,7 +5,7 @@ export const CHROMIUM_PATH = process.env.HEARTH_CHROMIUM ?? '/usr/bin/chromium';
 
 // Flags this machine needs: without the background-networking ones Chromium keeps
 // dialling Google's hosts, which the closed network refuses.
-const FLAGS = [
+export const CHROMIUM_FLAGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
   // Headless Chromium hides host ICE candidates behind mDNS names it cannot resolve here: without this, no WebRTC on loopback.
@@ -24,5 +24,5 @@ export function assertChromiumInstalled(): void {
 
 export async function launchChromium(): Promise<Browser> {
   assertChromiumInstalled();
-  return chromium.launch({ executablePath: CHROMIUM_PATH, args: FLAGS });
+  return chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_FLAGS });
 }

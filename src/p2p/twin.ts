@@ -3,12 +3,17 @@
  * name, started twice after a copy rather than a move) sign different events as one server and
  * fork its rooms. A peer cannot tell them apart by key, but it can by connection: each node sends,
  * on every connection it has, a hello with a nonce drawn at its start. A peer that holds open
- * connections from one peer ID carrying two nonces has met twins, and says so to each of them;
- * each twin then stops federating (its `onTwin` runs) and asks again every `recheckMs`, resuming
- * once no peer sees the other copy. One instance's several connections (a relayed and a direct
- * one) share its nonce, so they are never taken for twins.
+ * connections from one peer ID carrying two nonces may have met twins. It may also hold a dead
+ * node's connection beside its successor's: a reloaded tab's, or a restarted host's, lingers until
+ * the transport notices, and that node's nonce with it. So before its verdict the witness asks the
+ * other connection for its nonce again (a probe with a token of its own, answered with the token
+ * and the nonce): only a node still running answers, and only a live node with another nonce is a
+ * twin. Then the witness says so to each of them; each twin stops federating (its `onTwin` runs)
+ * and asks again every `recheckMs`, resuming once no peer sees the other copy. One instance's
+ * several connections (a relayed and a direct one) share its nonce, so they are never taken for twins.
  *
- * Hand-written, small: one JSON message per stream, ended by a newline, one way (hello; the verdict back on a stream of its own), on protocol /hearth/instance/1.
+ * Hand-written, small: one JSON message per stream, ended by a newline, one way (hello, probe and its
+ * answer, the verdict: each on a stream of its own), on protocol /hearth/instance/1.
  */
 import type { Connection, Libp2p, PeerId, Stream } from '@libp2p/interface';
 
@@ -24,7 +29,19 @@ export interface TwinReport {
   address: string;
 }
 
-type Message = { hello: string } | { twin: false } | { twin: true; address: string };
+type Message =
+  | { hello: string }
+  | { twin: false }
+  | { twin: true; address: string }
+  /** Witness → node: are you still running? */
+  | { probe: string }
+  /** Node → witness: yes, this is my nonce. */
+  | { alive: string; hello: string };
+
+/** How long a witness waits for a probe's answer before taking the connection for a dead node's. */
+const PROBE_MS = 5_000;
+/** How long opening a stream for one message may take: a dead node's connection may never answer, and stop() waits for what is in flight. */
+const SEND_MS = 10_000;
 
 /**
  * One message: JSON and a newline. The reader stops at the newline rather than at the stream's end: a
@@ -57,14 +74,19 @@ async function writeMessage(stream: Stream, message: Message): Promise<void> {
   await stream.close();
 }
 
+const randomHex = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+
 export interface TwinWatch {
   /** The reports that hold now (empty: no twin seen). */
   current(): TwinReport[];
   stop(): Promise<void>;
 }
 
-export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: TwinReport | undefined): void; recheckMs?: number; log?: (message: string, error?: unknown) => void }): Promise<TwinWatch> {
-  const nonce = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+export async function watchForTwins(
+  libp2p: Libp2p,
+  options: { onTwin(report: TwinReport | undefined): void; recheckMs?: number; probeMs?: number; log?: (message: string, error?: unknown) => void },
+): Promise<TwinWatch> {
+  const nonce = randomHex();
   const recheckMs = options.recheckMs ?? 30_000;
   /**
    * Witness side: the nonce announced over each connection, keyed by peer and remote address. (Not by
@@ -77,9 +99,41 @@ export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: Tw
   const reports = new Map<string, { report: TwinReport; timer: ReturnType<typeof setTimeout> }>();
   let stopped = false;
 
-  /** A connection from `peer`, not yet closed, whose hello carried another nonce than `ours`. */
-  const otherCopy = (peer: PeerId, ours: string): { address: string } | undefined =>
-    [...announced.values()].find((entry) => entry.peer.equals(peer) && entry.nonce !== ours);
+  const probeMs = options.probeMs ?? PROBE_MS;
+  /** Probes awaiting their answer, by token: each resolves with the nonce the node answered (undefined: none came). */
+  const probes = new Map<string, (nonce: string | undefined) => void>();
+  const listed = (peer: PeerId, address: string) => libp2p.getConnections(peer).find((c) => c.remoteAddr.toString() === address);
+
+  /** Whether a node still runs behind this connection, and with which nonce. */
+  async function probe(connection: Connection): Promise<string | undefined> {
+    const token = randomHex();
+    const answered = new Promise<string | undefined>((resolve) => {
+      const timer = setTimeout(() => resolve(undefined), probeMs);
+      probes.set(token, (nonce) => (clearTimeout(timer), resolve(nonce)));
+    });
+    // Not sent (the connection is gone, or no one handles the protocol there any more): no answer will come.
+    if (!(await send(connection, { probe: token }))) probes.get(token)?.(undefined);
+    const nonce = await answered;
+    probes.delete(token);
+    return nonce;
+  }
+
+  /**
+   * Another live copy of `peer` than the one whose hello carried `ours`: a connection from that peer
+   * announcing another nonce, whose node answers a probe with that other nonce still. A connection that
+   * is gone, or whose node does not answer, was a dead node's: forgotten (a live one says hello again).
+   */
+  async function otherCopy(peer: PeerId, ours: string): Promise<{ address: string } | undefined> {
+    for (const [key, entry] of announced) {
+      if (!entry.peer.equals(peer) || entry.nonce === ours) continue;
+      const connection = listed(peer, entry.address);
+      const answer = connection ? await probe(connection) : undefined;
+      if (answer !== undefined && answer !== ours) return entry;
+      options.log?.(`a connection of ${peer} from ${entry.address} did not answer: a stopped node's, not another copy`);
+      if (announced.get(key) === entry) announced.delete(key);
+    }
+    return undefined;
+  }
 
   const changed = () => options.onTwin([...reports.values()].at(-1)?.report);
 
@@ -89,18 +143,21 @@ export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: Tw
    */
   async function hello(connection: Connection): Promise<void> {
     if (stopped) return;
-    await send(connection, { hello: nonce });
+    void (await send(connection, { hello: nonce }));
   }
 
   /** Messages on their way: stop() waits for them, so none writes to the peer store after the node stopped. */
-  const inFlight = new Set<Promise<void>>();
-  function send(connection: Connection, message: Message): Promise<void> {
-    if (stopped) return Promise.resolve();
+  const inFlight = new Set<Promise<boolean>>();
+  /** Sends one message on a stream of its own; whether it went out. */
+  function send(connection: Connection, message: Message): Promise<boolean> {
+    if (stopped) return Promise.resolve(false);
     const sending = (async () => {
       try {
-        await writeMessage(await connection.newStream(INSTANCE_PROTOCOL, { runOnLimitedConnection: true }), message);
+        await writeMessage(await connection.newStream(INSTANCE_PROTOCOL, { runOnLimitedConnection: true, signal: AbortSignal.timeout(SEND_MS) }), message);
+        return true;
       } catch {
         // an older peer without the protocol, or the connection went: nothing to say
+        return false;
       }
     })();
     inFlight.add(sending);
@@ -132,18 +189,23 @@ export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: Tw
       const message = await readMessage(stream).catch(() => undefined);
       // Not awaited: our side is done, and the peer's end of the stream may come late (see readMessage).
       void stream.close().catch(() => undefined);
-      // A witness's verdict on us: the answer to our hello, or, unasked, news of another copy just connected.
-      if (message && 'twin' in message) return take(connection, message);
-      if (!message || !('hello' in message) || typeof message.hello !== 'string') return;
-      announced.set(keyOf(connection), { peer: connection.remotePeer, address: connection.remoteAddr.toString(), nonce: message.hello });
-      const other = otherCopy(connection.remotePeer, message.hello);
+      if (!message) return;
       // Back over the listed connection with that address: the handler's own object may not open streams (see `announced`).
-      const listed = (address: string) => libp2p.getConnections(connection.remotePeer).find((c) => c.remoteAddr.toString() === address);
-      await send(listed(connection.remoteAddr.toString()) ?? connection, other ? { twin: true, address: other.address } : { twin: false });
+      const back = () => listed(connection.remotePeer, connection.remoteAddr.toString()) ?? connection;
+      // A witness's verdict on us: the answer to our hello, or, unasked, news of another copy just connected.
+      if ('twin' in message) return take(connection, message);
+      // A witness asks whether we still run: we do.
+      if ('probe' in message && typeof message.probe === 'string') return void (await send(back(), { alive: message.probe, hello: nonce }));
+      // The answer to one of our probes.
+      if ('alive' in message && typeof message.alive === 'string') return probes.get(message.alive)?.(typeof message.hello === 'string' ? message.hello : undefined);
+      if (!('hello' in message) || typeof message.hello !== 'string') return;
+      announced.set(keyOf(connection), { peer: connection.remotePeer, address: connection.remoteAddr.toString(), nonce: message.hello });
+      const other = await otherCopy(connection.remotePeer, message.hello);
+      await send(back(), other ? { twin: true, address: other.address } : { twin: false });
       if (other) {
-        options.log?.(`two copies of ${connection.remotePeer} are connected, from ${other.address} and ${connection.remoteAddr}: told both`);
+        options.log?.(`two copies of ${connection.remotePeer} are running, connected from ${other.address} and ${connection.remoteAddr}: told both`);
         // The other copy hears of it at once, unasked.
-        const otherConnection = listed(other.address);
+        const otherConnection = listed(connection.remotePeer, other.address);
         if (otherConnection) await send(otherConnection, { twin: true, address: connection.remoteAddr.toString() });
       }
     },
@@ -160,6 +222,7 @@ export async function watchForTwins(libp2p: Libp2p, options: { onTwin(report: Tw
       libp2p.removeEventListener('connection:open', onOpen);
       libp2p.removeEventListener('connection:close', onClose);
       for (const { timer } of reports.values()) clearTimeout(timer);
+      for (const answer of probes.values()) answer(undefined);
       await Promise.allSettled([...inFlight]);
     },
   };

@@ -3,7 +3,7 @@ import { multiaddr } from '@multiformats/multiaddr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FederationUnreachable } from '../../src/federation/transport.ts';
 import { createP2PNode, type P2PNode, type P2PNodeOptions } from '../../src/p2p/node.ts';
-import type { TwinReport } from '../../src/p2p/twin.ts';
+import { INSTANCE_PROTOCOL, type TwinReport } from '../../src/p2p/twin.ts';
 
 // Two copies of one homeserver online at once (a copy, not a move): a peer that sees both tells
 // both, and each stops federating, saying why, until the other is gone (src/p2p/twin.ts).
@@ -84,5 +84,24 @@ describe('the same identity online twice', () => {
     expect(await first.nextTwin()).toBeUndefined();
     expect(first.status().twin).toBeUndefined();
     expect((await first.transport.send(witness.serverName, version())).status).toBe(200);
+  }, 60_000);
+
+  it('a stopped copy’s lingering connection beside its successor’s is no twin: the witness asks it first, and no one answers', async () => {
+    const said: string[] = [];
+    let heard: (() => void) | undefined;
+    const witness = await node({ log: (message) => (said.push(message), heard?.()) });
+    const seed = crypto.getRandomValues(new Uint8Array(32));
+    const old = await node({ seed });
+    await old.dial(witness.multiaddrs()[0]!);
+    expect((await old.transport.send(witness.serverName, version())).status).toBe(200);
+    // As a reloaded tab's node: gone, though the witness still holds its connection (here: the node no longer answers on it).
+    await old.libp2p.unhandle(INSTANCE_PROTOCOL);
+    const next = await node({ seed });
+    await next.dial(witness.multiaddrs()[0]!);
+    while (!said.some((line) => line.includes('did not answer'))) await new Promise<void>((resolve) => (heard = resolve));
+    expect(said.join('\n')).not.toMatch(/two copies/);
+    expect(next.twinEvents).toEqual([]);
+    expect(next.status().twin).toBeUndefined();
+    expect((await next.transport.send(witness.serverName, version())).status).toBe(200);
   }, 60_000);
 });

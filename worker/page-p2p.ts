@@ -41,14 +41,14 @@ export interface HearthConfig {
    */
   allowPrivateAddresses: boolean;
   /**
-   * Watch for another copy of this homeserver online (src/p2p/twin.ts). Off by default in the page:
-   * a reloaded tab's old connections stay open for a while beside the new node's, and a peer takes
-   * the two for twins, pausing federation with a homeserver that is not copied at all.
+   * Watch for another copy of this homeserver online (src/p2p/twin.ts). On by default: a reloaded tab's
+   * old connections that stay open for a while beside the new node's are not taken for twins, since a
+   * witness asks the other connection first and a stopped node does not answer. `false` turns it off.
    */
   detectTwins: boolean;
 }
 
-export const NO_CONFIG: HearthConfig = { bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: false };
+export const NO_CONFIG: HearthConfig = { bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: true };
 
 /** Reads the origin's config; absent or unreadable, no bootstrap peers. */
 export async function loadHearthConfig(log: (message: string, error?: unknown) => void = () => {}): Promise<HearthConfig> {
@@ -71,7 +71,7 @@ export async function loadHearthConfig(log: (message: string, error?: unknown) =
 
 export function parseHearthConfig(value: unknown): HearthConfig {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError('not a JSON object');
-  const { bootstrap = [], iceServers = [], allowPrivateAddresses = false, detectTwins = false } = value as Record<string, unknown>;
+  const { bootstrap = [], iceServers = [], allowPrivateAddresses = false, detectTwins = true } = value as Record<string, unknown>;
   if (!Array.isArray(bootstrap) || !bootstrap.every((a) => typeof a === 'string')) throw new TypeError('bootstrap must be a list of multiaddrs');
   if (!Array.isArray(iceServers) || !iceServers.every((s) => typeof s === 'object' && s !== null && 'urls' in s)) throw new TypeError('iceServers must be a list of RTCIceServer');
   if (typeof allowPrivateAddresses !== 'boolean') throw new TypeError('allowPrivateAddresses must be a boolean');

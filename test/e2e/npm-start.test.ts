@@ -102,7 +102,7 @@ describe('npm start', () => {
     cleanups.push(() => browser.close());
     const page = await openHearth(await browser.newContext(), started.url + '/');
     await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
-    expect(await page.evaluate(() => (globalThis as any).hearthP2P.config)).toEqual({ bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: false });
+    expect(await page.evaluate(() => (globalThis as any).hearthP2P.config)).toEqual({ bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: true });
     expect(await started.stop()).toBe(0);
   });
 });

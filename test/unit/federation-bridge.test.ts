@@ -64,12 +64,12 @@ describe('federation across the page and the core', () => {
 
 describe('/hearth-config.json', () => {
   it('takes bootstrap peers, ICE servers, the private-address and twin-watch switches, each optional', () => {
-    expect(parseHearthConfig({})).toEqual({ bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: false });
-    expect(parseHearthConfig({ bootstrap: ['/ip4/127.0.0.1/tcp/1/ws/p2p/12D3KooWx'], iceServers: [{ urls: 'stun:stun.example' }], allowPrivateAddresses: true, detectTwins: true })).toEqual({
+    expect(parseHearthConfig({})).toEqual({ bootstrap: [], iceServers: [], allowPrivateAddresses: false, detectTwins: true });
+    expect(parseHearthConfig({ bootstrap: ['/ip4/127.0.0.1/tcp/1/ws/p2p/12D3KooWx'], iceServers: [{ urls: 'stun:stun.example' }], allowPrivateAddresses: true, detectTwins: false })).toEqual({
       bootstrap: ['/ip4/127.0.0.1/tcp/1/ws/p2p/12D3KooWx'],
       iceServers: [{ urls: 'stun:stun.example' }],
       allowPrivateAddresses: true,
-      detectTwins: true,
+      detectTwins: false,
     });
   });
 

@@ -7,11 +7,12 @@
 import * as Comlink from 'comlink';
 import { createHomeserver, type Homeserver } from '../src/homeserver.ts';
 import { answerWire, pageTransport, type PageSend } from './federation-bridge.ts';
+import { serverNameFromSeed } from '../src/crypto/identity.ts';
 import { loadOrCreateSeed } from './identity.ts';
 import { openIdbMediaStore } from './media-idb.ts';
 import { CanvasThumbnailer } from './media-thumbnailer.ts';
 import { openHomeserverDatabase } from './open-database.ts';
-import { exportCore, importIntoOrigin } from './portable.ts';
+import { exportCore, importIntoOrigin, recoverInterruptedImport } from './portable.ts';
 import type { ArchiveProgress } from '../src/portable/index.ts';
 import type { Database } from '../src/storage/database.ts';
 import type { IdbMediaStore } from './media-idb.ts';
@@ -37,6 +38,8 @@ export interface CoreInfo {
   serverName: string;
   /** Time to open storage and start the homeserver, in milliseconds. */
   startMs: number;
+  /** Set when an import had stopped midway and what it wrote was removed at this start: the sentence for the import card. */
+  interruptedImport?: string;
 }
 
 const coreId = crypto.randomUUID();
@@ -65,7 +68,10 @@ const log = (message: string, error?: unknown) => console.error(`hearth core: ${
 
 async function start(config: CoreConfig): Promise<Started> {
   const t0 = performance.now();
-  const [seed, database, mediaStore] = await Promise.all([loadOrCreateSeed(), openHomeserverDatabase(), openIdbMediaStore()]);
+  const seed = await loadOrCreateSeed();
+  // Before the database opens: an import that stopped midway left part of another homeserver here (worker/portable.ts).
+  const interruptedImport = await recoverInterruptedImport(await serverNameFromSeed(seed));
+  const [database, mediaStore] = await Promise.all([openHomeserverDatabase(), openIdbMediaStore()]);
   const homeserver = await createHomeserver({
     database,
     seed,
@@ -77,7 +83,7 @@ async function start(config: CoreConfig): Promise<Started> {
     media: { store: mediaStore, thumbnailer: new CanvasThumbnailer() },
   });
   await homeserver.start();
-  return { homeserver, seed, database, mediaStore, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0 } };
+  return { homeserver, seed, database, mediaStore, info: { coreId, serverName: homeserver.serverName, startMs: performance.now() - t0, ...(interruptedImport ? { interruptedImport } : {}) } };
 }
 
 const api = {

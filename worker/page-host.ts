@@ -30,6 +30,8 @@ export interface HostState {
   coreId?: string;
   /** Core start-up time (leader only), in milliseconds. */
   startMs?: number;
+  /** This start removed what an import left when it stopped midway (leader only): the sentence to show. */
+  interruptedImport?: string;
   error?: string;
 }
 
@@ -143,7 +145,7 @@ export class BrowserHost {
       const active = (await navigator.serviceWorker.ready).active;
       if (active) await this.handPort(active);
       const info = await core.start(this.options.coreConfig ?? {});
-      this.update({ core: 'running-here', serverName: info.serverName, coreId: info.coreId, startMs: info.startMs });
+      this.update({ core: 'running-here', serverName: info.serverName, coreId: info.coreId, startMs: info.startMs, interruptedImport: info.interruptedImport });
       this.announce();
       await this.options.onLeader?.(core);
     } catch (error) {

@@ -93,6 +93,7 @@ export class BrowserPageHost implements PageHost {
 
   readonly keep: KeepHost = {
     persisted: async () => navigator.storage?.persisted?.().catch(() => undefined),
+    interruptedImport: () => this.host.state.interruptedImport,
     exportHomeserver: async (passphrase, onProgress) => {
       const core = this.leaderCore();
       return core.exportArchive(passphrase, Comlink.proxy(({ doneBytes, totalBytes }: ArchiveProgress) => onProgress(totalBytes ? doneBytes / totalBytes : 1)));

@@ -64,6 +64,8 @@ export interface KeepHost {
    * archive's, and reloads the page; rejects with a sentence (wrong passphrase, damaged, not empty…).
    */
   importHomeserver(file: Blob, passphrase: string, onProgress: (fraction: number) => void): Promise<void>;
+  /** When this start removed what an import left as it stopped midway: a sentence saying so (the import card shows it). */
+  interruptedImport(): string | undefined;
   /** Deletes everything this origin stores (the homeserver, sessions, keys) and reloads the page. */
   resetHomeserver(): Promise<void>;
 }

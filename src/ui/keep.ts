@@ -192,6 +192,12 @@ export function importCard(host: PageHost): HTMLElement {
   const passphrase = h('input', { id: 'import-passphrase', type: 'password', autocomplete: 'current-password', required: true });
   const progress = h('progress', { max: 1, value: 0, hidden: true, 'aria-label': 'Import progress' });
   const error = h('p', { class: 'error', role: 'alert' });
+  // An import that stopped midway was cleared away at this start (known once the core runs): say so, once, where it is tried again.
+  let told = false;
+  host.subscribe(() => {
+    const interrupted = host.keep.interruptedImport();
+    if (interrupted && !told) (told = true), (error.textContent = interrupted);
+  });
   const button = h('button', { type: 'submit' }, 'Import');
   return h(
     'form',

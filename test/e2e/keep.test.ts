@@ -251,6 +251,58 @@ describe('keep, move and reset a browser homeserver', () => {
   }, 120_000);
 });
 
+describe('an import cut short', () => {
+  it('a tab closed midway leaves no half-imported homeserver: the next start removes what was written, says so on the import card, and the file imports again', async () => {
+    const a = await freshPage(site.server.url);
+    await registerThroughUi(a, 'gil');
+    const { accessToken } = await storedSession(a);
+    // Mostly media, so that the import spends most of its time writing it, one file at a time.
+    const uploads = await a.evaluate(async (token) => {
+      const uris: string[] = [];
+      for (let i = 0; i < 24; i++) {
+        const bytes = new Uint8Array(1024 * 1024);
+        for (let at = 0; at < bytes.length; at += 65_536) crypto.getRandomValues(bytes.subarray(at, at + 65_536));
+        const r = await fetch(`/_matrix/media/v3/upload?filename=part${i}.bin`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' }, body: bytes });
+        uris.push(((await r.json()) as { content_uri: string }).content_uri);
+      }
+      return uris;
+    }, accessToken);
+    const file = join(files, 'gil.hearth');
+    await exportThroughUi(a, file);
+    await closeProfile(a);
+
+    let b = await freshPage(site.server.url);
+    const context = b.context();
+    const ownName = await pageServerName(b);
+    await importThroughUi(b, file, PASSPHRASE);
+    // Past the check (the first half of the bar) and a fifth into the writing, where media is written: the tab goes.
+    await b.waitForFunction(() => (document.querySelector('form.keep-import progress') as HTMLProgressElement | null)?.value! >= 0.6, undefined, { polling: 'raf', timeout: 120_000 });
+    await b.close();
+
+    b = await openHearth(context, site.server.url + '/');
+    await b.locator('form.keep-import [role=alert]', { hasText: 'The last import stopped before it finished' }).waitFor();
+    // This origin's own (empty) homeserver, as before the import; nothing of the archive's.
+    expect(await pageServerName(b)).toBe(ownName);
+    const login = await pageFetch(b, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'gil' }, password: 'correct horse battery staple' } });
+    expect(login.status).toBe(403);
+    const mediaKeys = await b.evaluate(() => new Promise<number>((resolve, reject) => {
+      const open = indexedDB.open('hearth-media');
+      open.onsuccess = () => { const count = open.result.transaction('blobs').objectStore('blobs').count(); count.onsuccess = () => (resolve(count.result), open.result.close()); };
+      open.onerror = () => reject(open.error);
+    }));
+    expect(mediaKeys).toBe(0);
+
+    // Again, to the end this time.
+    await importThroughUi(b, file, PASSPHRASE);
+    await b.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName !== name && document.body.dataset.homeserver === 'ready', ownName, { timeout: 120_000 });
+    expect(await b.locator('form.keep-import [role=alert]').textContent()).toBe('');
+    const again = await pageFetch(b, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'gil' }, password: 'correct horse battery staple' } });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    const sizes = await b.evaluate(async ({ token, uris }) => Promise.all(uris.map(async (uri) => (await (await fetch(`/_matrix/client/v1/media/download/${uri.slice(6)}`, { headers: { authorization: `Bearer ${token}` } })).arrayBuffer()).byteLength)), { token: again.body.access_token as string, uris: uploads });
+    expect(sizes).toEqual(uploads.map(() => 1024 * 1024));
+  }, 300_000);
+});
+
 // The full quota itself, for real, is keep-quota.test.ts (a tmpfs profile).
 describe('a quota nearly full', () => {
   it('warns from 80 % of the quota, in the top bar and the storage panel', async () => {

@@ -106,6 +106,9 @@ describe('a full quota, on a small tmpfs profile', () => {
     const accountData = `/_matrix/client/v3/user/${encodeURIComponent(userId)}/account_data/org.example.quota`;
     expect(await ask('PUT', accountData, { note: padding() })).toMatchObject(FULL);
     expect(await ask('POST', '/_matrix/client/v3/createRoom', { name: 'Never made', topic: padding() })).toMatchObject(FULL);
+    const displayName = `/_matrix/client/v3/profile/${encodeURIComponent(userId)}/displayname`;
+    const nameBefore = (await ask('GET', displayName)).body.displayname;
+    expect(await ask('PUT', displayName, { displayname: `Fay ${padding().slice(0, 900)}` })).toMatchObject(FULL);
     // Reads go on.
     expect((await ask('GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=5`)).status).toBe(200);
     expect((await ask('GET', '/_matrix/client/v3/sync?timeout=0')).status).toBe(200);
@@ -128,6 +131,7 @@ describe('a full quota, on a small tmpfs profile', () => {
     expect(bodies).toEqual([...acknowledged, 'room again']);
     expect((await ask('GET', '/_matrix/client/v3/joined_rooms')).body.joined_rooms).toEqual([roomId]);
     expect((await ask('GET', accountData)).body).toEqual({ note: 'kept' });
+    expect((await ask('GET', displayName)).body.displayname).toBe(nameBefore);
     const media = await page.evaluate(async ({ token, path }) => (await fetch(path, { headers: { authorization: `Bearer ${token}` } })).text(), { token: accessToken, path: `/_matrix/client/v1/media/download/${String(uploaded.body.content_uri).slice(6)}` });
     expect(media).toBe('kept after all');
   }, 240_000);

@@ -12,7 +12,7 @@ import { loadOrCreateSeed } from './identity.ts';
 import { openIdbMediaStore } from './media-idb.ts';
 import { CanvasThumbnailer } from './media-thumbnailer.ts';
 import { openHomeserverDatabase } from './open-database.ts';
-import { exportCore, importIntoOrigin, recoverInterruptedImport } from './portable.ts';
+import { exportCore, IMPORT_INTERRUPTED, importIntoOrigin, recoverInterruptedImport } from './portable.ts';
 import type { ArchiveProgress } from '../src/portable/index.ts';
 import type { Database } from '../src/storage/database.ts';
 import type { IdbMediaStore } from './media-idb.ts';
@@ -149,14 +149,24 @@ const api = {
    */
   async importArchive(file: Blob, passphrase: string, onProgress?: (progress: ArchiveProgress) => void): Promise<{ serverName: string }> {
     const { homeserver, database, mediaStore } = await started;
-    const manifest = await importIntoOrigin(file, passphrase, {
-      database,
-      stop: async () => {
-        await homeserver.close();
-        mediaStore.close();
-      },
-    }, onProgress);
-    return { serverName: manifest.serverName };
+    let writing = false;
+    try {
+      const manifest = await importIntoOrigin(file, passphrase, {
+        database,
+        stop: async () => {
+          writing = true;
+          await homeserver.close();
+          mediaStore.close();
+        },
+      }, onProgress);
+      return { serverName: manifest.serverName };
+    } catch (error) {
+      if (!writing) throw error;
+      // Stopped after it began writing (the storage full, most likely): this core is closed, and the
+      // next start removes what was written. The page reloads for that (Comlink passes the error's name).
+      log('the import stopped after it began writing', error);
+      throw Object.assign(new Error(`The import stopped before it finished: ${error instanceof Error ? error.message : String(error)}`), { name: IMPORT_INTERRUPTED });
+    }
   },
 
   /** Stops the core and lets go of its storage, so the page can delete it (a reset). */

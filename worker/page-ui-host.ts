@@ -100,7 +100,14 @@ export class BrowserPageHost implements PageHost {
     },
     importHomeserver: async (file, passphrase, onProgress) => {
       const core = this.leaderCore();
-      await core.importArchive(file, passphrase, Comlink.proxy(({ phase, doneBytes, totalBytes }: ArchiveProgress) => onProgress((phase === 'checking' ? 0 : 0.5) + (totalBytes ? doneBytes / totalBytes : 1) / 2)));
+      try {
+        await core.importArchive(file, passphrase, Comlink.proxy(({ phase, doneBytes, totalBytes }: ArchiveProgress) => onProgress((phase === 'checking' ? 0 : 0.5) + (totalBytes ? doneBytes / totalBytes : 1) / 2)));
+      } catch (error) {
+        // Failed after it began writing (IMPORT_INTERRUPTED in worker/portable.ts, named here so the page does not
+        // bundle the archive code): the core has stopped; the next start removes what was written, and the card says so.
+        if (error instanceof Error && error.name === 'ImportInterrupted') location.reload();
+        throw error;
+      }
       // The core stopped; the next one starts from what was imported. Another tab's session is of the old homeserver.
       localStorage.clear();
       location.reload();

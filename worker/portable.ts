@@ -65,6 +65,9 @@ export async function isEmptyCore(database: Database): Promise<boolean> {
   return ((await database.get<{ n: number }>('SELECT COUNT(*) AS n FROM users'))?.n ?? 0) === 0;
 }
 
+/** The name of the error an import throws when it failed after it began writing: the page reloads, and the next start cleans up. */
+export const IMPORT_INTERRUPTED = 'ImportInterrupted';
+
 /** Where an import notes that it has begun writing and not finished: cleared once the seed is written. */
 const IMPORT_DATABASE = 'hearth-import';
 const IMPORT_STORE = 'state';

@@ -1,7 +1,14 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { CDPSession, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost } from '../../src/node/node-host.ts';
+import { exportNodeHomeserver } from '../../src/node/portable.ts';
 import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
-import { createRoomThroughUi, openHearth, pageFetch, registerThroughUi, storedSession, type FetchResult } from './hearth-page.ts';
+import { register } from '../integration/harness.ts';
+import { createRoomThroughUi, openHearth, pageFetch, pageServerName, registerThroughUi, storedSession, type FetchResult } from './hearth-page.ts';
 import { launchOnTmpfs, type TmpfsProfile } from './tmpfs-profile.ts';
 
 // A full quota, for real (issue 22): Chromium runs with its profile on a 40 MiB tmpfs, so it grants
@@ -18,14 +25,19 @@ const FULL = { status: 507, body: { errcode: 'M_RESOURCE_LIMIT_EXCEEDED', error:
 
 let server: StaticServer;
 let profile: TmpfsProfile;
+let files: string;
+const cleanups: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
   server = await serveStatic(inject('hearthDist'), 0, '127.0.0.1');
   profile = await launchOnTmpfs(TMPFS_MIB);
+  files = await mkdtemp(join(tmpdir(), 'hearth-quota-e2e-'));
 });
 afterAll(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
   await profile?.close();
   await server?.close();
+  if (files) await rm(files, { recursive: true, force: true });
 });
 
 /** The origin's usage and quota as the browser counts them (navigator.storage.estimate() reports a fixed quota instead). */
@@ -134,5 +146,40 @@ describe('a full quota, on a small tmpfs profile', () => {
     expect((await ask('GET', displayName)).body.displayname).toBe(nameBefore);
     const media = await page.evaluate(async ({ token, path }) => (await fetch(path, { headers: { authorization: `Bearer ${token}` } })).text(), { token: accessToken, path: `/_matrix/client/v1/media/download/${String(uploaded.body.content_uri).slice(6)}` });
     expect(media).toBe('kept after all');
+  }, 240_000);
+
+  it('an import the quota cannot hold stops midway: the page reloads, removes what it wrote, says so, and its own homeserver goes on', async () => {
+    // A Node homeserver with 20 MiB of media, exported: more than the 24 MiB quota has left beside the page's own files.
+    const dataDir = join(files, 'big-home');
+    const host = await startNodeHost({ dataDir, port: 0, rateLimits: false });
+    try {
+      const hal = await register(host, 'hal');
+      for (let i = 0; i < 20; i++) {
+        const r = await fetch(`${host.url}/_matrix/media/v3/upload?filename=part${i}.bin`, { method: 'POST', headers: { authorization: `Bearer ${hal.accessToken}`, 'content-type': 'application/octet-stream' }, body: randomBytes(1024 * 1024) });
+        expect(r.status).toBe(200);
+      }
+    } finally {
+      await host.close();
+    }
+    const archive = join(files, 'big.hearth');
+    await exportNodeHomeserver({ dataDir, out: archive, passphrase: 'too big to fit' });
+
+    // Its own tmpfs profile: the first test's origin holds most of the other one.
+    const own = await launchOnTmpfs(TMPFS_MIB);
+    cleanups.push(() => own.close());
+    const page = await openHearth(own.context, server.url + '/');
+    const before = await pageServerName(page);
+    const card = page.locator('form.keep-import');
+    await card.getByLabel('Homeserver file').setInputFiles(archive);
+    await card.getByLabel('Archive passphrase').fill('too big to fit');
+    await card.getByRole('button', { name: 'Import' }).click();
+    // The page reloads on its own, and the next start clears what the import wrote.
+    await page.locator('form.keep-import [role=alert]', { hasText: 'The last import stopped before it finished' }).waitFor({ timeout: 120_000 });
+    expect(await pageServerName(page)).toBe(before);
+    const login = await pageFetch(page, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'hal' }, password: 'correct horse battery staple' } });
+    expect(login.status).toBe(403);
+    // Room again: this origin's own homeserver takes an account and a room.
+    await registerThroughUi(page, 'ivy');
+    await createRoomThroughUi(page, 'Still here');
   }, 240_000);
 });

@@ -1,6 +1,7 @@
 import { checkEventAgainstAuthEvents, checkEventAuth, authEventSelection, requiredSignatureServers } from '../events/auth.ts';
 import { isStateEvent, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
-import { computeEventId, contentHashMatches, referenceIds, verifyEventSignature, type PDU } from '../events/pdu.ts';
+import { CanonicalJsonError } from '../crypto/canonical-json.ts';
+import { computeEventId, eventIdFromSigningBytes, receivedEventForms, referenceIds, verifyEventSignatureOver, type PDU, type ReceivedEventForms } from '../events/pdu.ts';
 import { AuthError } from '../events/power-levels.ts';
 import { redactEvent } from '../events/redaction.ts';
 import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
@@ -224,16 +225,27 @@ export class RemoteInput {
     return state;
   }
 
-  /** Format, size, content hash and signature checks. Returns the event with its ID. */
-  private async checkRemoteEvent(pdu: PDU, version: RoomVersion, eventId = computeEventId(pdu, version)): Promise<RoomEvent> {
+  /**
+   * Format, size, content hash and signature checks. Returns the event with its ID.
+   * The event is encoded once for all of them (receivedEventForms), its ID too when not given.
+   */
+  private async checkRemoteEvent(pdu: PDU, version: RoomVersion, givenId?: string): Promise<RoomEvent> {
+    let forms: ReceivedEventForms;
+    try {
+      forms = receivedEventForms(pdu, version);
+    } catch (e) {
+      if (e instanceof CanonicalJsonError) throw new RoomError('bad_event', e.message);
+      throw e;
+    }
+    const eventId = givenId ?? (version.eventIdFormat === 'local' ? computeEventId(pdu, version) : eventIdFromSigningBytes(forms.signingBytes, version.eventIdFormat));
     let event = { ...pdu, event_id: eventId } as RoomEvent;
-    checkEventSize(event, version);
+    checkEventSize(event, version, forms.byteLength);
     for (const origin of requiredSignatureServers(version, event)) {
       const keys = Object.keys(pdu.signatures?.[origin] ?? {}).filter((k) => k.startsWith('ed25519:'));
       let verified = false;
       for (const keyId of keys) {
         const key = await this.store.options.resolveVerifyKey(origin, keyId, pdu.origin_server_ts);
-        if (key && (await verifyEventSignature(pdu, version, origin, keyId, key, this.store.options.ed25519))) {
+        if (key && (await verifyEventSignatureOver(forms.signingBytes, pdu, origin, keyId, key, this.store.options.ed25519))) {
           verified = true;
           break;
         }
@@ -241,7 +253,7 @@ export class RemoteInput {
       if (!verified) throw new RoomError('bad_event', `event ${event.event_id} has no valid signature from ${origin}`);
     }
     // A failed content hash means the event was tampered with: keep only its redacted form.
-    if (!contentHashMatches(pdu)) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
+    if (!forms.contentHashMatches) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
     return event;
   }
 

@@ -310,16 +310,17 @@ export class RoomStore {
     for (const [key, nid] of to) {
       if (from.get(key) === nid) continue;
       const [type, sk] = splitStateKey(key);
-      const row = tx.get<{ json: string; stream_ordering: number | null }>('SELECT json, stream_ordering FROM events WHERE event_nid = ?', [nid])!;
-      const event = JSON.parse(row.json) as RoomEvent;
-      const membership = type === 'm.room.member' ? String(event.content['membership'] ?? '') : null;
+      // Only a membership needs its event's row, and of it only a field (a join's state: 20,000 rows, not parsed).
+      const row = type !== 'm.room.member' ? undefined : tx.get<{ event_id: string; membership: string | number | null; stream_ordering: number | null }>(
+        "SELECT event_id, json_extract(json, '$.content.membership') AS membership, stream_ordering FROM events WHERE event_nid = ?", [nid])!;
+      const membership = row ? String(row.membership ?? '') : null;
       tx.run(
         `INSERT INTO current_state (room_id, type, state_key, event_nid, membership) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (room_id, type, state_key) DO UPDATE SET event_nid = excluded.event_nid, membership = excluded.membership`,
         [roomId, type, sk, nid, membership],
       );
-      if (membership !== null && sk.endsWith(ours)) {
-        upsertLocalMembership(tx, sk, roomId, membership, event.event_id, row.stream_ordering ?? nextStreamId(tx));
+      if (row && membership !== null && sk.endsWith(ours)) {
+        upsertLocalMembership(tx, sk, roomId, membership, row.event_id, row.stream_ordering ?? nextStreamId(tx));
       }
       if (membership !== null && membership !== 'join' && this.unshared) {
         if (!sk.endsWith(ours)) mayBeUnshared.add(sk);
@@ -346,7 +347,9 @@ export class RoomStore {
   }
 
   private afterCommit(roomId: string, stored: StoredEvent[], redactions: Map<string, string>): void {
-    for (const s of stored) this.cache(s);
+    // Outliers (a join's state and auth chain: 20,000 events in a big room) are cached when read,
+    // not when stored: a join would otherwise fill the cache with them, and hold its whole answer.
+    for (const s of stored) if (!s.outlier) this.cache(s);
     for (const target of redactions.values()) {
       const cached = this.byId.get(target);
       if (cached) {

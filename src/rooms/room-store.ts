@@ -142,6 +142,23 @@ export class RoomStore {
     return row ? this.cache(toStored(row)) : undefined;
   }
 
+  /** Many events by nid, in order (undefined where unknown): those not cached are read a chunk per query, not one each. */
+  async getEventsByNid(nids: readonly number[]): Promise<(StoredEvent | undefined)[]> {
+    const found = new Map<number, StoredEvent>();
+    const missing: number[] = [];
+    for (const nid of nids) {
+      const cached = this.byNid.get(nid) ?? this.pendingEvents.get(nid);
+      if (cached) found.set(nid, cached);
+      else missing.push(nid);
+    }
+    for (let from = 0; from < missing.length; from += 500) {
+      const chunk = missing.slice(from, from + 500);
+      const rows = await this.db.all<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_nid IN (${chunk.map(() => '?').join(',')})`, chunk);
+      for (const row of rows) found.set(row.event_nid, this.cache(toStored(row)));
+    }
+    return nids.map((nid) => found.get(nid));
+  }
+
   /** An event (by ID or nid) of a write that has run but is not durable yet. */
   pendingEvent(idOrNid: string | number): StoredEvent | undefined {
     return this.pendingEvents.get(idOrNid);

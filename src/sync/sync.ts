@@ -348,7 +348,7 @@ export class Sync {
     const format = (e: StoredEvent) => this.formatter.format(e, viewer).then((c) => this.shape(c, e, filter));
     return {
       timeline: { events: await Promise.all(events.map(format)), limited, prev_batch: prevBatch },
-      state: { events: await Promise.all(stateEvents.map(format)) },
+      state: { events: (await this.formatter.formatAll(stateEvents, viewer)).map((c, i) => this.shape(c, stateEvents[i]!, filter)) },
       ephemeral: { events: ephemeral },
       account_data: { events: accountData },
       // Incremental syncs carry the summary when membership changed in them: the counts and heroes may have.

@@ -91,6 +91,8 @@ export async function run(): Promise<void> {
   const database = await folderMiB(host.dataDir);
   await stopHost(host);
 
+  const semi = await semiSpaceCost(entry);
+
   report('Node host memory', `compiled JavaScript, ${EVENTS.toLocaleString('en')} messages through the client API`, [
     ['resident, idle after start-up', idle, 'MiB', `${(idle / loaderIdle).toFixed(2)}× the same host under tsx: ${loaderIdle.toFixed(0)} MiB`],
     [`resident after ${EVENTS.toLocaleString('en')} events`, loadedRss, 'MiB', `${(loadedRss / idle).toFixed(2)}× idle`],
@@ -98,4 +100,45 @@ export async function run(): Promise<void> {
     ['resident growth per MiB of database', (loadedRss - idle) / database, 'MiB/MiB'],
     ['store rate while filling', EVENTS / elapsedS, 'events/s', `${CONCURRENCY} at a time`],
   ]);
+  report('Node host: a young generation of 1 MiB (--max-semi-space-size=1)', `two hosts up at once, ${SEMI_ROUNDS} rounds of ${SEMI_SENDS} sends into each, alternating, one at a time`, [
+    ['PUT /send, default semi-space, p50', semi.plain.p50, 'ms', `resident idle ${semi.plain.idle.toFixed(0)} MiB, after ${semi.plain.rss.toFixed(0)} MiB`],
+    ['PUT /send, --max-semi-space-size=1, p50', semi.small.p50, 'ms', `resident idle ${semi.small.idle.toFixed(0)} MiB, after ${semi.small.rss.toFixed(0)} MiB`],
+    ['  small / default', semi.small.p50 / semi.plain.p50, '×', `throughput ${semi.plain.rate.toFixed(0)} vs ${semi.small.rate.toFixed(0)} events/s`],
+  ]);
+}
+
+const SEMI_ROUNDS = 4;
+const SEMI_SENDS = 500;
+
+/** The throughput cost of a 1 MiB young generation: the same compiled host with and without it, sends alternating. */
+async function semiSpaceCost(entry: string) {
+  const configs = { plain: [entry], small: ['--max-semi-space-size=1', entry] };
+  const hosts = { plain: await startHost(configs.plain), small: await startHost(configs.small) };
+  try {
+    const out = {} as Record<'plain' | 'small', { p50: number; rate: number; idle: number; rss: number }>;
+    const state = {} as Record<'plain' | 'small', { token: string; roomId: string; times: number[]; elapsed: number }>;
+    for (const name of ['plain', 'small'] as const) state[name] = { ...(await warmUp(hosts[name].url)), times: [], elapsed: 0 };
+    const idle = { plain: await rssMiB(hosts.plain.child.pid!), small: await rssMiB(hosts.small.child.pid!) };
+    const fetchFn = (request: Request) => fetch(request);
+    for (let round = 0; round < SEMI_ROUNDS; round++) {
+      for (const name of ['plain', 'small'] as const) {
+        const { token, roomId, times } = state[name];
+        const started = performance.now();
+        for (let i = 0; i < SEMI_SENDS; i++) {
+          const t = performance.now();
+          await clientRequest(fetchFn, `${hosts[name].url}/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/r${round}m${i}`, 'PUT', token, { msgtype: 'm.text', body: `message ${i} of round ${round}` });
+          times.push(performance.now() - t);
+        }
+        state[name].elapsed += performance.now() - started;
+      }
+    }
+    for (const name of ['plain', 'small'] as const) {
+      const sorted = [...state[name].times].sort((a, b) => a - b);
+      out[name] = { p50: sorted[Math.floor(sorted.length / 2)]!, rate: sorted.length / (state[name].elapsed / 1000), idle: idle[name], rss: await rssMiB(hosts[name].child.pid!) };
+    }
+    return out;
+  } finally {
+    await stopHost(hosts.plain);
+    await stopHost(hosts.small);
+  }
 }

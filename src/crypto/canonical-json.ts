@@ -75,6 +75,72 @@ function encodeValue(value: unknown, strict: boolean): string {
   }
 }
 
+/**
+ * An object's members in canonical order, each encoded once as `"key":value`. Several
+ * canonical forms of one object (an event for its size, without its hashes for the
+ * content hash, redacted for its ID and signatures) are joined from the same pieces
+ * instead of each being encoded afresh: an event's members are encoded once however
+ * many of its forms are needed.
+ */
+export class CanonicalMembers {
+  /** The keys with a defined value, in canonical order. */
+  readonly keys: readonly string[];
+  private readonly pieces: string[];
+  private readonly strict: boolean;
+
+  constructor(object: object, options: CanonicalOptions = {}) {
+    const obj = object as Record<string, unknown>;
+    this.strict = options.strict ?? false;
+    this.keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort(compareCodePoints);
+    this.pieces = this.keys.map((k) => JSON.stringify(k) + ':' + encodeValue(obj[k], this.strict));
+  }
+
+  /**
+   * The canonical JSON of the object with only the members `keep` accepts, and with
+   * `replace`'s members (kept or not, present or not) in place of the object's own.
+   */
+  join(keep: (key: string) => boolean, replace: Record<string, unknown> = {}): string {
+    const replaced = Object.keys(replace).filter((k) => replace[k] !== undefined);
+    const entries: [string, string][] = [];
+    for (let i = 0; i < this.keys.length; i++) {
+      const key = this.keys[i]!;
+      if (keep(key) && !Object.hasOwn(replace, key)) entries.push([key, this.pieces[i]!]);
+    }
+    for (const key of replaced) entries.push([key, JSON.stringify(key) + ':' + encodeValue(replace[key], this.strict)]);
+    if (replaced.length > 0) entries.sort((a, b) => compareCodePoints(a[0], b[0]));
+    let out = '{';
+    for (let i = 0; i < entries.length; i++) out += (i > 0 ? ',' : '') + entries[i]![1];
+    return out + '}';
+  }
+
+  /** The UTF-8 length of join(keep), without building it. */
+  byteLength(keep: (key: string) => boolean): number {
+    let total = 2; // the braces
+    let count = 0;
+    for (let i = 0; i < this.keys.length; i++) {
+      if (!keep(this.keys[i]!)) continue;
+      total += utf8Length(this.pieces[i]!);
+      count++;
+    }
+    return total + Math.max(0, count - 1);
+  }
+}
+
+/** The UTF-8 length of a string (lone surrogates count as U+FFFD's 3 bytes, as TextEncoder writes them). */
+export function utf8Length(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2; // a pair: 4 bytes for 2 units
+      i++;
+    } else n += 2;
+  }
+  return n;
+}
+
 /** Encodes a value as canonical JSON. Throws CanonicalJsonError for values strict mode forbids. */
 export function canonicalJson(value: unknown, options: CanonicalOptions = {}): string {
   return encodeValue(value, options.strict ?? false);

@@ -37,6 +37,15 @@ export async function verifyJsonSignature(
 ): Promise<boolean> {
   const signature = (object as { signatures?: Signatures }).signatures?.[signer]?.[keyId];
   if (typeof signature !== 'string') return false;
+  return verifySignedBytes(signingBytes(object), signature, publicKey, backend);
+}
+
+/**
+ * Checks one signature (unpadded base64, as in a `signatures` block) over bytes already
+ * encoded (signingBytes' output). False (never a throw) when it is missing, malformed or wrong.
+ */
+export async function verifySignedBytes(bytes: Uint8Array, signature: unknown, publicKey: Uint8Array, backend: Ed25519Backend): Promise<boolean> {
+  if (typeof signature !== 'string') return false;
   let signatureBytes: Uint8Array;
   try {
     signatureBytes = decodeBase64(signature);
@@ -44,7 +53,7 @@ export async function verifyJsonSignature(
     if (e instanceof Base64Error) return false;
     throw e;
   }
-  return backend.verify(publicKey, signingBytes(object), signatureBytes);
+  return backend.verify(publicKey, bytes, signatureBytes);
 }
 
 /** Content hash (server-server §Calculating the content hash): SHA-256 without unsigned, signatures, hashes. */

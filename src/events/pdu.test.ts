@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { SPEC_KEY_ID, SPEC_PUBLIC_KEY_B64, SPEC_SEED, SPEC_SERVER } from '../../test/unit/spec-key.ts';
 import { decodeBase64, encodeBase64 } from '../crypto/base64.ts';
-import { canonicalJson } from '../crypto/canonical-json.ts';
+import { canonicalJson, CanonicalJsonError } from '../crypto/canonical-json.ts';
 import { createWebCryptoBackend, tweetnaclBackend, type Ed25519Backend } from '../crypto/ed25519.ts';
 import { computeContentHash, signingBytes } from '../crypto/signing.ts';
-import { computeEventId, contentHashMatches, hashAndSignEvent, verifyEventSignature } from './pdu.ts';
+import { computeEventId, contentHashMatches, eventIdFromSigningBytes, hashAndSignEvent, receivedEventForms, verifyEventSignature, verifyEventSignatureOver } from './pdu.ts';
 import { redactEvent } from './redaction.ts';
 import { requireRoomVersion } from './room-versions.ts';
 
@@ -155,5 +155,53 @@ describe('signNewEvent', () => {
       expect(signed).toEqual(reference);
       expect(eventId).toBe(computeEventId(reference, version));
     }
+  });
+});
+
+describe('receivedEventForms', () => {
+  const key = () => createWebCryptoBackend(globalThis.crypto.subtle).keyFromSeed(SPEC_SEED);
+  const sizeOf = (e: object) => new TextEncoder().encode(canonicalJson(e)).length;
+
+  it('gives the spec vectors\' signing bytes and event IDs, and each form as its own function computes it', async () => {
+    const signed4b = await hashAndSignEvent(redactableEvent(), v1, SPEC_SERVER, SPEC_KEY_ID, await key());
+    const forms = receivedEventForms(signed4b, v1);
+    expect(new TextDecoder().decode(forms.signingBytes)).toBe(
+      '{"content":{},"event_id":"$0:domain","hashes":{"sha256":"onLKD1bGljeBWQhWZ1kaP9SorVmRQNdN5aM2JYU2n/g"},"origin":"domain","origin_server_ts":1000000,"room_id":"!r:domain","sender":"@u:domain","type":"m.room.message"}',
+    );
+    expect(forms.contentHashMatches).toBe(true);
+    expect(forms.byteLength).toBe(sizeOf(signed4b));
+    expect(await verifyEventSignatureOver(forms.signingBytes, signed4b, SPEC_SERVER, SPEC_KEY_ID, publicKey, backends[1]!)).toBe(true);
+    expect(receivedEventForms({ ...signed4b, content: { body: 'changed' } }, v1).contentHashMatches).toBe(false);
+
+    const hashed = { ...minimalEvent(), hashes: { sha256: encodeBase64(computeContentHash(minimalEvent())) } };
+    expect(eventIdFromSigningBytes(receivedEventForms(hashed, requireRoomVersion('10')).signingBytes, 'urlsafe')).toBe('$8yif6p8EqgoSten2BLje9ntKm720NyFLWQv9tn8memc');
+    expect(eventIdFromSigningBytes(receivedEventForms(hashed, requireRoomVersion('11')).signingBytes, 'urlsafe')).toBe('$70O_oKlXzFbkfu0KE88USi98DjSWrOELrPj-8tisl8I');
+  });
+
+  it('agrees with the separate functions on events of every kind (kept content, astral text, no content, event_id from v3 on)', async () => {
+    const events = [
+      { ...minimalEvent(), type: 'm.room.member', state_key: '@a:domain', content: { membership: 'join', displayname: 'Ä \u{1F408} \ud800' } },
+      { ...minimalEvent(), type: 'm.room.create', state_key: '', content: { creator: '@a:domain', 'ü': 1, room_version: '11' } },
+      { ...minimalEvent(), type: 'm.room.power_levels', state_key: '', content: { users: { '@a:domain': 100 }, ban: 50, other: 'x' } },
+      { ...minimalEvent(), content: undefined, event_id: '$stray:domain', '\u{1F408}': 'top-level', '\uffff': 'other' },
+    ];
+    for (const id of ['1', '3', '6', '9', '11']) {
+      const version = requireRoomVersion(id);
+      for (const base of events) {
+        const event = await hashAndSignEvent(id === '1' ? { ...base, event_id: '$x:domain' } : base, version, SPEC_SERVER, SPEC_KEY_ID, await key());
+        const forms = receivedEventForms(event, version);
+        expect(new TextDecoder().decode(forms.signingBytes)).toBe(new TextDecoder().decode(signingBytes(redactEvent(event, version))));
+        expect(forms.contentHashMatches).toBe(contentHashMatches(event));
+        const { event_id: _id, ...withoutId } = event as { event_id?: string };
+        expect(forms.byteLength).toBe(sizeOf(version.eventIdFormat === 'local' ? event : withoutId));
+        if (version.eventIdFormat !== 'local') expect(eventIdFromSigningBytes(forms.signingBytes, version.eventIdFormat)).toBe(computeEventId(event, version));
+      }
+    }
+  });
+
+  it('refuses what strict canonical JSON forbids, from v6 on', () => {
+    const event = { ...minimalEvent(), content: { n: 1.5 } };
+    expect(() => receivedEventForms(event, requireRoomVersion('6'))).toThrow(CanonicalJsonError);
+    expect(receivedEventForms(event, requireRoomVersion('5')).byteLength).toBe(sizeOf(event));
   });
 });

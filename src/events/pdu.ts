@@ -1,8 +1,8 @@
 import { encodeBase64, encodeBase64Url, decodeBase64 } from '../crypto/base64.ts';
-import { canonicalJson, utf8, type JsonObject } from '../crypto/canonical-json.ts';
+import { canonicalJson, CanonicalMembers, utf8, type JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
 import { sha256 } from '../crypto/sha256.ts';
-import { computeContentHash, signingBytes, signJson, verifyJsonSignature, type Signatures } from '../crypto/signing.ts';
+import { computeContentHash, signingBytes, signJson, verifyJsonSignature, verifySignedBytes, type Signatures } from '../crypto/signing.ts';
 import { redactEvent } from './redaction.ts';
 import type { RoomVersion } from './room-versions.ts';
 
@@ -84,13 +84,52 @@ export async function signNewEvent<T extends object>(
   const bytes = signingBytes(redactEvent(hashed, version));
   const signature = encodeBase64(await key.sign(bytes));
   const signed = { ...hashed, signatures: { [serverName]: { [keyId]: signature } } };
-  let eventId: string;
-  if (version.eventIdFormat === 'local') eventId = computeEventId(signed, version);
-  else {
-    const hash = sha256(bytes);
-    eventId = '$' + (version.eventIdFormat === 'base64' ? encodeBase64(hash) : encodeBase64Url(hash));
-  }
+  const eventId = version.eventIdFormat === 'local' ? computeEventId(signed, version) : eventIdFromSigningBytes(bytes, version.eventIdFormat);
   return { event: signed, eventId };
+}
+
+/** The event ID that reference-hashed bytes (signingBytes of the redacted event) give, from v3 on. */
+export function eventIdFromSigningBytes(bytes: Uint8Array, format: 'base64' | 'urlsafe'): string {
+  const hash = sha256(bytes);
+  return '$' + (format === 'base64' ? encodeBase64(hash) : encodeBase64Url(hash));
+}
+
+/**
+ * What the checks on a received event need, with each of its members encoded once:
+ * its size as checkEventSize measures it, whether its content hash matches, and the
+ * bytes its signatures cover (which its reference hash covers too). Each of these
+ * used to encode the event afresh, five canonical encodings per event of a join.
+ * Throws CanonicalJsonError for values the version's canonical JSON forbids.
+ */
+export interface ReceivedEventForms {
+  /** UTF-8 bytes of the PDU's canonical JSON (without an event_id from v3 on, which is derived). */
+  byteLength: number;
+  contentHashMatches: boolean;
+  /** Canonical JSON of the redacted event without signatures and unsigned. */
+  signingBytes: Uint8Array;
+}
+
+const NOT_HASHED = new Set(['hashes', 'signatures', 'unsigned']);
+
+export function receivedEventForms(pdu: object, version: RoomVersion): ReceivedEventForms {
+  const members = new CanonicalMembers(pdu, { strict: version.strictCanonicalJson });
+  const derivedId = version.eventIdFormat !== 'local';
+  const byteLength = members.byteLength((key) => !(derivedId && key === 'event_id'));
+  const redacted = redactEvent(pdu, version);
+  const signed = members.join((key) => key !== 'signatures' && key !== 'unsigned' && Object.hasOwn(redacted, key), { content: redacted['content'] });
+  return { byteLength, contentHashMatches: claimedHashMatches(pdu, sha256(utf8(members.join((key) => !NOT_HASHED.has(key))))), signingBytes: utf8(signed) };
+}
+
+/** Checks one server's signature over an event's signing bytes (receivedEventForms'). */
+export function verifyEventSignatureOver(
+  bytes: Uint8Array,
+  event: { signatures?: Signatures },
+  serverName: string,
+  keyId: string,
+  publicKey: Uint8Array,
+  backend: Ed25519Backend,
+): Promise<boolean> {
+  return verifySignedBytes(bytes, event.signatures?.[serverName]?.[keyId], publicKey, backend);
 }
 
 /** Checks one server's signature on an event: the signature covers the redacted form. */
@@ -107,6 +146,10 @@ export function verifyEventSignature(
 
 /** True when hashes.sha256 matches the content; when it does not, receivers must use the redacted event. */
 export function contentHashMatches(event: object): boolean {
+  return claimedHashMatches(event, computeContentHash(event));
+}
+
+function claimedHashMatches(event: object, actual: Uint8Array): boolean {
   const claimed = (event as { hashes?: { sha256?: unknown } }).hashes?.sha256;
   if (typeof claimed !== 'string') return false;
   let claimedBytes: Uint8Array;
@@ -115,6 +158,5 @@ export function contentHashMatches(event: object): boolean {
   } catch {
     return false;
   }
-  const actual = computeContentHash(event);
   return claimedBytes.length === actual.length && claimedBytes.every((b, i) => b === actual[i]);
 }

@@ -22,7 +22,7 @@ import { FederationClient, FederationRequestError, type SendJoinResponse } from 
 import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
-import { countersignEvent, eventIdOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
+import { countersignEvent, eventIdOf, idsOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
@@ -335,19 +335,20 @@ export class Federation {
       if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
     }
     const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId);
-    await this.storeOutliers([...auth_chain, ...pdus], version, pdu.room_id);
-    const stateIds = pdus.filter(isPduShaped).map((p) => eventIdOf(p, version)).filter((id): id is string => !!id);
-    return this.options.rooms.receiveEvent(pdu, { stateBefore: stateIds, backfilled });
+    const known = await this.storeOutliers([...auth_chain, ...pdus], version, pdu.room_id);
+    return this.options.rooms.receiveEvent(pdu, { stateBefore: idsOf(pdus, known, version), backfilled });
   }
 
-  /** Checks and stores events without state (auth chains, a join's state), each after its auth events. */
-  async storeOutliers(pdus: unknown[], version: RoomVersion, roomId: string): Promise<void> {
+  /** Checks and stores events without state (auth chains, a join's state), each after its auth events; answers their IDs, computed once. */
+  async storeOutliers(pdus: unknown[], version: RoomVersion, roomId: string): Promise<Map<unknown, string>> {
     const { rooms } = this.options;
     const entries: { id: string; event: PDU }[] = [];
     const seen = new Set<string>();
+    const ids = new Map<unknown, string>();
     for (const pdu of pdus) {
       if (!isPduShaped(pdu) || pdu.room_id !== roomId) continue;
       const id = eventIdOf(pdu, version);
+      if (id) ids.set(pdu, id);
       if (!id || seen.has(id)) continue;
       seen.add(id);
       entries.push({ id, event: pdu });
@@ -359,6 +360,7 @@ export class Federation {
       // A bad event in a chain is left out; whatever needed it is then refused too.
       if (answer instanceof RoomError) this.options.log(`federation: outlier ${sorted[i]!.id} refused: ${answer.message}`);
     });
+    return ids;
   }
 
   // ------------------------------------------------------------- joins
@@ -393,8 +395,9 @@ export class Federation {
     if (!Array.isArray(response.state) || !Array.isArray(response.auth_chain)) {
       throw new FederationJoinError(502, 'M_BAD_JSON', 'the send_join response has no state or auth chain');
     }
-    await this.storeOutliers([...response.auth_chain, ...response.state], version, roomId);
-    const stateIds = response.state.filter(isPduShaped).map((p) => eventIdOf(p, version)).filter((id): id is string => !!id);
+    const stateIds = idsOf(response.state, await this.storeOutliers([...response.auth_chain, ...response.state], version, roomId), version);
+    // Stored: the answer (17.5 MiB parsed for a room of 10,000 members) is let go before the join is placed.
+    response.state.length = response.auth_chain.length = 0;
     // The resident server may have added its signature (restricted joins); it is still our event.
     const join = response.event && isPduShaped(response.event) && eventIdOf(response.event, version) === eventId ? response.event : sent;
     const stored = await this.options.rooms.receiveEvent(join, { stateBefore: stateIds });

@@ -53,6 +53,11 @@ export function eventIdOf(pdu: PDU, version: RoomVersion): string | undefined {
   }
 }
 
+/** The IDs of those of `pdus` that are PDUs, from `known` (storeOutliers' answer) where it has them. */
+export function idsOf(pdus: unknown[], known: Map<unknown, string>, version: RoomVersion): string[] {
+  return pdus.filter(isPduShaped).map((p) => known.get(p) ?? eventIdOf(p, version)).filter((id): id is string => !!id);
+}
+
 /**
  * Orders events so that each comes after the events it names as auth events (and
  * prev events) within the set: how an auth chain and a state are stored as outliers.

@@ -103,17 +103,21 @@ export class EventBuilder {
   }
 }
 
-/** The size and identifier limits every event must keep, ours as we build it and others' as they arrive. */
-export function checkEventSize(event: RoomEvent, version: RoomVersion): void {
-  const { event_id: _id, ...pdu } = event;
-  const body = version.eventIdFormat === 'local' ? event : pdu;
-  let encoded: string;
-  try {
-    encoded = canonicalJson(body, { strict: version.strictCanonicalJson });
-  } catch (e) {
-    throw new RoomError('bad_event', (e as Error).message);
+/**
+ * The size and identifier limits every event must keep, ours as we build it and others' as they arrive.
+ * `encodedBytes`: the event's canonical size when the caller has measured it already (receivedEventForms).
+ */
+export function checkEventSize(event: RoomEvent, version: RoomVersion, encodedBytes?: number): void {
+  if (encodedBytes === undefined) {
+    const { event_id: _id, ...pdu } = event;
+    const body = version.eventIdFormat === 'local' ? event : pdu;
+    try {
+      encodedBytes = utf8(canonicalJson(body, { strict: version.strictCanonicalJson })).length;
+    } catch (e) {
+      throw new RoomError('bad_event', (e as Error).message);
+    }
   }
-  if (utf8(encoded).length > MAX_EVENT_BYTES) throw new RoomError('too_large', `event exceeds ${MAX_EVENT_BYTES} bytes`);
+  if (encodedBytes > MAX_EVENT_BYTES) throw new RoomError('too_large', `event exceeds ${MAX_EVENT_BYTES} bytes`);
   for (const id of [event.sender, event.room_id, event.type, event.state_key ?? '']) {
     if (byteLength(id) > MAX_ID_BYTES) throw new RoomError('bad_event', 'an identifier exceeds 255 bytes');
   }

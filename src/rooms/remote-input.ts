@@ -1,6 +1,7 @@
 import { checkEventAgainstAuthEvents, checkEventAuth, authEventSelection, requiredSignatureServers } from '../events/auth.ts';
 import { isStateEvent, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
-import { computeEventId, contentHashMatches, referenceIds, verifyEventSignature, type PDU } from '../events/pdu.ts';
+import { CanonicalJsonError } from '../crypto/canonical-json.ts';
+import { computeEventId, eventIdFromSigningBytes, receivedEventForms, referenceIds, verifyEventSignatureOver, type PDU, type ReceivedEventForms } from '../events/pdu.ts';
 import { AuthError } from '../events/power-levels.ts';
 import { redactEvent } from '../events/redaction.ts';
 import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
@@ -212,28 +213,51 @@ export class RemoteInput {
     return this.resolve(version, prevStates);
   }
 
-  /** A state given as the IDs of its events, which must all be held (as outliers at least). */
+  /**
+   * A state given as the IDs of its events, which must all be held (as outliers at least).
+   * Read as rows of a few columns, a chunk at a time: a big room's state is 20,000 events,
+   * which are neither parsed nor brought into the event cache for this.
+   */
   private async stateOfEvents(eventIds: readonly string[], forEventId: string): Promise<NidState> {
+    type Row = { event_id: string; event_nid: number; type: string; state_key: string | null; rejected: string | null };
+    const rows = new Map<string, Row>();
+    for (let from = 0; from < eventIds.length; from += 500) {
+      const chunk = eventIds.slice(from, from + 500);
+      const found = await this.store.db.all<Row>(`SELECT event_id, event_nid, type, state_key, rejected FROM events WHERE event_id IN (${chunk.map(() => '?').join(',')})`, chunk);
+      for (const row of found) rows.set(row.event_id, row);
+    }
     const state = new Map<StateKey, number>();
     for (const id of eventIds) {
-      const stored = await this.store.getEvent(id);
-      if (!stored) throw new RoomError('missing_events', `state event ${id} for ${forEventId} is unknown`);
-      if (stored.rejected || !isStateEvent(stored.event)) continue;
-      state.set(stateKey(stored.event.type, stored.event.state_key!), stored.nid);
+      const pending = this.store.pendingEvent(id);
+      const row = pending ? { event_nid: pending.nid, type: pending.event.type, state_key: pending.event.state_key ?? null, rejected: pending.rejected } : rows.get(id);
+      if (!row) throw new RoomError('missing_events', `state event ${id} for ${forEventId} is unknown`);
+      if (row.rejected || typeof row.state_key !== 'string') continue;
+      state.set(stateKey(row.type, row.state_key), row.event_nid);
     }
     return state;
   }
 
-  /** Format, size, content hash and signature checks. Returns the event with its ID. */
-  private async checkRemoteEvent(pdu: PDU, version: RoomVersion, eventId = computeEventId(pdu, version)): Promise<RoomEvent> {
+  /**
+   * Format, size, content hash and signature checks. Returns the event with its ID.
+   * The event is encoded once for all of them (receivedEventForms), its ID too when not given.
+   */
+  private async checkRemoteEvent(pdu: PDU, version: RoomVersion, givenId?: string): Promise<RoomEvent> {
+    let forms: ReceivedEventForms;
+    try {
+      forms = receivedEventForms(pdu, version);
+    } catch (e) {
+      if (e instanceof CanonicalJsonError) throw new RoomError('bad_event', e.message);
+      throw e;
+    }
+    const eventId = givenId ?? (version.eventIdFormat === 'local' ? computeEventId(pdu, version) : eventIdFromSigningBytes(forms.signingBytes, version.eventIdFormat));
     let event = { ...pdu, event_id: eventId } as RoomEvent;
-    checkEventSize(event, version);
+    checkEventSize(event, version, forms.byteLength);
     for (const origin of requiredSignatureServers(version, event)) {
       const keys = Object.keys(pdu.signatures?.[origin] ?? {}).filter((k) => k.startsWith('ed25519:'));
       let verified = false;
       for (const keyId of keys) {
         const key = await this.store.options.resolveVerifyKey(origin, keyId, pdu.origin_server_ts);
-        if (key && (await verifyEventSignature(pdu, version, origin, keyId, key, this.store.options.ed25519))) {
+        if (key && (await verifyEventSignatureOver(forms.signingBytes, pdu, origin, keyId, key, this.store.options.ed25519))) {
           verified = true;
           break;
         }
@@ -241,7 +265,7 @@ export class RemoteInput {
       if (!verified) throw new RoomError('bad_event', `event ${event.event_id} has no valid signature from ${origin}`);
     }
     // A failed content hash means the event was tampered with: keep only its redacted form.
-    if (!contentHashMatches(pdu)) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
+    if (!forms.contentHashMatches) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
     return event;
   }
 

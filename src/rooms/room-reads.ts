@@ -35,6 +35,11 @@ export class RoomReads {
     return this.store.getEventByNid(nid);
   }
 
+  /** Many events by nid, in order (undefined where unknown), read together. */
+  async getEventsByNid(nids: readonly number[]): Promise<(StoredEvent | undefined)[]> {
+    return this.store.getEventsByNid(nids);
+  }
+
   /** The room's newest events, that new events build on. */
   async forwardExtremities(roomId: string): Promise<string[]> {
     return [...((await this.store.head(roomId))?.extremities ?? [])];
@@ -105,6 +110,13 @@ export class RoomReads {
       "SELECT state_key FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = ?", [roomId, membership],
     );
     return rows.map((r) => r.state_key);
+  }
+
+  /** How many members of a room have a given membership in its current state (counted, not listed). */
+  async memberCount(roomId: string, membership = 'join'): Promise<number> {
+    return (await this.store.db.get<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = ?", [roomId, membership],
+    ))!.n;
   }
 
   /** Servers with a member joined to the room now, ours included. */

@@ -142,6 +142,23 @@ export class RoomStore {
     return row ? this.cache(toStored(row)) : undefined;
   }
 
+  /** Many events by nid, in order (undefined where unknown): those not cached are read a chunk per query, not one each. */
+  async getEventsByNid(nids: readonly number[]): Promise<(StoredEvent | undefined)[]> {
+    const found = new Map<number, StoredEvent>();
+    const missing: number[] = [];
+    for (const nid of nids) {
+      const cached = this.byNid.get(nid) ?? this.pendingEvents.get(nid);
+      if (cached) found.set(nid, cached);
+      else missing.push(nid);
+    }
+    for (let from = 0; from < missing.length; from += 500) {
+      const chunk = missing.slice(from, from + 500);
+      const rows = await this.db.all<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_nid IN (${chunk.map(() => '?').join(',')})`, chunk);
+      for (const row of rows) found.set(row.event_nid, this.cache(toStored(row)));
+    }
+    return nids.map((nid) => found.get(nid));
+  }
+
   /** An event (by ID or nid) of a write that has run but is not durable yet. */
   pendingEvent(idOrNid: string | number): StoredEvent | undefined {
     return this.pendingEvents.get(idOrNid);
@@ -310,16 +327,17 @@ export class RoomStore {
     for (const [key, nid] of to) {
       if (from.get(key) === nid) continue;
       const [type, sk] = splitStateKey(key);
-      const row = tx.get<{ json: string; stream_ordering: number | null }>('SELECT json, stream_ordering FROM events WHERE event_nid = ?', [nid])!;
-      const event = JSON.parse(row.json) as RoomEvent;
-      const membership = type === 'm.room.member' ? String(event.content['membership'] ?? '') : null;
+      // Only a membership needs its event's row, and of it only a field (a join's state: 20,000 rows, not parsed).
+      const row = type !== 'm.room.member' ? undefined : tx.get<{ event_id: string; membership: string | number | null; stream_ordering: number | null }>(
+        "SELECT event_id, json_extract(json, '$.content.membership') AS membership, stream_ordering FROM events WHERE event_nid = ?", [nid])!;
+      const membership = row ? String(row.membership ?? '') : null;
       tx.run(
         `INSERT INTO current_state (room_id, type, state_key, event_nid, membership) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (room_id, type, state_key) DO UPDATE SET event_nid = excluded.event_nid, membership = excluded.membership`,
         [roomId, type, sk, nid, membership],
       );
-      if (membership !== null && sk.endsWith(ours)) {
-        upsertLocalMembership(tx, sk, roomId, membership, event.event_id, row.stream_ordering ?? nextStreamId(tx));
+      if (row && membership !== null && sk.endsWith(ours)) {
+        upsertLocalMembership(tx, sk, roomId, membership, row.event_id, row.stream_ordering ?? nextStreamId(tx));
       }
       if (membership !== null && membership !== 'join' && this.unshared) {
         if (!sk.endsWith(ours)) mayBeUnshared.add(sk);
@@ -346,7 +364,9 @@ export class RoomStore {
   }
 
   private afterCommit(roomId: string, stored: StoredEvent[], redactions: Map<string, string>): void {
-    for (const s of stored) this.cache(s);
+    // Outliers (a join's state and auth chain: 20,000 events in a big room) are cached when read,
+    // not when stored: a join would otherwise fill the cache with them, and hold its whole answer.
+    for (const s of stored) if (!s.outlier) this.cache(s);
     for (const target of redactions.values()) {
       const cached = this.byId.get(target);
       if (cached) {

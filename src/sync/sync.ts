@@ -348,7 +348,7 @@ export class Sync {
     const format = (e: StoredEvent) => this.formatter.format(e, viewer).then((c) => this.shape(c, e, filter));
     return {
       timeline: { events: await Promise.all(events.map(format)), limited, prev_batch: prevBatch },
-      state: { events: await Promise.all(stateEvents.map(format)) },
+      state: { events: (await this.formatter.formatAll(stateEvents, viewer)).map((c, i) => this.shape(c, stateEvents[i]!, filter)) },
       ephemeral: { events: ephemeral },
       account_data: { events: accountData },
       // Incremental syncs carry the summary when membership changed in them: the counts and heroes may have.
@@ -470,10 +470,12 @@ export class Sync {
     const needed = new Set(events.map((e) => e.event.sender));
     needed.add(userId);
     const prefix = stateKey('m.room.member', '');
-    for (const state of [stateAtEnd, stateAtStart]) {
+    const neededKeys = new Set([...needed].map((u) => prefix + u));
+    // One pass when the timeline changes no state (its start and end are one map): a big room's state is 20,000 keys.
+    for (const state of new Set([stateAtEnd, stateAtStart])) {
       for (const [key, nid] of state) {
         // Lazily loaded: the room's thousands of other members are passed over here, not read.
-        if (lazy && key.startsWith(prefix) && !needed.has(key.slice(prefix.length))) continue;
+        if (lazy && key.startsWith(prefix) && !neededKeys.has(key)) continue;
         if (!nids.has(key) && !inTimeline.has(nid) && stateAtSince?.get(key) !== nid) nids.set(key, nid);
       }
     }
@@ -486,12 +488,7 @@ export class Sync {
         }
       }
     }
-    const out: StoredEvent[] = [];
-    for (const nid of nids.values()) {
-      const stored = await this.rooms.getEventByNid(nid);
-      if (stored && eventMatches(stateFilter, stored.event)) out.push(stored);
-    }
-    return out;
+    return (await this.rooms.getEventsByNid([...nids.values()])).filter((stored): stored is StoredEvent => !!stored && eventMatches(stateFilter, stored.event));
   }
 
   /**
@@ -568,11 +565,10 @@ export class Sync {
   }
 
   private async summary(roomId: string, userId: string): Promise<Record<string, unknown>> {
-    const joined = await this.rooms.members(roomId, 'join');
-    const invited = await this.rooms.members(roomId, 'invite');
-    const summary: Record<string, unknown> = { 'm.joined_member_count': joined.length, 'm.invited_member_count': invited.length };
+    // Counted, not listed: a big room has 10,000 members, and only an unnamed room needs their names (its heroes).
+    const summary: Record<string, unknown> = { 'm.joined_member_count': await this.rooms.memberCount(roomId, 'join'), 'm.invited_member_count': await this.rooms.memberCount(roomId, 'invite') };
     const named = (await this.rooms.currentStateEvent(roomId, 'm.room.name', '')) || (await this.rooms.currentStateEvent(roomId, 'm.room.canonical_alias', ''));
-    if (!named) summary['m.heroes'] = [...joined, ...invited].filter((u) => u !== userId).sort().slice(0, 5);
+    if (!named) summary['m.heroes'] = [...(await this.rooms.members(roomId, 'join')), ...(await this.rooms.members(roomId, 'invite'))].filter((u) => u !== userId).sort().slice(0, 5);
     return summary;
   }
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assertStrictJsonText, assertStrictValues, canonicalJson, CanonicalJsonError, MAX_SAFE_INTEGER } from '../../../src/crypto/canonical-json.ts';
+import { assertStrictJsonText, assertStrictValues, canonicalJson, CanonicalJsonError, CanonicalMembers, MAX_SAFE_INTEGER } from '../../../src/crypto/canonical-json.ts';
 import { fuzzParameters, fuzzTimeout } from '../../support/fuzz.ts';
 import { SPEC_CANONICAL_EXAMPLES } from '../canonical-json-vectors.ts';
 
@@ -142,6 +142,22 @@ describe('canonical JSON, fuzzed', { timeout: fuzzTimeout }, () => {
     fc.assert(
       fc.property(fc.oneof(fc.constant(undefined), fc.constant(NaN), fc.constant(Infinity), fc.constant(() => 1), fc.constant(10n), fc.constant(Symbol('s'))), (bad) => {
         expect(() => canonicalJson([bad])).toThrow(CanonicalJsonError);
+      }),
+      params,
+    );
+  });
+
+  it('an object joined from its members (some left out, some replaced) is the canonical JSON of that object, and its length is its UTF-8 length', () => {
+    fc.assert(
+      fc.property(fc.dictionary(anyKey, jsonValue, { maxKeys: 6, noNullPrototype: true }), fc.dictionary(anyKey, jsonValue, { maxKeys: 2, noNullPrototype: true }), fc.nat(), (object, replace, mask) => {
+        const members = new CanonicalMembers(object);
+        const keep = (key: string) => (members.keys.indexOf(key) + mask) % 3 !== 0;
+        expect(members.join(() => true)).toBe(canonicalJson(object));
+        expect(members.byteLength(keep)).toBe(bytes(members.join(keep)).length);
+        const expected: Record<string, unknown> = {};
+        for (const key of Object.keys(object)) if (keep(key) && !Object.hasOwn(replace, key)) Object.defineProperty(expected, key, { value: object[key], enumerable: true });
+        for (const key of Object.keys(replace)) Object.defineProperty(expected, key, { value: replace[key], enumerable: true });
+        expect(members.join(keep, replace)).toBe(canonicalJson(expected));
       }),
       params,
     );

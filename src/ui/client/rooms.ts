@@ -113,6 +113,8 @@ export function roomName(client: MatrixClient, room: Room): string {
   const me = client.getSafeUserId();
   const others = room.getMembers().filter((m) => m.userId !== me && (m.membership === KnownMembership.Join || m.membership === KnownMembership.Invite));
   if (others.length > 0) return others.map((m) => displayName(room, m.userId)).join(', ');
+  // Under sliding sync a listed room holds only this user's membership: the SDK names it from the homeserver's heroes.
+  if (room.getMyMembership() !== KnownMembership.Invite && room.name && !room.name.startsWith('Empty room')) return room.name;
   // An invite: the inviter's name, if the stripped state says no more.
   if (room.getMyMembership() === KnownMembership.Invite) {
     const inviter = room.getMember(me)?.events.member?.getSender();

@@ -26,7 +26,12 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     id: room.roomId,
     membership: membership === KnownMembership.Invite ? 'invite' : membership === KnownMembership.Join ? 'join' : 'leave',
     inviter: membership === KnownMembership.Invite ? myMember?.events.member?.getSender() : undefined,
-    timeline: room.getLiveTimeline().getEvents().map((event) => chatEvent(room, event, me)),
+    timeline: room.getLiveTimeline().getEvents().map((event) => {
+      // Under sliding sync the SDK decrypts only a room's newest events and those after the read receipt
+      // (decryptCriticalEvents); the rest are decrypted when shown, as Element does (their Decrypted event redraws).
+      if (event.shouldAttemptDecryption()) void client.decryptEventIfNeeded(event);
+      return chatEvent(room, event, me);
+    }),
     typing,
     receipts,
     localEchoes,

@@ -57,6 +57,7 @@ export class PageSlidingSync {
     // Registered before SlidingSyncSdk's own listener (made by startClient), so it runs first.
     this.slidingSync.on(SlidingSyncEvent.RoomData, (roomId, data) => {
       this.closeGap(roomId, data);
+      this.keepOwnCount(roomId, data);
       if (this.awaiting && roomId === this.open) this.awaiting.seen = true;
     });
     this.slidingSync.on(SlidingSyncEvent.Lifecycle, (state) => {
@@ -86,6 +87,18 @@ export class PageSlidingSync {
       const end = this.slidingSync.getListParams(key)?.ranges?.[0]?.[1] ?? 0;
       if (count > end + 1) this.slidingSync.setListRanges(key, [[0, Math.min(count - 1, end + GROW)]]);
     }
+  }
+
+  /**
+   * In an encrypted room the SDK counts unread messages itself, as it decrypts them (`fixNotificationCountOnDecryption`);
+   * /sync's SyncApi then takes the homeserver's count only when it is 0, but SlidingSyncSdk 37 takes it always,
+   * and each decrypted message is counted twice (3 messages: 4 unread, measured). The homeserver is right to
+   * count them (`.m.rule.encrypted`): its count is left out here as SyncApi leaves it, for the SDK to keep its own.
+   */
+  private keepOwnCount(roomId: string, data: MSC3575RoomData): void {
+    if (!data.notification_count) return;
+    const encrypted = this.client.getRoom(roomId)?.hasEncryptionStateEvent() || data.required_state?.some((e) => e.type === 'm.room.encryption');
+    if (encrypted) delete data.notification_count;
   }
 
   /**

@@ -98,6 +98,17 @@ function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
   return plain;
 }
 
+/** The room's threads the SDK knows (from timelines and `GET /threads`), the latest reply first, as their roots. */
+export function chatThreadRoots(client: MatrixClient, room: Room): MatrixEvent[] {
+  const me = client.getSafeUserId();
+  const latest = (t: ReturnType<Room['getThreads']>[number]) => t.replyToEvent?.getTs() ?? t.rootEvent?.getTs() ?? 0;
+  return room
+    .getThreads()
+    .filter((t) => t.rootEvent && t.length > 0)
+    .sort((a, b) => latest(b) - latest(a))
+    .map((t) => chatEvent(room, t.rootEvent!, me));
+}
+
 /** Rooms listed in this account's `m.direct` (user ID → room IDs). */
 export function directRoomIds(client: MatrixClient): Set<string> {
   const content = (client.getAccountData(EventType.Direct)?.getContent() ?? {}) as Record<string, unknown>;

@@ -6,13 +6,13 @@
  */
 import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
+import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
 import { MediaCache, UploadLimit, uploadAttachment } from './media.ts';
 import { PendingMarks } from './pending.ts';
-import { canLoadOlder, chatRoom, chatThread, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
+import { canLoadOlder, chatRoom, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
 import { PageSlidingSync, wantsSlidingSync } from './sliding.ts';
 import { profile, roomSettings, search, uploadImage } from './settings.ts';
@@ -213,6 +213,27 @@ export class SdkChatClient implements ChatClient {
       .catch(() => undefined)
       .finally(() => {
         this.filling.delete(rootId);
+        this.emit('room');
+      });
+  }
+
+  threads(roomId: string): ChatEvent[] {
+    const room = this.sdkRoom(roomId);
+    return room ? chatThreadRoots(this.client, room) : [];
+  }
+
+  loadThreads(roomId: string): void {
+    const room = this.sdkRoom(roomId);
+    const key = `threads:${roomId}`;
+    if (!room || this.filling.has(key)) return;
+    this.filling.add(key);
+    // The SDK's thread list: its timeline sets, filled by one page of GET /threads (Hearth serves it: v1.4).
+    void room
+      .createThreadsTimelineSets()
+      .then(() => room.fetchRoomThreads())
+      .catch(() => undefined)
+      .finally(() => {
+        this.filling.delete(key);
         this.emit('room');
       });
   }

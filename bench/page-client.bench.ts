@@ -1,5 +1,6 @@
 // Issue 25: the page's chat client (matrix-js-sdk + Rust crypto). (1) Page load → the room list from the
-// first /sync shown (`hearth-rooms-shown`), a signed-in reload with no room and with 100 rooms. (2) The cost
+// first sync answer shown (`hearth-rooms-shown`), a signed-in reload with no room and with 100 rooms, on
+// sliding sync and (the page told to) on /sync. (2) The cost
 // of encryption per message: send through the UI in one browser homeserver → shown in the other's
 // timeline, in an encrypted DM and in a plain room, in the same run (two contexts linked through a Node relay).
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -16,14 +17,32 @@ import { pageRequest, percentile, report, type Row } from './harness.ts';
 const RELOADS = 5;
 const SAMPLES = 15;
 
-async function roomsShownAfterReload(page: Page): Promise<number[]> {
-  const times: number[] = [];
+interface Loads {
+  first: number[];
+  every: number[];
+}
+
+/**
+ * Reload → the first room list shown (`hearth-rooms-shown`), and → all of `all` rooms listed (polled each frame);
+ * on sliding sync and, alternating with it (so that a busy moment of the machine or the core weighs on both), on
+ * /sync (`hearth-sync` = `sync`, sliding.ts).
+ */
+async function roomsShownAfterReload(page: Page, all = 0): Promise<{ sliding: Loads; sync: Loads }> {
+  const loads = { sliding: { first: [], every: [] } as Loads, sync: { first: [], every: [] } as Loads };
   for (let i = 0; i < RELOADS; i++) {
-    await page.reload();
-    await page.waitForFunction(() => performance.getEntriesByName('hearth-rooms-shown').length > 0, undefined, { timeout: 120_000 });
-    times.push(await page.evaluate(() => performance.getEntriesByName('hearth-rooms-shown')[0]!.startTime));
+    for (const mode of ['sliding', 'sync'] as const) {
+      await page.evaluate((mode) => (mode === 'sync' ? localStorage.setItem('hearth-sync', 'sync') : localStorage.removeItem('hearth-sync')), mode);
+      await page.reload();
+      await page.waitForFunction(() => performance.getEntriesByName('hearth-rooms-shown').length > 0, undefined, { timeout: 120_000 });
+      loads[mode].first.push(await page.evaluate(() => performance.getEntriesByName('hearth-rooms-shown')[0]!.startTime));
+      const listed = await page.waitForFunction((all) => document.querySelectorAll('.room-list .room-item').length >= all && performance.now(), all, { timeout: 120_000, polling: 'raf' });
+      loads[mode].every.push((await listed.jsonValue()) as number);
+    }
   }
-  return times.sort((a, b) => a - b);
+  await page.evaluate(() => localStorage.removeItem('hearth-sync'));
+  await page.reload();
+  for (const l of [loads.sliding, loads.sync]) for (const times of [l.first, l.every]) times.sort((a, b) => a - b);
+  return loads;
 }
 
 /** Sends `text` through A's composer; resolves with the time until it is in B's timeline (a MutationObserver in B). */
@@ -70,10 +89,11 @@ export async function run(): Promise<void> {
     await b.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), anaServer, { timeout: 60_000 });
 
     // Load → room list: no room yet, then 100.
-    const noRooms = await roomsShownAfterReload(a);
+    const none = await roomsShownAfterReload(a);
+    const noRooms = none.sliding.first;
     const { accessToken } = await storedSession(a);
     for (let i = 0; i < 100; i++) await pageRequest(a, 'POST', '/_matrix/client/v3/createRoom', accessToken, { name: `Room ${i}`, preset: 'private_chat' });
-    const hundredRooms = await roomsShownAfterReload(a);
+    const hundred = await roomsShownAfterReload(a, 100);
     // The reloads restarted A's libp2p node: Ben's server must be reachable again before inviting him.
     await a.waitForFunction((name) => (globalThis as any).hearthP2P?.reachable.has(name), ben.split(':')[1], { timeout: 60_000 });
 
@@ -109,8 +129,11 @@ export async function run(): Promise<void> {
     encrypted.sort((x, y) => x - y);
     plain.sort((x, y) => x - y);
     const rows: Row[] = [
-      ['signed-in reload → room list shown, no rooms, p50', percentile(noRooms, 50), 'ms', `${RELOADS} reloads`],
-      ['signed-in reload → room list shown, 100 rooms, p50', percentile(hundredRooms, 50), 'ms', `${(percentile(hundredRooms, 50) / percentile(noRooms, 50)).toFixed(2)}× the load with none`],
+      ['signed-in reload → room list shown, no rooms, p50 (sliding sync)', percentile(noRooms, 50), 'ms', `${RELOADS} reloads; /sync ${percentile(none.sync.first, 50).toFixed(0)} ms`],
+      ['signed-in reload → room list shown, 100 rooms, p50 (sliding sync)', percentile(hundred.sliding.first, 50), 'ms', `${(percentile(hundred.sliding.first, 50) / percentile(noRooms, 50)).toFixed(2)}× the load with none; its first answer holds 20 rooms a list`],
+      ['signed-in reload → room list shown, 100 rooms, p50 (/sync)', percentile(hundred.sync.first, 50), 'ms', `sliding sync / (/sync): ${(percentile(hundred.sliding.first, 50) / percentile(hundred.sync.first, 50)).toFixed(2)}×`],
+      ['signed-in reload → all 100 rooms listed, p50 (sliding sync)', percentile(hundred.sliding.every, 50), 'ms', 'the lists grown by the next answer'],
+      ['signed-in reload → all 100 rooms listed, p50 (/sync)', percentile(hundred.sync.every, 50), 'ms', `sliding sync / (/sync): ${(percentile(hundred.sliding.every, 50) / percentile(hundred.sync.every, 50)).toFixed(2)}×`],
       ['send in A → shown in B, encrypted DM, p50', percentile(encrypted, 50), 'ms', `${SAMPLES} sends; the first (with the room key's sharing) ${firstEncrypted.toFixed(0)} ms`],
       ['send in A → shown in B, plain room, p50', percentile(plain, 50), 'ms', `${SAMPLES} sends`],
       ['encryption cost per message (p50 encrypted / plain)', percentile(encrypted, 50) / percentile(plain, 50), '×'],

@@ -37,6 +37,8 @@ export class ChatScreen {
   });
   /** The open thread's root, in the open room. */
   private threadRootId: string | undefined;
+  /** The room's thread list is open in the thread pane (a thread opened from it goes Back to it). */
+  private threadList = false;
   private readonly threadView = new ThreadView(
     () => {
       const room = this.selectedRoom();
@@ -126,7 +128,7 @@ export class ChatScreen {
   }
 
   private selectRoom(roomId: string, after?: () => void): void {
-    if (roomId !== this.selectedRoomId) this.threadRootId = undefined;
+    if (roomId !== this.selectedRoomId) [this.threadRootId, this.threadList] = [undefined, false];
     this.selectedRoomId = roomId;
     this.client?.openRoom(roomId);
     after?.();
@@ -153,7 +155,8 @@ export class ChatScreen {
     const client = this.client;
     if (!client) return;
     const room = this.selectedRoom();
-    const actions: TimelineActions & { leave(): void } = {
+    const actions: TimelineActions & { leave(): void; threads(): void } = {
+      threads: () => room && this.openThreadList(room.id),
       // Left and forgotten: it goes from the list; nothing is open until another room is chosen.
       leave: () =>
         room &&
@@ -195,8 +198,10 @@ export class ChatScreen {
     this.search.render(client, room);
     this.members.render(client, room);
     const thread = room && this.threadRootId ? client.thread(room.id, this.threadRootId) : undefined;
-    this.chat.dataset.thread = thread ? 'open' : 'closed';
-    if (room && thread) {
+    const threadList = room && this.threadList && !thread;
+    this.chat.dataset.thread = thread || threadList ? 'open' : 'closed';
+    if (room && threadList) this.threadView.renderList(client, room, client.threads(room.id), actions);
+    else if (room && thread) {
       // In the pane, Reply and Edit go to the thread's own composer.
       const composer = this.threadView.composer;
       this.threadView.render(client, room, thread, {
@@ -217,8 +222,21 @@ export class ChatScreen {
     this.threadView.composer.input.focus();
   }
 
+  /** The room's threads in the thread pane, fetched from the homeserver. */
+  private openThreadList(roomId: string): void {
+    [this.threadRootId, this.threadList] = [undefined, true];
+    this.client?.loadThreads(roomId);
+    this.showPhoneView('thread');
+    this.renderRoom();
+  }
+
+  /** Back: from a thread opened from the list to the list, otherwise the pane closes. */
   private closeThread(): void {
-    this.threadRootId = undefined;
+    if (this.threadRootId && this.threadList) {
+      this.threadRootId = undefined;
+      return this.renderRoom();
+    }
+    [this.threadRootId, this.threadList] = [undefined, false];
     this.showPhoneView('room');
     this.renderRoom();
   }

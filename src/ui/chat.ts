@@ -289,6 +289,10 @@ export interface ChatClient {
   thread(roomId: string, rootId: string): ChatThread | undefined;
   /** The thread pane is shown: fetches its replies from the homeserver. */
   openThread(roomId: string, rootId: string): void;
+  /** The room's threads as far as known, the latest reply first: their roots, each with its summary (`thread`). */
+  threads(roomId: string): MatrixEvent[];
+  /** The thread list is shown: fetches the room's threads from the homeserver (`GET /threads`). */
+  loadThreads(roomId: string): void;
   /** Reacts with `key`, or takes this user's reaction back if there is one. */
   react(roomId: string, eventId: string, key: string): Promise<void>;
   /** Replaces an own message's text (`m.replace`). */

@@ -13,6 +13,7 @@ export class RoomView {
   private readonly roomIdLine = h('code', { class: 'room-id' });
   private readonly encryptionLine = h('span', { class: 'room-encryption' });
   private readonly leaveButton = h('button', { type: 'button', class: 'small link room-leave' }, 'Leave room');
+  private readonly threadsButton = h('button', { type: 'button', class: 'small link room-threads' }, 'Threads');
   private readonly topicLine = h('p', { class: 'room-topic hint' });
   private readonly avatar = h('img', { class: 'avatar', alt: '', hidden: true });
 
@@ -20,7 +21,7 @@ export class RoomView {
   build(composer: Composer, encryptionPanel: HTMLElement, folds: HTMLElement[] = []): void {
     this.element.replaceChildren(
       encryptionPanel,
-      h('header', { class: 'room-header' }, this.avatar, this.roomTitle, this.encryptionLine, this.roomIdLine, this.leaveButton, this.topicLine),
+      h('header', { class: 'room-header' }, this.avatar, this.roomTitle, this.encryptionLine, this.roomIdLine, this.threadsButton, this.leaveButton, this.topicLine),
       h('div', { class: 'room-folds' }, ...folds),
       this.timeline,
       this.typingLine,
@@ -29,10 +30,11 @@ export class RoomView {
   }
 
   /** `settings`: the client's `roomSettings(room.id)`. */
-  render(client: ChatClient, room: ChatRoom | undefined, settings: RoomSettings | undefined, actions: TimelineActions & { leave(): void }): void {
+  render(client: ChatClient, room: ChatRoom | undefined, settings: RoomSettings | undefined, actions: TimelineActions & { leave(): void; threads(): void }): void {
     this.element.classList.toggle('empty', !room);
-    this.leaveButton.hidden = !room;
+    this.leaveButton.hidden = this.threadsButton.hidden = !room;
     this.leaveButton.onclick = () => actions.leave();
+    this.threadsButton.onclick = () => actions.threads();
     if (!room) {
       this.roomTitle.textContent = 'No room selected';
       this.roomIdLine.textContent = '';

@@ -9,7 +9,7 @@ export interface SidebarActions {
   select(roomId: string, after?: () => void): void;
 }
 
-/** The sidebar: create a room, join one by ID or alias, the peers panel, and the room list (invites first, with Accept and Decline). */
+/** The sidebar: the room list (invites first, with Accept and Decline), then create a room, join one by ID or alias, and the peers panel. */
 export class Sidebar {
   readonly element = h('nav', { class: 'sidebar' });
   private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
@@ -20,15 +20,23 @@ export class Sidebar {
 
   constructor(private readonly actions: SidebarActions) {}
 
-  /** Builds the forms for `client` (again at each sign-in), with the peers panel between them and the rooms. */
+  /** Builds the sidebar for `client` (again at each sign-in): the room lists, then the forms, then the peers panel. */
   build(client: ChatClient, peersPanel: HTMLElement, profilePanel?: HTMLElement): void {
     const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
     // Private rooms are end-to-end encrypted; a public one (anyone may join) is not.
     const isPublic = h('input', { type: 'checkbox', id: 'new-room-public', 'aria-label': 'Public room (not encrypted)' });
     const directTo = h('input', { id: 'direct-user-id', placeholder: '@someone:server', 'aria-label': 'Start a direct chat with', required: true });
     const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
+    // Rooms first, as Element has them, on a desktop as on a phone: direct messages and rooms, then the
+    // forms (new room, join, direct chat), your profile and the peers panel (folds).
     this.element.replaceChildren(
-      profilePanel ?? '',
+      h('h3', { class: 'room-list-heading' }, 'Direct messages'),
+      this.directList,
+      h('h3', { class: 'room-list-heading' }, 'Rooms'),
+      this.roomList,
+      this.leftHeading,
+      this.leftList,
+      h('h3', { class: 'room-list-heading' }, 'New room, direct chat, join'),
       h(
         'form',
         { class: 'inline', onsubmit: (e: Event) => this.guard(e, 'create', async () => this.actions.select(await client.createRoom(newRoomName.value, { public: isPublic.checked }), () => (newRoomName.value = ''))) },
@@ -76,13 +84,8 @@ export class Sidebar {
         h('button', { type: 'submit' }, 'Start chat'),
       ),
       this.error.element,
+      profilePanel ?? '',
       peersPanel,
-      h('h3', { class: 'room-list-heading' }, 'Direct messages'),
-      this.directList,
-      h('h3', { class: 'room-list-heading' }, 'Rooms'),
-      this.roomList,
-      this.leftHeading,
-      this.leftList,
     );
   }
 

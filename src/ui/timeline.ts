@@ -151,7 +151,7 @@ function uploadItem(client: ChatClient, room: ChatRoom, upload: Upload, actions:
 }
 
 /** Under a thread's root: how many replies, the latest, and a button that opens it. */
-function threadSummary(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions): HTMLElement {
+export function threadSummary(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions): HTMLElement {
   const { count, latest } = event.thread!;
   return h(
     'button',

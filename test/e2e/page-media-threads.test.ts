@@ -210,6 +210,26 @@ describe('threads', () => {
     await threadB.waitFor({ state: 'hidden' });
     await pageB.getByRole('complementary', { name: 'Members' }).waitFor();
   }, 120_000);
+
+  it('after a reload, Ben lists the room’s threads, opens one from the list and goes Back to it', async () => {
+    await pageB.reload();
+    await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').click({ timeout: 60_000 });
+    await pageB.getByRole('button', { name: 'Threads', exact: true }).click();
+    const pane = pageB.getByRole('region', { name: 'Thread' });
+    const list = pane.getByRole('list', { name: 'Threads' });
+    const item = list.locator('.thread-list-item', { hasText: 'Who brings the cups?' });
+    await item.locator('.thread-count', { hasText: /^2 replies$/ }).waitFor({ timeout: 30_000 });
+    await item.locator('.thread-latest', { hasText: /^ben: And I the milk$/ }).waitFor({ timeout: 30_000 });
+    // Only thread roots: the DM's other messages are not listed.
+    expect(await list.locator('.thread-list-item').count()).toBe(1);
+    await item.locator('.thread-summary').click();
+    await pane.locator('.thread-root', { hasText: 'Who brings the cups?' }).waitFor();
+    await pane.locator('.event:not(.pending) .body', { hasText: 'I can bring four' }).waitFor({ timeout: 30_000 });
+    await pane.getByRole('button', { name: 'Back' }).click();
+    await list.waitFor();
+    await pane.getByRole('button', { name: 'Back' }).click();
+    await pane.waitFor({ state: 'hidden' });
+  }, 120_000);
 });
 
 describe('at 390 px', () => {

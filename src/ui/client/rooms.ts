@@ -26,7 +26,12 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     id: room.roomId,
     membership: membership === KnownMembership.Invite ? 'invite' : membership === KnownMembership.Join ? 'join' : 'leave',
     inviter: membership === KnownMembership.Invite ? myMember?.events.member?.getSender() : undefined,
-    timeline: room.getLiveTimeline().getEvents().map((event) => chatEvent(room, event, me)),
+    timeline: room.getLiveTimeline().getEvents().map((event) => {
+      // Under sliding sync the SDK decrypts only a room's newest events and those after the read receipt
+      // (decryptCriticalEvents); the rest are decrypted when shown, as Element does (their Decrypted event redraws).
+      if (event.shouldAttemptDecryption()) void client.decryptEventIfNeeded(event);
+      return chatEvent(room, event, me);
+    }),
     typing,
     receipts,
     localEchoes,
@@ -93,6 +98,17 @@ function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
   return plain;
 }
 
+/** The room's threads the SDK knows (from timelines and `GET /threads`), the latest reply first, as their roots. */
+export function chatThreadRoots(client: MatrixClient, room: Room): MatrixEvent[] {
+  const me = client.getSafeUserId();
+  const latest = (t: ReturnType<Room['getThreads']>[number]) => t.replyToEvent?.getTs() ?? t.rootEvent?.getTs() ?? 0;
+  return room
+    .getThreads()
+    .filter((t) => t.rootEvent && t.length > 0)
+    .sort((a, b) => latest(b) - latest(a))
+    .map((t) => chatEvent(room, t.rootEvent!, me));
+}
+
 /** Rooms listed in this account's `m.direct` (user ID → room IDs). */
 export function directRoomIds(client: MatrixClient): Set<string> {
   const content = (client.getAccountData(EventType.Direct)?.getContent() ?? {}) as Record<string, unknown>;
@@ -113,6 +129,8 @@ export function roomName(client: MatrixClient, room: Room): string {
   const me = client.getSafeUserId();
   const others = room.getMembers().filter((m) => m.userId !== me && (m.membership === KnownMembership.Join || m.membership === KnownMembership.Invite));
   if (others.length > 0) return others.map((m) => displayName(room, m.userId)).join(', ');
+  // Under sliding sync a listed room holds only this user's membership: the SDK names it from the homeserver's heroes.
+  if (room.getMyMembership() !== KnownMembership.Invite && room.name && !room.name.startsWith('Empty room')) return room.name;
   // An invite: the inviter's name, if the stripped state says no more.
   if (room.getMyMembership() === KnownMembership.Invite) {
     const inviter = room.getMember(me)?.events.member?.getSender();

@@ -6,14 +6,15 @@
  */
 import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
+import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
 import { MediaCache, UploadLimit, uploadAttachment } from './media.ts';
 import { PendingMarks } from './pending.ts';
-import { canLoadOlder, chatRoom, chatThread, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
+import { canLoadOlder, chatRoom, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
+import { PageSlidingSync, wantsSlidingSync } from './sliding.ts';
 import { profile, roomSettings, search, uploadImage } from './settings.ts';
 
 /** New private rooms and direct messages are encrypted, as Element makes them. */
@@ -53,6 +54,8 @@ export class SdkChatClient implements ChatClient {
   private stopped = false;
   private prepared = false;
   private emitQueued = false;
+  /** Sliding sync, when the homeserver serves it (sliding.ts); /sync otherwise. */
+  private sliding: PageSlidingSync | undefined;
 
   constructor(
     private readonly client: MatrixClient,
@@ -128,7 +131,15 @@ export class SdkChatClient implements ChatClient {
       this.stop();
       this.emit('signed-out');
     });
-    await client.startClient({ lazyLoadMembers: true, initialSyncLimit: PAGE, pendingEventOrdering: PendingEventOrdering.Detached, threadSupport: true });
+    // Lazy-loaded members under sliding sync too: a room knows it may not hold all its members (a list sends
+    // only this user's), so the crypto asks /members before it encrypts, as under /sync.
+    const options = { lazyLoadMembers: true, pendingEventOrdering: PendingEventOrdering.Detached, threadSupport: true };
+    if (await wantsSlidingSync(client)) {
+      this.sliding = new PageSlidingSync(client, (roomId) => this.openRoom(roomId));
+      if (this.stopped) return client.stopClient();
+      return client.startClient({ ...options, slidingSync: this.sliding.slidingSync });
+    }
+    await client.startClient({ ...options, initialSyncLimit: PAGE });
   }
 
   private async afterFirstSync(): Promise<void> {
@@ -202,6 +213,27 @@ export class SdkChatClient implements ChatClient {
       .catch(() => undefined)
       .finally(() => {
         this.filling.delete(rootId);
+        this.emit('room');
+      });
+  }
+
+  threads(roomId: string): ChatEvent[] {
+    const room = this.sdkRoom(roomId);
+    return room ? chatThreadRoots(this.client, room) : [];
+  }
+
+  loadThreads(roomId: string): void {
+    const room = this.sdkRoom(roomId);
+    const key = `threads:${roomId}`;
+    if (!room || this.filling.has(key)) return;
+    this.filling.add(key);
+    // The SDK's thread list: its timeline sets, filled by one page of GET /threads (Hearth serves it: v1.4).
+    void room
+      .createThreadsTimelineSets()
+      .then(() => room.fetchRoomThreads())
+      .catch(() => undefined)
+      .finally(() => {
+        this.filling.delete(key);
         this.emit('room');
       });
   }
@@ -412,7 +444,10 @@ export class SdkChatClient implements ChatClient {
 
   openRoom(roomId: string): void {
     const room = this.sdkRoom(roomId);
-    if (!room || room.getMyMembership() !== KnownMembership.Join || this.filling.has(roomId) || !canLoadOlder(room)) return;
+    if (!room || room.getMyMembership() !== KnownMembership.Join) return;
+    // Under sliding sync the open room is subscribed to (its longer timeline, all its state): filled once that is in.
+    if (this.sliding && !this.sliding.subscribe(roomId)) return;
+    if (this.filling.has(roomId) || !canLoadOlder(room)) return;
     const messages = room.getLiveTimeline().getEvents().filter((e) => e.getType() === EventType.RoomMessage || e.isEncrypted()).length;
     if (messages >= FILL_MESSAGES) return;
     this.filling.add(roomId);

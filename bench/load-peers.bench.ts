@@ -57,6 +57,7 @@ interface Seen {
   prev: Map<string, string[]>;
   duplicates: number;
   limited: number;
+  syncErrors: number;
   allAt?: number;
 }
 
@@ -65,10 +66,14 @@ interface Seen {
  * it comes; a `limited` timeline's gap is filled from /messages back to what it had, as a client does.
  */
 async function syncAll(peer: Peer, roomId: string, since: string, total: number, progress: { at: number; stop: boolean }): Promise<Seen> {
-  const seen: Seen = { order: [], ids: new Map(), prev: new Map(), duplicates: 0, limited: 0 };
-  const take = (e: Json) => {
+  const seen: Seen = { order: [], ids: new Map(), prev: new Map(), duplicates: 0, limited: 0, syncErrors: 0 };
+  const viaSync = new Set<string>();
+  const take = (e: Json, fromSync: boolean) => {
     const body = e.content?.body as string;
-    if (seen.ids.has(body)) return void seen.duplicates++;
+    // Twice in /sync is a fault; a gap's event that /sync brings later too (it arrived late) is not.
+    if (fromSync && viaSync.has(body)) seen.duplicates++;
+    if (fromSync) viaSync.add(body);
+    if (seen.ids.has(body)) return;
     seen.order.push(body);
     seen.ids.set(body, e.event_id);
     seen.prev.set(e.event_id, e.prev_events);
@@ -76,7 +81,15 @@ async function syncAll(peer: Peer, roomId: string, since: string, total: number,
   };
   let token = since;
   while (seen.ids.size < total && !progress.stop) {
-    const r = await call(peer, 'GET', `/_matrix/client/v3/sync?timeout=10000&since=${token}&filter=${SYNC_FILTER}`, peer.user.token);
+    let r: Json;
+    try {
+      r = await call(peer, 'GET', `/_matrix/client/v3/sync?timeout=10000&since=${token}&filter=${SYNC_FILTER}`, peer.user.token);
+    } catch (error) {
+      // A client polls again after a failed poll (seen here: ECONNRESET on a kept-alive connection under load); counted.
+      if (peer.process.child.exitCode !== null || peer.process.child.signalCode !== null) throw error;
+      seen.syncErrors++;
+      continue;
+    }
     token = r.next_batch;
     const room = r.rooms?.join?.[roomId];
     if (!room) continue;
@@ -92,9 +105,9 @@ async function syncAll(peer: Peer, roomId: string, since: string, total: number,
         from = older.length < page.chunk.length || page.chunk.length === 0 ? undefined : page.end;
       }
       // /messages gives client-format events: their prev_events come from the event as servers see it.
-      for (const e of gap) take({ ...e, prev_events: [] });
+      for (const e of gap) take({ ...e, prev_events: [] }, false);
     }
-    for (const e of room.timeline.events as Json[]) take(e);
+    for (const e of room.timeline.events as Json[]) take(e, true);
   }
   if (seen.ids.size >= total) seen.allAt = performance.now();
   return seen;
@@ -153,6 +166,8 @@ async function scenario(entry: string, peers: number, messages: number) {
     }));
     const setUpMs = performance.now() - t0;
 
+    const connected = async () => Promise.all(all.map(async (p) => ((await call(p, 'GET', '/_hearth/status')).peers as unknown[]).length));
+    const connectedBefore = await connected();
     const tokens = await Promise.all(all.map(async (peer) => (await call(peer, 'GET', `/_matrix/client/v3/sync?filter=${SYNC_FILTER}`, peer.user.token)).next_batch as string));
     const sendStart = performance.now();
     const elapsed = () => performance.now() - sendStart;
@@ -160,10 +175,22 @@ async function scenario(entry: string, peers: number, messages: number) {
     // Not a deadline: the phase ends early only if nothing arrives anywhere for STALL_MS.
     const watchdog = setInterval(() => (progress.stop ||= performance.now() - progress.at > STALL_MS), 1000);
     const syncing = all.map((peer, i) => syncAll(peer, roomId, tokens[i]!, total, progress));
+    // Settled below; a peer that died fails the run there, not as an unhandled rejection meanwhile.
+    for (const s of syncing) s.catch(() => undefined);
     const acknowledgedAt: number[] = [];
+    const sendErrors = all.map(() => 0);
     await Promise.all(all.map(async (peer, p) => {
       for (let m = 0; m < messages; m++) {
-        await call(peer, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/t${m}`, peer.user.token, { msgtype: 'm.text', body: `p${p} m${m}` });
+        for (;;) {
+          try {
+            await call(peer, 'PUT', `/_matrix/client/v3/rooms/${enc(roomId)}/send/m.room.message/t${m}`, peer.user.token, { msgtype: 'm.text', body: `p${p} m${m}` });
+            break;
+          } catch (error) {
+            // Sent again with the same transaction ID, as a client does when the connection fails; counted.
+            if (!(error instanceof TypeError) || peer.process.child.exitCode !== null) throw error;
+            sendErrors[p]!++;
+          }
+        }
       }
       acknowledgedAt.push(elapsed());
     }));
@@ -171,6 +198,7 @@ async function scenario(entry: string, peers: number, messages: number) {
     clearInterval(watchdog);
     const sendMs = Math.max(...seen.map((s) => s.allAt ?? elapsed())) - sendStart;
     const peaks = await Promise.all(all.map((p) => peakRssKiB(p.process.child.pid!)));
+    const connectedAfter = await connected();
 
     // The checks, peer by peer.
     const expected = new Set(Array.from({ length: peers }, (_, p) => Array.from({ length: messages }, (_, m) => `p${p} m${m}`)).flat());
@@ -203,9 +231,9 @@ async function scenario(entry: string, peers: number, messages: number) {
     }
     const identical = histories.filter((h) => sameOrder(h, histories[0]!)).length;
     const retries = all.map((p) => (p.process.output().match(/failed; retrying/g) ?? []).length);
-    if (LOGS) for (const [i, p] of all.entries()) await writeFile(join(LOGS, `${peers}-peer${i}.log`), p.process.output());
-    return { peers, messages, total, startedMs, setUpMs, sendMs, lastAckMs: Math.max(...acknowledgedAt), peaks, problems, identical, syncAgainstDag, retries, complete: seen.filter((s) => s.allAt !== undefined).length, limited: seen.map((s) => s.limited) };
+    return { peers, messages, total, startedMs, setUpMs, sendMs, lastAckMs: Math.max(...acknowledgedAt), peaks, problems, identical, syncAgainstDag, retries, complete: seen.filter((s) => s.allAt !== undefined).length, limited: seen.map((s) => s.limited), syncErrors: seen.map((s) => s.syncErrors), sendErrors, connectedBefore, connectedAfter };
   } finally {
+    if (LOGS) for (const [i, p] of running.entries()) await writeFile(join(LOGS, `${peers}-peer${i}.log`), p.output());
     await Promise.all(running.map((p) => p.stop()));
     await Promise.all(folders.map((f) => rm(f, { recursive: true, force: true })));
   }
@@ -232,7 +260,9 @@ export async function run(): Promise<void> {
       ...load.peaks.map((k, i): Row => [`  peer ${i} peak RSS`, MiB(k), 'MiB']),
       ["peers whose /messages order is identical to peer 0's", load.identical, `of ${load.peers}`, 'shown, not asserted: concurrent events of one depth are ordered by arrival on each server'],
       ['events /sync gave before one of their prev_events, all peers', load.syncAgainstDag.reduce((x, y) => x + y, 0), '', `shown, not asserted: /sync is in arrival order, and an event may be accepted before a missing prev_event is fetched; by peer ${load.syncAgainstDag.join(' ')}`],
-      ['limited /sync answers, gap filled from /messages, all peers', load.limited.reduce((x, y) => x + y, 0), '', `by peer ${load.limited.join(' ')}`],
+      ['libp2p peers connected to each peer at the first send / at the end: fewest', Math.min(...load.connectedBefore), `of ${load.peers - 1}`, `at the end fewest ${Math.min(...load.connectedAfter)}; by peer ${load.connectedBefore.join(' ')} / ${load.connectedAfter.join(' ')}`],
+      ['limited /sync answers (a gap: prev_events missing), filled from /messages, all peers', load.limited.reduce((x, y) => x + y, 0), '', `by peer ${load.limited.join(' ')}`],
+      ['failed /sync polls, polled again / failed sends, sent again, all peers', load.syncErrors.reduce((x, y) => x + y, 0), '', `sends ${load.sendErrors.reduce((x, y) => x + y, 0)}; polls by peer ${load.syncErrors.join(' ')}`],
       ['federation sends that failed and were retried, all peers', load.retries.reduce((x, y) => x + y, 0), '', `by peer ${load.retries.join(' ')}`],
     ];
     report(`load: ${load.peers} Node peers in one room, each sending ${load.messages} while all sync`, `each the compiled host in its own process, own data folder, libp2p TCP on 127.0.0.1, native SQLite; one client per peer sending one at a time and long-polling /sync`, rows);

@@ -202,7 +202,9 @@ async function scenario(entry: string, peers: number, messages: number) {
 
     // The checks, peer by peer.
     const expected = new Set(Array.from({ length: peers }, (_, p) => Array.from({ length: messages }, (_, m) => `p${p} m${m}`)).flat());
-    const reference = seen[0]!.ids;
+    // Each message's event ID as the first peer that has it saw it: every other peer that has it must hold the same event.
+    const reference = new Map<string, string>();
+    for (const s of seen) for (const [body, id] of s.ids) if (!reference.has(body)) reference.set(body, id);
     const problems: string[] = [];
     const histories: string[][] = [];
     const syncAgainstDag: number[] = [];
@@ -223,15 +225,17 @@ async function scenario(entry: string, peers: number, messages: number) {
       const say = (what: string, n: number) => n > 0 && problems.push(`peer ${i}: ${n} ${what}`);
       say('messages missing from /sync', missing);
       say('messages twice in /sync', s.duplicates);
-      say('messages with another event ID than on peer 0', differentId);
+      say('messages with another event ID than on another peer', differentId);
       say('messages missing from /messages', historyMissing);
       say('messages twice in /messages', historyTwice);
       say('events before one of their prev_events in /messages', historyAgainstDag);
       say('/messages orders that changed when read again', sameOrder(ids, again.map(([id]) => id)) ? 0 : 1);
     }
     const identical = histories.filter((h) => sameOrder(h, histories[0]!)).length;
+    // Whose messages are missing where: a sender no other peer could reach shows here.
+    const missingFrom = all.map((_, p) => seen.filter((s) => [...Array(messages).keys()].some((m) => !s.ids.has(`p${p} m${m}`))).length);
     const retries = all.map((p) => (p.process.output().match(/failed; retrying/g) ?? []).length);
-    return { peers, messages, total, startedMs, setUpMs, sendMs, lastAckMs: Math.max(...acknowledgedAt), peaks, problems, identical, syncAgainstDag, retries, complete: seen.filter((s) => s.allAt !== undefined).length, limited: seen.map((s) => s.limited), syncErrors: seen.map((s) => s.syncErrors), sendErrors, connectedBefore, connectedAfter };
+    return { peers, messages, total, startedMs, setUpMs, sendMs, lastAckMs: Math.max(...acknowledgedAt), peaks, problems, identical, syncAgainstDag, retries, complete: seen.filter((s) => s.allAt !== undefined).length, limited: seen.map((s) => s.limited), syncErrors: seen.map((s) => s.syncErrors), sendErrors, connectedBefore, connectedAfter, missingFrom };
   } finally {
     if (LOGS) for (const [i, p] of running.entries()) await writeFile(join(LOGS, `${peers}-peer${i}.log`), p.output());
     await Promise.all(running.map((p) => p.stop()));
@@ -261,6 +265,7 @@ export async function run(): Promise<void> {
       ["peers whose /messages order is identical to peer 0's", load.identical, `of ${load.peers}`, 'shown, not asserted: concurrent events of one depth are ordered by arrival on each server'],
       ['events /sync gave before one of their prev_events, all peers', load.syncAgainstDag.reduce((x, y) => x + y, 0), '', `shown, not asserted: /sync is in arrival order, and an event may be accepted before a missing prev_event is fetched; by peer ${load.syncAgainstDag.join(' ')}`],
       ['libp2p peers connected to each peer at the first send / at the end: fewest', Math.min(...load.connectedBefore), `of ${load.peers - 1}`, `at the end fewest ${Math.min(...load.connectedAfter)}; by peer ${load.connectedBefore.join(' ')} / ${load.connectedAfter.join(' ')}`],
+      ['peers missing some of a sender\'s messages, worst sender', Math.max(...load.missingFrom), `of ${load.peers}`, `by sender ${load.missingFrom.join(' ')}`],
       ['limited /sync answers (a gap: prev_events missing), filled from /messages, all peers', load.limited.reduce((x, y) => x + y, 0), '', `by peer ${load.limited.join(' ')}`],
       ['failed /sync polls, polled again / failed sends, sent again, all peers', load.syncErrors.reduce((x, y) => x + y, 0), '', `sends ${load.sendErrors.reduce((x, y) => x + y, 0)}; polls by peer ${load.syncErrors.join(' ')}`],
       ['federation sends that failed and were retried, all peers', load.retries.reduce((x, y) => x + y, 0), '', `by peer ${load.retries.join(' ')}`],

@@ -2,7 +2,12 @@
 // generators whatever carries them (libp2p: test/integration/federation-intake.fuzz.test.ts;
 // HTTPS: test/integration/https-intake.fuzz.test.ts).
 import fc from 'fast-check';
+import { expect } from 'vitest';
 import { canonicalJson } from '../../src/crypto/canonical-json.ts';
+import { redactEvent } from '../../src/events/redaction.ts';
+import type { RoomVersion } from '../../src/events/room-versions.ts';
+import type { Homeserver } from '../../src/homeserver.ts';
+import { validateFederationResponse } from './spec-schema.ts';
 
 export type Path = (string | number)[];
 /** Every place in a JSON value: the root's children, theirs, and so on. */
@@ -82,3 +87,24 @@ export const eduTemplates = (roomId: string, sender: string, recipient: string, 
   { edu_type: 'm.device_list_update', content: { user_id: sender, device_id: 'FUZZ', device_display_name: 'x', stream_id: 7, prev_id: [6], deleted: false, keys: { user_id: sender, device_id: 'FUZZ', algorithms: ['m.olm.v1.curve25519-aes-sha2'], keys: { 'ed25519:FUZZ': 'key' }, signatures: {} } } },
   { edu_type: 'm.signing_key_update', content: { user_id: sender, master_key: { user_id: sender, usage: ['master'], keys: { 'ed25519:base64': 'base64' } }, self_signing_key: { user_id: sender, usage: ['self_signing'], keys: { 'ed25519:other': 'other' } } } },
 ];
+
+/**
+ * A receiver's 200 answer to a transaction carrying one mutated PDU, checked: only an event whose
+ * signed parts were untouched is accepted, each refusal names its reason, and under the original's ID
+ * or any other the answer names, the receiver holds nothing as valid but the original or its redacted form.
+ */
+export async function expectOnlyOriginalStored(answer: unknown, original: { pdu: Record<string, unknown>; eventId: string }, mutated: unknown, version: RoomVersion, receiver: Homeserver): Promise<void> {
+  validateFederationResponse('PUT', '/_matrix/federation/v1/send/x', 200, answer);
+  const results = (answer as { pdus?: Record<string, { error?: string }> }).pdus ?? {};
+  const untouched = typeof mutated === 'object' && mutated !== null && covered(mutated) === covered(original.pdu);
+  for (const [id, result] of Object.entries(results)) {
+    if (result.error === undefined) expect(untouched, `${id} accepted though changed: ${JSON.stringify(mutated)}`).toBe(true);
+    else expect(result.error.length, id).toBeGreaterThan(0);
+  }
+  const allowed = new Set([covered(original.pdu), covered(redactEvent(original.pdu, version))]);
+  for (const id of new Set([original.eventId, ...Object.keys(results)])) {
+    const stored = await receiver.services.rooms.getEvent(id);
+    if (!stored || stored.rejected) continue;
+    expect(allowed.has(covered(stored.event)), `${id} stored as ${JSON.stringify(stored.event)}`).toBe(true);
+  }
+}

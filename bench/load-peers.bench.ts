@@ -58,6 +58,8 @@ interface Seen {
   duplicates: number;
   limited: number;
   syncErrors: number;
+  /** /messages answers that were errors while filling a gap. */
+  messagesErrors: string[];
   allAt?: number;
 }
 
@@ -66,7 +68,7 @@ interface Seen {
  * it comes; a `limited` timeline's gap is filled from /messages back to what it had, as a client does.
  */
 async function syncAll(peer: Peer, roomId: string, since: string, total: number, progress: { at: number; stop: boolean }): Promise<Seen> {
-  const seen: Seen = { order: [], ids: new Map(), prev: new Map(), duplicates: 0, limited: 0, syncErrors: 0 };
+  const seen: Seen = { order: [], ids: new Map(), prev: new Map(), duplicates: 0, limited: 0, syncErrors: 0, messagesErrors: [] };
   const viaSync = new Set<string>();
   const take = (e: Json, fromSync: boolean) => {
     const body = e.content?.body as string;
@@ -99,7 +101,12 @@ async function syncAll(peer: Peer, roomId: string, since: string, total: number,
       const gap: Json[] = [];
       let from: string | undefined = room.timeline.prev_batch;
       while (from) {
-        const page = await call(peer, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=1000&from=${enc(from)}&filter=${enc(JSON.stringify({ types: ['m.room.message'] }))}`, peer.user.token);
+        // A /messages that fails (seen: 500 "The stream has been reset" when its backfill's libp2p stream was reset) leaves the gap for now; counted.
+        const page = await call(peer, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=1000&from=${enc(from)}&filter=${enc(JSON.stringify({ types: ['m.room.message'] }))}`, peer.user.token).catch((error: Error) => {
+          seen.messagesErrors.push(error.message.slice(0, 200));
+          return undefined;
+        });
+        if (!page) break;
         const older = (page.chunk as Json[]).filter((e) => !known.has(e.event_id));
         gap.unshift(...older.reverse());
         from = older.length < page.chunk.length || page.chunk.length === 0 ? undefined : page.end;
@@ -214,8 +221,9 @@ async function scenario(entry: string, peers: number, messages: number) {
       const missing = [...expected].filter((b) => !s.ids.has(b)).length;
       const differentId = [...s.ids].filter(([body, id]) => reference.get(body) !== id).length;
       syncAgainstDag.push(againstPrevEvents(s.order.map((b) => s.ids.get(b)!), prev));
-      const h = await history(all[i]!, roomId);
-      const again = await history(all[i]!, roomId);
+      const read = () => history(all[i]!, roomId).catch((error: Error) => (problems.push(`peer ${i}: /messages failed: ${error.message.slice(0, 200)}`), [] as [string, string][]));
+      const h = await read();
+      const again = await read();
       const ids = h.map(([id]) => id);
       const bodies = h.map(([, body]) => body);
       const historyMissing = [...expected].filter((b) => !bodies.includes(b)).length;
@@ -228,6 +236,7 @@ async function scenario(entry: string, peers: number, messages: number) {
       say('messages with another event ID than on another peer', differentId);
       say('messages missing from /messages', historyMissing);
       say('messages twice in /messages', historyTwice);
+      say(`/messages errors while filling a gap (${s.messagesErrors[0]})`, s.messagesErrors.length);
       say('events before one of their prev_events in /messages', historyAgainstDag);
       say('/messages orders that changed when read again', sameOrder(ids, again.map(([id]) => id)) ? 0 : 1);
     }

@@ -51,6 +51,30 @@ export type CoreMessage = { type: 'received'; id: number } | { type: 'response';
 export type PageToServiceWorker = { type: 'hearth-core-port'; coreId: string; port: MessagePort } | { type: 'hearth-claim' };
 export type ServiceWorkerToPage = { type: 'hearth-need-port' };
 
+/**
+ * What a message on the core's port is, checked (ports carry whatever a page posts: the core
+ * must not throw on it). A request whose `id` is an integer is answered: when its fields are
+ * not those of a WireRequest, with 400 M_BAD_JSON (`malformed`); a message with no such id
+ * cannot be answered, and is ignored (undefined), as is an abort of no integer id.
+ */
+export type ParsedRouterMessage = RouterMessage | { type: 'malformed'; id: number; error: string };
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
+
+export function parseRouterMessage(data: unknown): ParsedRouterMessage | undefined {
+  if (!isObject(data)) return undefined;
+  if (data['type'] === 'abort') return Number.isSafeInteger(data['id']) ? { type: 'abort', id: data['id'] as number } : undefined;
+  const request = data['request'];
+  if (data['type'] !== 'request' || !isObject(request) || !Number.isSafeInteger(request['id'])) return undefined;
+  const id = request['id'] as number;
+  const { method, url, headers, body } = request;
+  const headersOk = Array.isArray(headers) && headers.every((h) => Array.isArray(h) && h.length === 2 && typeof h[0] === 'string' && typeof h[1] === 'string');
+  if (typeof method !== 'string' || typeof url !== 'string' || !headersOk || !(body === null || body instanceof ArrayBuffer)) {
+    return { type: 'malformed', id, error: 'a request on the core port needs a string method and url, [name, value] string headers and an ArrayBuffer or null body' };
+  }
+  return { type: 'request', request: { id, method, url, headers: headers as HeaderList, body } };
+}
+
 /** Reads a body into one ArrayBuffer within a bound (BodyTooLargeError past it). */
 async function readBoundedBuffer(body: ReadableStream<Uint8Array> | null, declaredLength: string | null, limit: number): Promise<ArrayBuffer | null> {
   return (await readBounded(body, limit, declaredLength))?.buffer ?? null;

@@ -1,4 +1,4 @@
-import { BodyTooLargeError, MAX_RESPONSE_BODY_BYTES, matrixErrorResponse, responseToWire, wireToRequest, type CoreMessage, type RouterMessage, type WireResponse } from './protocol.ts';
+import { BodyTooLargeError, MAX_RESPONSE_BODY_BYTES, matrixErrorResponse, parseRouterMessage, responseToWire, wireToRequest, type CoreMessage, type WireResponse } from './protocol.ts';
 
 /**
  * The core's end of a service-worker port: answers each request with the
@@ -35,18 +35,33 @@ export function servePort(port: MessagePort, handler: (request: Request) => Prom
     if (draining && inFlight.size === 0) stop();
   };
 
-  const onMessage = (event: MessageEvent<RouterMessage>) => {
-    const message = event.data;
+  const refuse = async (id: number, error: string) => {
+    const wire = await responseToWire(id, matrixErrorResponse(400, 'M_BAD_JSON', error));
+    port.postMessage({ type: 'response', response: wire } satisfies CoreMessage, wire.body ? [wire.body] : []);
+  };
+
+  // Anything may arrive on a port (protocol.ts, parseRouterMessage): nothing a page posts may throw here.
+  const onMessage = (event: MessageEvent<unknown>) => {
+    const message = parseRouterMessage(event.data);
+    if (!message) return;
     if (message.type === 'abort') {
       inFlight.get(message.id)?.abort();
       return;
     }
-    const { request } = message;
-    const received: CoreMessage = { type: 'received', id: request.id };
+    const id = message.type === 'malformed' ? message.id : message.request.id;
+    const received: CoreMessage = { type: 'received', id };
     port.postMessage(received);
+    if (message.type === 'malformed') return void refuse(id, message.error);
     const controller = new AbortController();
-    inFlight.set(request.id, controller);
-    void answer(request.id, wireToRequest(request, controller.signal));
+    let request: Request;
+    try {
+      request = wireToRequest(message.request, controller.signal);
+    } catch (error) {
+      // A method, URL or header no Request takes (the service worker's own requests always make one).
+      return void refuse(id, `not a request: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    inFlight.set(id, controller);
+    void answer(id, request);
   };
 
   const stop = () => {

@@ -103,9 +103,11 @@ self.addEventListener('fetch', (event) => {
 });
 
 self.addEventListener('message', (event) => {
-  const message = event.data as PageToServiceWorker;
+  const message = event.data as PageToServiceWorker | null | undefined;
   if (message?.type === 'hearth-core-port') {
-    router.connect(message.port, message.coreId);
+    // A port replaces the core only when the message is whole: anything else (another page's
+    // mistake) is ignored, or a core ID that is no string would retire the core that runs.
+    if (typeof message.coreId === 'string' && message.port instanceof MessagePort) router.connect(message.port, message.coreId);
   } else if (message?.type === 'hearth-claim') {
     // A page loaded with a hard reload is not controlled; it asks to be.
     event.waitUntil(self.clients.claim());

@@ -2,6 +2,7 @@ import { Hono, type MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { MatrixError, matrixErrorResponse, unrecognized } from '../http/matrix-error.ts';
 import { readRequestBody } from '../http/request-body.ts';
+import { isValidServerName } from '../events/identifiers.ts';
 import type { FederationEnv, FederationServices } from './context.ts';
 import { eventRoutes } from './routes/events.ts';
 import { mediaRoutes } from './routes/media.ts';
@@ -52,6 +53,8 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
 
     const credentials = parseAuthorization(c.req.header('authorization'));
     if (!credentials) throw unauthorized('missing or malformed X-Matrix Authorization header');
+    // Before any key is fetched for it: a name that is none would be put into a key server's URL.
+    if (!isValidServerName(credentials.origin)) throw unauthorized('the X-Matrix origin is not a server name');
     // A transport that authenticated the peer (libp2p) names it, and the origin must be that peer;
     // one that did not (HTTPS) names none, and the signature below is all the authentication.
     const remote = c.env.remoteServerName;

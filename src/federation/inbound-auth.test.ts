@@ -93,6 +93,8 @@ describe('inbound authentication in the shared app', () => {
       ['an unknown key ID', { authorization: good.replace(HEARTH_KEY_ID, 'ed25519:other') }, /no verify key/],
       ['another destination', { destination: forger.name }, /is for .*, not this server/],
       ['an origin that is this server', { authorization: good.replace(`origin="${peer.name}"`, `origin="${a.serverName}"`) }, /this server/],
+      // Found by test/integration/https-intake.fuzz.test.ts: its key was asked of `http://X-Matrix /_matrix/key/v2/server` (a TypeError).
+      ['an origin that is no server name', { authorization: good.replace(`origin="${peer.name}"`, 'origin="X-Matrix "') }, /origin is not a server name/],
     ];
     for (const [what, options, message] of cases) {
       const answer = await peer.call(a.homeserver, 'GET', profilePath(), undefined, { ...HTTPS, ...options });

@@ -114,6 +114,8 @@ export class ServerKeys {
   async verifyKey(serverName: string, keyId: string, at?: number): Promise<Uint8Array | undefined> {
     const { now } = this.options;
     if (publicKeyFromServerName(serverName)) return keyId === HEARTH_KEY_ID ? publicKeyFromServerName(serverName) : undefined;
+    // No key server to ask for a name that is none (it would go into the request's URL).
+    if (!isValidServerName(serverName)) return undefined;
     if (serverName === this.options.serverName) {
       const own = this.options.signingKeys.publicKey(keyId);
       if (!own) return undefined;

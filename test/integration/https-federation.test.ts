@@ -1,6 +1,6 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +14,7 @@ import { authorizationHeader } from '../../src/federation/x-matrix.ts';
 import { createHttpsFederationTransport, type HttpsFederationTransport } from '../../src/node/https-federation.ts';
 import { startDnsServer, type TestDnsServer } from '../support/dns-server.ts';
 import { spawnHearth, stopAllHearths, type HearthProcess } from '../support/hearth-process.ts';
+import { freePort } from '../support/node-peer.ts';
 import { httpsFetch } from '../support/https-fetch.ts';
 import { validateFederationRequest, validateFederationResponse } from '../support/spec-schema.ts';
 import { createTestCa, type TestCa } from '../support/test-ca.ts';
@@ -35,15 +36,6 @@ import { decryptedBodies as decrypted, knownDevices, sdk, startClient, startEncr
 
 const PASSWORD = 'correct horse battery staple';
 const enc = encodeURIComponent;
-
-/** A port the OS gives and takes back: the server name must name the port before the host starts. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 let ca: TestCa;
 let certFile: string;

@@ -1,4 +1,5 @@
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startNodeHost, type NodeHost, type NodeHostOptions } from '../../src/node/node-host.ts';
@@ -31,4 +32,13 @@ export async function startNodePeer(options: Partial<Omit<NodeHostOptions, 'data
     await removeData();
     throw error;
   }
+}
+
+/** A port the OS gives and takes back: a DNS-named host's server name must name its port before it starts. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }

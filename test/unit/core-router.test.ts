@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { CoreRouter } from '../../worker/core-router.ts';
 import { MAX_REQUEST_BODY_BYTES, type CoreMessage, type RouterMessage } from '../../worker/protocol.ts';
 import { servePort } from '../../worker/serve-port.ts';
@@ -183,5 +183,29 @@ describe('servePort closeWhenIdle', () => {
     expect(await (await pending).text()).toBe('done');
     // Closed now: the router sees the port go and asks for another.
     await until(() => !router.connected);
+  });
+});
+
+describe('servePort and malformed messages (issue 24: found by test/e2e/port-messages.fuzz.test.ts)', () => {
+  it('answers a request it cannot make with 400 M_BAD_JSON, ignores a message with no id, and serves the next request', async () => {
+    const { port1, port2 } = channel();
+    const errors: unknown[] = [];
+    const onError = (error: unknown) => errors.push(error);
+    process.on('uncaughtException', onError);
+    onTestFinished(() => void process.off('uncaughtException', onError));
+    servePort(port1, async () => new Response('ok'));
+    const answers: CoreMessage[] = [];
+    port2.onmessage = (event: MessageEvent<CoreMessage>) => answers.push(event.data);
+    // Before the fix, each of these threw in the core's message handler (the page saw the worker fail) or left the router waiting.
+    for (const bad of [null, { type: 'request' }, { type: 'abort' }, { type: 'request', request: { id: 'x' } }]) port2.postMessage(bad);
+    port2.postMessage({ type: 'request', request: { id: 1, method: 'PUT' } });
+    port2.postMessage({ type: 'request', request: { id: 2, method: 'CONNECT', url: `${BASE}/x`, headers: [], body: null } });
+    port2.postMessage({ type: 'request', request: { id: 3, method: 'GET', url: `${BASE}/_matrix/client/versions`, headers: [], body: null } } satisfies RouterMessage);
+    await until(() => answers.filter((a) => a.type === 'response').length === 3);
+    const responses = answers.flatMap((a) => (a.type === 'response' ? [a.response] : []));
+    expect(responses.map((r) => [r.id, r.status])).toEqual(expect.arrayContaining([[1, 400], [2, 400], [3, 200]]));
+    for (const r of responses.filter((r) => r.status === 400)) expect(JSON.parse(new TextDecoder().decode(r.body!))).toMatchObject({ errcode: 'M_BAD_JSON' });
+    expect(answers.filter((a) => a.type === 'received').map((a) => a.id)).toEqual([1, 2, 3]);
+    expect(errors).toEqual([]);
   });
 });

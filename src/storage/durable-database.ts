@@ -4,6 +4,7 @@ import type { ComponentSchema, Database, Row, SqlParams, WriteTransaction } from
 import { StorageError } from './errors.ts';
 import { applyMigrations } from './migrations.ts';
 import type { LogEntry, Persistence } from './persistence.ts';
+import { openImageSource } from './memfs-image.ts';
 import { encodeLogEntry, verifyLogEntry } from './redo-log.ts';
 import { SqlJsDriver, type CommitSink } from './sqljs-database.ts';
 
@@ -70,6 +71,8 @@ export interface DurableStats {
   /** How long the last snapshot's steps took; export blocks the thread, the rest does not. */
   lastSnapshot: { imageBytes: number; exportMs: number; checksumMs: number; storeMs: number } | null;
 }
+
+const PAGE_BYTES_SQL = 'SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size';
 
 function corrupt(message: string): StorageError {
   return new StorageError('corrupt', message);
@@ -206,21 +209,42 @@ export class DurableDatabase implements Database {
   private async takeSnapshot(): Promise<void> {
     const taken = await this.driver.exclusive(() => {
       if (this.lastSeq === this.snapshotSeq) return null;
+      const exportStart = performance.now();
+      const covered = { coversSeq: this.lastSeq, logEntries: this.logEntries, logBytes: this.logBytes };
+      // Where the backend can store it slice by slice, read the image from sql.js's file copy-on-write
+      // (memfs-image.ts) rather than export() it: the image is then never in memory twice.
+      const pageBytes = this.persistence.writeSnapshotFrom ? this.driver.getSync<{ bytes: number }>(PAGE_BYTES_SQL)!.bytes : 0;
+      const source = this.persistence.writeSnapshotFrom ? openImageSource(this.driver.db, pageBytes) : null;
+      if (source) return { ...covered, source, image: null, exportMs: performance.now() - exportStart };
       // export() throws inside a transaction (none is open between write groups).
       this.driver.freeStatements();
-      const exportStart = performance.now();
       const image = this.driver.db.export();
-      return { image, coversSeq: this.lastSeq, logEntries: this.logEntries, logBytes: this.logBytes, exportMs: performance.now() - exportStart };
+      return { ...covered, source: null, image, exportMs: performance.now() - exportStart };
     });
     if (!taken) return;
-    const { image, coversSeq } = taken;
+    const { coversSeq } = taken;
     const checksumStart = performance.now();
-    const checksum = await checksumYielding(image);
-    const storeStart = performance.now();
-    await this.persistence.writeSnapshot({ coversSeq, image, checksum });
-    this.lastSnapshot = { imageBytes: image.length, exportMs: taken.exportMs, checksumMs: storeStart - checksumStart, storeMs: performance.now() - storeStart };
+    let imageBytes: number;
+    let storeStart: number;
+    if (taken.source) {
+      const source = taken.source;
+      imageBytes = source.byteLength;
+      storeStart = checksumStart; // the checksum runs slice by slice inside the store
+      try {
+        await this.persistence.writeSnapshotFrom!({ coversSeq, byteLength: imageBytes, read: (length) => source.read(length), checksum: () => source.checksum() });
+      } finally {
+        source.release();
+      }
+    } else {
+      const image = taken.image;
+      imageBytes = image.length;
+      const checksum = await checksumYielding(image);
+      storeStart = performance.now();
+      await this.persistence.writeSnapshot({ coversSeq, image, checksum });
+    }
+    this.lastSnapshot = { imageBytes, exportMs: taken.exportMs, checksumMs: storeStart - checksumStart, storeMs: performance.now() - storeStart };
     this.snapshotSeq = coversSeq;
-    this.imageBytes = image.length;
+    this.imageBytes = imageBytes;
     this.logEntries -= taken.logEntries;
     this.logBytes -= taken.logBytes;
     this.snapshotsTaken++;
@@ -333,7 +357,7 @@ export async function openDurableDatabase(options: OpenDurableOptions): Promise<
     const replayed = performance.now();
     if (options.integrityCheck !== 'none') checkIntegrity(driver, options.integrityCheck ?? 'quick');
     const openTimings = { loadMs: loaded - started, verifyMs: verified - loaded, replayMs: replayed - verified, checkMs: performance.now() - replayed };
-    const pageBytes = driver.getSync<{ bytes: number }>('SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size')?.bytes ?? 0;
+    const pageBytes = driver.getSync<{ bytes: number }>(PAGE_BYTES_SQL)?.bytes ?? 0;
 
     database = new DurableDatabase(
       driver,

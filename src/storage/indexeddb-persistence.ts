@@ -1,6 +1,6 @@
 import { wrap, type DBSchema, type IDBPDatabase } from 'idb';
 import { StorageError, toStorageError } from './errors.ts';
-import { runHook, type LogEntry, type Persistence, type PersistenceHooks, type StoredSnapshot, type StoredState } from './persistence.ts';
+import { runHook, type LogEntry, type Persistence, type PersistenceHooks, type SnapshotSource, type StoredSnapshot, type StoredState } from './persistence.ts';
 
 /**
  * Persistence in IndexedDB, for browsers and workers (and Node tests on
@@ -194,22 +194,33 @@ class IndexedDbPersistence implements Persistence {
     await runHook(this.hooks, 'append:durable');
   }
 
-  async writeSnapshot({ coversSeq, image, checksum }: StoredSnapshot): Promise<void> {
+  writeSnapshot({ coversSeq, image, checksum }: StoredSnapshot): Promise<void> {
+    let at = 0;
+    return this.writeSnapshotFrom({
+      coversSeq,
+      byteLength: image.length,
+      // slice, not subarray: structured clone copies a view's whole underlying buffer.
+      read: (length) => image.slice(at, (at += length)),
+      checksum: () => checksum,
+    });
+  }
+
+  async writeSnapshotFrom(source: SnapshotSource): Promise<void> {
     this.check();
-    const chunkCount = Math.ceil(image.length / this.chunkBytes);
+    const { coversSeq, byteLength } = source;
+    const chunkCount = Math.ceil(byteLength / this.chunkBytes);
     try {
       for (let first = 0; first < chunkCount; first += this.chunksPerTransaction) {
         const tx = this.db.transaction('chunks', 'readwrite', STRICT);
         const work: Promise<unknown>[] = [tx.done];
         for (let i = first; i < Math.min(chunkCount, first + this.chunksPerTransaction); i++) {
-          // slice, not subarray: structured clone copies a view's whole underlying buffer.
-          work.push(tx.store.put(image.slice(i * this.chunkBytes, (i + 1) * this.chunkBytes), [coversSeq, i]));
+          work.push(tx.store.put(source.read(this.chunkBytes), [coversSeq, i]));
         }
         await Promise.all(work);
         await runHook(this.hooks, 'snapshot:partial');
         this.check();
       }
-      const manifest: SnapshotManifest = { coversSeq, byteLength: image.length, chunkCount, checksum };
+      const manifest: SnapshotManifest = { coversSeq, byteLength, chunkCount, checksum: source.checksum() };
       const ranges = keyRange();
       const tx = this.db.transaction(['snapshots', 'chunks'], 'readwrite', STRICT);
       await Promise.all([

@@ -195,7 +195,8 @@ export class DurableDatabase implements Database {
 
   /**
    * Folds the log into a new snapshot now and waits for it. Writes keep going
-   * meanwhile; only export() itself (synchronous, ~15 ms per MB) holds them up.
+   * meanwhile: the image is read copy-on-write as it is stored (memfs-image.ts);
+   * only where that is unavailable does export() (synchronous, ~15 ms per MB) hold them up.
    */
   snapshot(): Promise<void> {
     if (this.snapshotRunning) return this.snapshotRunning.then(() => this.snapshot());

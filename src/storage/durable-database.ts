@@ -4,7 +4,7 @@ import type { ComponentSchema, Database, Row, SqlParams, WriteTransaction } from
 import { StorageError } from './errors.ts';
 import { applyMigrations } from './migrations.ts';
 import type { LogEntry, Persistence } from './persistence.ts';
-import { openImageSource } from './memfs-image.ts';
+import { openDatabaseOwning, openImageSource } from './memfs-image.ts';
 import { encodeLogEntry, verifyLogEntry } from './redo-log.ts';
 import { SqlJsDriver, type CommitSink } from './sqljs-database.ts';
 
@@ -350,7 +350,8 @@ export async function openDurableDatabase(options: OpenDurableOptions): Promise<
       throw corrupt(`the snapshot covering redo entry ${snapshot.coversSeq} fails its checksum`);
     }
     const snapshotSeq = snapshot?.coversSeq ?? 0;
-    driver = new SqlJsDriver(new options.sqlJs.Database(snapshot?.image ?? null));
+    // The loaded image becomes sql.js's file as it is, rather than being copied into it.
+    driver = new SqlJsDriver(snapshot ? openDatabaseOwning(options.sqlJs.Database, snapshot.image) : new options.sqlJs.Database());
     const verified = performance.now();
     const replay = replayLog(driver, stored.log, snapshotSeq);
     const discarded = replay.cutAt === undefined ? 0 : stored.log.length - replay.cutAt;

@@ -144,9 +144,7 @@ class IndexedDbPersistence implements Persistence {
       const newest = manifests.reduce<SnapshotManifest | null>((a, b) => (a && a.coversSeq > b.coversSeq ? a : b), null);
       let snapshot: StoredSnapshot | null = null;
       if (newest) {
-        const range = keyRange().bound([newest.coversSeq, 0], [newest.coversSeq, newest.chunkCount], false, true);
-        const chunks = await tx.objectStore('chunks').getAll(range);
-        snapshot = { coversSeq: newest.coversSeq, image: joinChunks(chunks, newest), checksum: newest.checksum };
+        snapshot = { coversSeq: newest.coversSeq, image: await readChunks(tx.objectStore('chunks'), newest), checksum: newest.checksum };
       }
       const logStore = tx.objectStore('log');
       const [keys, values] = await Promise.all([logStore.getAllKeys(), logStore.getAll()]);
@@ -267,16 +265,24 @@ class IndexedDbPersistence implements Persistence {
   }
 }
 
-function joinChunks(chunks: Uint8Array[], manifest: SnapshotManifest): Uint8Array {
+/**
+ * The snapshot's chunks, one at a time, straight into the image: getAll() would hold every
+ * chunk (and Chromium's copies of them) beside the image, ~3× the database at open.
+ */
+async function readChunks(store: { get(key: [number, number]): Promise<Uint8Array | undefined> }, manifest: SnapshotManifest): Promise<Uint8Array> {
   const image = new Uint8Array(manifest.byteLength);
   let at = 0;
-  for (const chunk of chunks) {
+  let found = 0;
+  for (let i = 0; i < manifest.chunkCount; i++) {
+    const chunk = await store.get([manifest.coversSeq, i]);
+    if (!chunk) break;
+    found++;
     if (at + chunk.length > image.length) break;
     image.set(chunk, at);
     at += chunk.length;
   }
-  if (chunks.length !== manifest.chunkCount || at !== manifest.byteLength) {
-    throw new StorageError('corrupt', `snapshot ${manifest.coversSeq} is incomplete: ${chunks.length}/${manifest.chunkCount} chunks, ${at}/${manifest.byteLength} bytes`);
+  if (found !== manifest.chunkCount || at !== manifest.byteLength) {
+    throw new StorageError('corrupt', `snapshot ${manifest.coversSeq} is incomplete: ${found}/${manifest.chunkCount} chunks, ${at}/${manifest.byteLength} bytes`);
   }
   return image;
 }

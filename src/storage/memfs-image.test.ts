@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { crc32 } from './crc32.ts';
 import { openDurableDatabase } from './durable-database.ts';
 import { openIndexedDbPersistence } from './indexeddb-persistence.ts';
-import { openImageSource } from './memfs-image.ts';
+import { openDatabaseOwning, openImageSource } from './memfs-image.ts';
 
 const sqlJs = await initSqlJs();
 const pageBytes = (db: InstanceType<typeof sqlJs.Database>): number =>
@@ -116,5 +116,25 @@ describe('a durable snapshot over IndexedDB', () => {
     expect(await db.all('SELECT k, v FROM t ORDER BY k')).toEqual(before);
     expect(await db.get('SELECT * FROM pragma_integrity_check')).toEqual({ integrity_check: 'ok' });
     await db.close();
+  });
+});
+
+describe('opening a database on an image without copying it', () => {
+  it.each([[4096, 'NONE'], [1024, 'FULL'], [16384, 'INCREMENTAL']])('takes the image as its file (page size %i, auto_vacuum %s)', (pageSize, autoVacuum) => {
+    const source = new sqlJs.Database();
+    source.exec(`PRAGMA page_size = ${pageSize}; PRAGMA auto_vacuum = ${autoVacuum}; CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)`);
+    for (let i = 0; i < 500; i++) source.run('INSERT INTO t (v) VALUES (?)', [`${i} ${'w'.repeat(100)}`]);
+    const image = source.export();
+    source.close();
+    const db = openDatabaseOwning(sqlJs.Database, image);
+    db.exec('PRAGMA journal_mode = MEMORY; PRAGMA locking_mode = EXCLUSIVE');
+    expect(db.exec('PRAGMA integrity_check')[0]!.values[0]![0]).toBe('ok');
+    expect(db.exec('SELECT count(*) FROM t, pragma_page_size')[0]!.values[0]).toEqual([500]);
+    expect(db.exec('SELECT page_size FROM pragma_page_size')[0]!.values[0]![0]).toBe(pageSize);
+    const before = image.slice();
+    db.run("UPDATE t SET v = 'changed' WHERE k = 1");
+    expect(Buffer.from(image).equals(Buffer.from(before))).toBe(false); // the file is the image: no copy was made
+    expect(db.exec('SELECT v FROM t WHERE k = 1')[0]!.values[0]![0]).toBe('changed');
+    db.close();
   });
 });

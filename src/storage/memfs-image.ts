@@ -223,3 +223,28 @@ export function openImageSource(db: SqlJsDatabase, byteLength: number): ImageSou
   memfs.active.set(node, image);
   return image;
 }
+
+/**
+ * `new sqlJs.Database(image)` without sql.js's copy of the image (it writes it into a
+ * new MEMFS file, so a 100 MB database is in memory twice while it opens): the file is
+ * created empty, then made to own `image`, before SQLite reads a byte of it (sqlite3_open
+ * of an empty file reads nothing; the first statement reads the header and page 1).
+ * The caller gives `image` up. Falls back to the copy when MEMFS cannot be reached or
+ * `image` is a view into a larger buffer.
+ */
+export function openDatabaseOwning(Database: new (data?: ArrayLike<number> | null) => SqlJsDatabase, image: Uint8Array): SqlJsDatabase {
+  if (!found.has(Database)) found.set(Database, findMemfs(Database));
+  const memfs = found.get(Database);
+  const whole = image.constructor === Uint8Array && image.byteOffset === 0 && image.byteLength === image.buffer.byteLength;
+  if (!memfs || !whole || image.length === 0) return new Database(image);
+  const db = new Database(new Uint8Array(0));
+  const filename = (db as unknown as { filename?: string }).filename;
+  const node = filename === undefined ? undefined : (memfs.root[memfs.dirContents] as Record<string, MemfsNode | undefined>)[filename];
+  if (!node || node[memfs.keys.usedBytes] !== 0) {
+    db.close();
+    return new Database(image);
+  }
+  node[memfs.keys.contents] = image;
+  node[memfs.keys.usedBytes] = image.length;
+  return db;
+}

@@ -23,21 +23,22 @@ function filled(): InstanceType<typeof sqlJs.Database> {
 describe('copy-on-write image of a sql.js file', () => {
   it('reads, slice by slice, the image as it was at open while writes grow, rewrite and shrink the file', () => {
     const db = filled();
-    // The reference: the file read out with no write in between (export() differs from the file in a few
-    // header fields its backup bumps; past the 100-byte header they agree).
+    db.run('DELETE FROM t WHERE k > 2000'); // freed pages at the end of the file, which only a truncation touches
+    // The reference: the file read out with no write in between (export() would not do: its backup
+    // bumps header fields and rewrites free pages).
     const still = openImageSource(db, pageBytes(db))!;
     const expected = still.read(still.byteLength);
     still.release();
-    expect(Buffer.from(expected.subarray(100)).equals(Buffer.from(db.export().subarray(100)))).toBe(true);
+    expect(new sqlJs.Database(expected).exec('SELECT count(*) FROM t')[0]!.values[0]).toEqual([2000]);
     const rowsAtOpen = db.exec('SELECT count(*), sum(length(v)) FROM t')[0]!.values[0];
     const source = openImageSource(db, pageBytes(db));
     expect(source).not.toBeNull();
     const parts: Uint8Array[] = [];
     const writes = [
+      () => db.exec('VACUUM'), // rewrites the file and truncates it
       () => db.run("UPDATE t SET v = 'changed' WHERE k % 7 = 0"), // rewrites pages everywhere, also ahead of the reader
       () => db.run('INSERT INTO t (v) SELECT v || v FROM t WHERE k < 500'), // grows the file (MEMFS reallocates it)
       () => db.run('DELETE FROM t WHERE k > 1000'),
-      () => db.exec('VACUUM'), // rewrites and truncates the file
       () => db.run('INSERT INTO t (v) VALUES (?)', ['after']),
     ];
     let write = 0;

@@ -57,7 +57,7 @@ export async function run(): Promise<void> {
       await page.waitForFunction(() => (globalThis as { hearthReady?: boolean }).hearthReady === true, undefined, { timeout: 120_000 });
       return page;
     };
-    type Api = { prepare(mb: number): Promise<{ events: number }>; open(events: number): Promise<{ imageBytes: number }>; snapshot(): Promise<{ ms: number; commitsDuring: number; imageBytes: number }>; verify(): Promise<{ events: number; stored: number }> };
+    type Api = { prepare(mb: number): Promise<{ events: number }>; open(events: number): Promise<{ imageBytes: number }>; snapshot(): Promise<{ ms: number; commitsDuring: number; imageBytes: number; copyOnWrite: boolean }>; verify(): Promise<{ events: number; stored: number }> };
     const builder = await load();
     const { events } = await builder.evaluate((mb) => (globalThis as unknown as { snapshotBench: Api }).snapshotBench.prepare(mb), SIZE_MB);
     await builder.close();
@@ -82,12 +82,12 @@ export async function run(): Promise<void> {
     report('storage: tab memory during a snapshot', `Chromium ${browser.version()}, renderer VmHWM, load average ${loadavg()[0]!.toFixed(1)}`, [
       ['database image', imageBytes / MB, 'MB'],
       ['renderer RSS, page loaded, database not open', pageOnly / MB, 'MB'],
-      ['renderer peak while opening it', openPeak / MB, 'MB', `+${mb(openPeak - pageOnly)} over the page: stored chunks, the joined image, sql.js's copy (not this bench's goal)`],
+      ['renderer peak while opening it', openPeak / MB, 'MB', `+${mb(openPeak - pageOnly)} over the page: the image, and each chunk IndexedDB handed back, garbage until V8 collects it (not this bench's goal)`],
       ['renderer RSS before the snapshot', baseline / MB, 'MB', `${(baseline / imageBytes).toFixed(2)}× the image; +${mb(baseline - pageOnly)} for the open database`],
       ['renderer peak during the snapshot', peak / MB, 'MB', `+${mb(peak - baseline)} over before; ${(peak / imageBytes).toFixed(2)}× the image`],
       ['peak vs goal (1.3 × db + 50 MB)', peak / goal, '×', `goal ${mb(goal)}; ≤ 1 meets it`],
       ['  counting the tab from the open database', (peak - pageOnly) / goal, '×', `peak − the page before opening = ${mb(peak - pageOnly)}`],
-      ['snapshot time', snap.ms, 'ms', `${snap.commitsDuring} commits from 16 writers meanwhile; reopened with integrity_check: all ${check.stored} events there`],
+      ['snapshot time', snap.ms, 'ms', `${snap.copyOnWrite ? 'copy-on-write' : 'export()'}; ${snap.commitsDuring} commits from 16 writers meanwhile; reopened with integrity_check: all ${check.stored} events there`],
     ]);
   } finally {
     await browser.close();

@@ -69,7 +69,14 @@ export interface DurableStats {
   /** Where the time went at open: reading storage, verifying the snapshot, replaying the log, the integrity check. */
   openTimings: { loadMs: number; verifyMs: number; replayMs: number; checkMs: number };
   /** How long the last snapshot's steps took; export blocks the thread, the rest does not. */
-  lastSnapshot: { imageBytes: number; exportMs: number; checksumMs: number; storeMs: number } | null;
+  lastSnapshot: {
+    imageBytes: number;
+    /** Read copy-on-write from sql.js's file as it was stored (memfs-image.ts), or copied whole by export(). */
+    copyOnWrite: boolean;
+    exportMs: number;
+    checksumMs: number;
+    storeMs: number;
+  } | null;
 }
 
 const PAGE_BYTES_SQL = 'SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size';
@@ -243,7 +250,7 @@ export class DurableDatabase implements Database {
       storeStart = performance.now();
       await this.persistence.writeSnapshot({ coversSeq, image, checksum });
     }
-    this.lastSnapshot = { imageBytes, exportMs: taken.exportMs, checksumMs: storeStart - checksumStart, storeMs: performance.now() - storeStart };
+    this.lastSnapshot = { imageBytes, copyOnWrite: taken.source !== null, exportMs: taken.exportMs, checksumMs: storeStart - checksumStart, storeMs: performance.now() - storeStart };
     this.snapshotSeq = coversSeq;
     this.imageBytes = imageBytes;
     this.logEntries -= taken.logEntries;

@@ -105,6 +105,7 @@ describe('a durable snapshot over IndexedDB', () => {
     done = true;
     await Promise.all(writers);
     expect(exported).not.toHaveBeenCalled();
+    expect(db.stats().lastSnapshot?.copyOnWrite).toBe(true);
     exported.mockRestore();
     expect(db.stats().snapshotsTaken).toBe(1);
     expect(committed).toBeGreaterThan(12);

@@ -4,6 +4,7 @@ import type { ComponentSchema, Database, Row, SqlParams, WriteTransaction } from
 import { StorageError } from './errors.ts';
 import { applyMigrations } from './migrations.ts';
 import type { LogEntry, Persistence } from './persistence.ts';
+import { openDatabaseOwning, openImageSource } from './memfs-image.ts';
 import { encodeLogEntry, verifyLogEntry } from './redo-log.ts';
 import { SqlJsDriver, type CommitSink } from './sqljs-database.ts';
 
@@ -68,8 +69,17 @@ export interface DurableStats {
   /** Where the time went at open: reading storage, verifying the snapshot, replaying the log, the integrity check. */
   openTimings: { loadMs: number; verifyMs: number; replayMs: number; checkMs: number };
   /** How long the last snapshot's steps took; export blocks the thread, the rest does not. */
-  lastSnapshot: { imageBytes: number; exportMs: number; checksumMs: number; storeMs: number } | null;
+  lastSnapshot: {
+    imageBytes: number;
+    /** Read copy-on-write from sql.js's file as it was stored (memfs-image.ts), or copied whole by export(). */
+    copyOnWrite: boolean;
+    exportMs: number;
+    checksumMs: number;
+    storeMs: number;
+  } | null;
 }
+
+const PAGE_BYTES_SQL = 'SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size';
 
 function corrupt(message: string): StorageError {
   return new StorageError('corrupt', message);
@@ -192,7 +202,8 @@ export class DurableDatabase implements Database {
 
   /**
    * Folds the log into a new snapshot now and waits for it. Writes keep going
-   * meanwhile; only export() itself (synchronous, ~15 ms per MB) holds them up.
+   * meanwhile: the image is read copy-on-write as it is stored (memfs-image.ts);
+   * only where that is unavailable does export() (synchronous, ~15 ms per MB) hold them up.
    */
   snapshot(): Promise<void> {
     if (this.snapshotRunning) return this.snapshotRunning.then(() => this.snapshot());
@@ -206,21 +217,42 @@ export class DurableDatabase implements Database {
   private async takeSnapshot(): Promise<void> {
     const taken = await this.driver.exclusive(() => {
       if (this.lastSeq === this.snapshotSeq) return null;
+      const exportStart = performance.now();
+      const covered = { coversSeq: this.lastSeq, logEntries: this.logEntries, logBytes: this.logBytes };
+      // Where the backend can store it slice by slice, read the image from sql.js's file copy-on-write
+      // (memfs-image.ts) rather than export() it: the image is then never in memory twice.
+      const pageBytes = this.persistence.writeSnapshotFrom ? this.driver.getSync<{ bytes: number }>(PAGE_BYTES_SQL)!.bytes : 0;
+      const source = this.persistence.writeSnapshotFrom ? openImageSource(this.driver.db, pageBytes) : null;
+      if (source) return { ...covered, source, image: null, exportMs: performance.now() - exportStart };
       // export() throws inside a transaction (none is open between write groups).
       this.driver.freeStatements();
-      const exportStart = performance.now();
       const image = this.driver.db.export();
-      return { image, coversSeq: this.lastSeq, logEntries: this.logEntries, logBytes: this.logBytes, exportMs: performance.now() - exportStart };
+      return { ...covered, source: null, image, exportMs: performance.now() - exportStart };
     });
     if (!taken) return;
-    const { image, coversSeq } = taken;
+    const { coversSeq } = taken;
     const checksumStart = performance.now();
-    const checksum = await checksumYielding(image);
-    const storeStart = performance.now();
-    await this.persistence.writeSnapshot({ coversSeq, image, checksum });
-    this.lastSnapshot = { imageBytes: image.length, exportMs: taken.exportMs, checksumMs: storeStart - checksumStart, storeMs: performance.now() - storeStart };
+    let imageBytes: number;
+    let storeStart: number;
+    if (taken.source) {
+      const source = taken.source;
+      imageBytes = source.byteLength;
+      storeStart = checksumStart; // the checksum runs slice by slice inside the store
+      try {
+        await this.persistence.writeSnapshotFrom!({ coversSeq, byteLength: imageBytes, read: (length) => source.read(length), checksum: () => source.checksum() });
+      } finally {
+        source.release();
+      }
+    } else {
+      const image = taken.image;
+      imageBytes = image.length;
+      const checksum = await checksumYielding(image);
+      storeStart = performance.now();
+      await this.persistence.writeSnapshot({ coversSeq, image, checksum });
+    }
+    this.lastSnapshot = { imageBytes, copyOnWrite: taken.source !== null, exportMs: taken.exportMs, checksumMs: storeStart - checksumStart, storeMs: performance.now() - storeStart };
     this.snapshotSeq = coversSeq;
-    this.imageBytes = image.length;
+    this.imageBytes = imageBytes;
     this.logEntries -= taken.logEntries;
     this.logBytes -= taken.logBytes;
     this.snapshotsTaken++;
@@ -325,7 +357,8 @@ export async function openDurableDatabase(options: OpenDurableOptions): Promise<
       throw corrupt(`the snapshot covering redo entry ${snapshot.coversSeq} fails its checksum`);
     }
     const snapshotSeq = snapshot?.coversSeq ?? 0;
-    driver = new SqlJsDriver(new options.sqlJs.Database(snapshot?.image ?? null));
+    // The loaded image becomes sql.js's file as it is, rather than being copied into it.
+    driver = new SqlJsDriver(snapshot ? openDatabaseOwning(options.sqlJs.Database, snapshot.image) : new options.sqlJs.Database());
     const verified = performance.now();
     const replay = replayLog(driver, stored.log, snapshotSeq);
     const discarded = replay.cutAt === undefined ? 0 : stored.log.length - replay.cutAt;
@@ -333,7 +366,7 @@ export async function openDurableDatabase(options: OpenDurableOptions): Promise<
     const replayed = performance.now();
     if (options.integrityCheck !== 'none') checkIntegrity(driver, options.integrityCheck ?? 'quick');
     const openTimings = { loadMs: loaded - started, verifyMs: verified - loaded, replayMs: replayed - verified, checkMs: performance.now() - replayed };
-    const pageBytes = driver.getSync<{ bytes: number }>('SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size')?.bytes ?? 0;
+    const pageBytes = driver.getSync<{ bytes: number }>(PAGE_BYTES_SQL)?.bytes ?? 0;
 
     database = new DurableDatabase(
       driver,

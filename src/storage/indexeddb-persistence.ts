@@ -1,6 +1,6 @@
 import { wrap, type DBSchema, type IDBPDatabase } from 'idb';
 import { StorageError, toStorageError } from './errors.ts';
-import { runHook, type LogEntry, type Persistence, type PersistenceHooks, type StoredSnapshot, type StoredState } from './persistence.ts';
+import { runHook, type LogEntry, type Persistence, type PersistenceHooks, type SnapshotSource, type StoredSnapshot, type StoredState } from './persistence.ts';
 
 /**
  * Persistence in IndexedDB, for browsers and workers (and Node tests on
@@ -41,7 +41,12 @@ export interface IndexedDbPersistenceOptions {
   locks?: LockManager | null;
   /** Snapshot chunk size (default 4 MiB). */
   chunkBytes?: number;
-  /** Chunks written per IndexedDB transaction (default 4). */
+  /**
+   * Chunks written per IndexedDB transaction (default 1). What a transaction writes is in the
+   * tab's memory about three times over until it commits (the chunk, its structured clone, the
+   * blob Chromium wraps a large value in): one 4 MiB chunk keeps a 100 MB snapshot's peak ~17 MB
+   * lower than four, for a few more strict commits per snapshot (bench/snapshot-memory.bench.ts).
+   */
   chunksPerTransaction?: number;
   hooks?: PersistenceHooks;
 }
@@ -112,7 +117,7 @@ class IndexedDbPersistence implements Persistence {
     options: IndexedDbPersistenceOptions,
   ) {
     this.chunkBytes = options.chunkBytes ?? 4 << 20;
-    this.chunksPerTransaction = options.chunksPerTransaction ?? 4;
+    this.chunksPerTransaction = options.chunksPerTransaction ?? 1;
     this.hooks = options.hooks;
     // The browser closes the connection when site data is cleared; someone
     // deleting or upgrading the database sends versionchange. Either way, stop.
@@ -139,9 +144,7 @@ class IndexedDbPersistence implements Persistence {
       const newest = manifests.reduce<SnapshotManifest | null>((a, b) => (a && a.coversSeq > b.coversSeq ? a : b), null);
       let snapshot: StoredSnapshot | null = null;
       if (newest) {
-        const range = keyRange().bound([newest.coversSeq, 0], [newest.coversSeq, newest.chunkCount], false, true);
-        const chunks = await tx.objectStore('chunks').getAll(range);
-        snapshot = { coversSeq: newest.coversSeq, image: joinChunks(chunks, newest), checksum: newest.checksum };
+        snapshot = { coversSeq: newest.coversSeq, image: await readChunks(tx.objectStore('chunks'), newest), checksum: newest.checksum };
       }
       const logStore = tx.objectStore('log');
       const [keys, values] = await Promise.all([logStore.getAllKeys(), logStore.getAll()]);
@@ -194,22 +197,33 @@ class IndexedDbPersistence implements Persistence {
     await runHook(this.hooks, 'append:durable');
   }
 
-  async writeSnapshot({ coversSeq, image, checksum }: StoredSnapshot): Promise<void> {
+  writeSnapshot({ coversSeq, image, checksum }: StoredSnapshot): Promise<void> {
+    let at = 0;
+    return this.writeSnapshotFrom({
+      coversSeq,
+      byteLength: image.length,
+      // slice, not subarray: structured clone copies a view's whole underlying buffer.
+      read: (length) => image.slice(at, (at += length)),
+      checksum: () => checksum,
+    });
+  }
+
+  async writeSnapshotFrom(source: SnapshotSource): Promise<void> {
     this.check();
-    const chunkCount = Math.ceil(image.length / this.chunkBytes);
+    const { coversSeq, byteLength } = source;
+    const chunkCount = Math.ceil(byteLength / this.chunkBytes);
     try {
       for (let first = 0; first < chunkCount; first += this.chunksPerTransaction) {
         const tx = this.db.transaction('chunks', 'readwrite', STRICT);
         const work: Promise<unknown>[] = [tx.done];
         for (let i = first; i < Math.min(chunkCount, first + this.chunksPerTransaction); i++) {
-          // slice, not subarray: structured clone copies a view's whole underlying buffer.
-          work.push(tx.store.put(image.slice(i * this.chunkBytes, (i + 1) * this.chunkBytes), [coversSeq, i]));
+          work.push(tx.store.put(source.read(this.chunkBytes), [coversSeq, i]));
         }
         await Promise.all(work);
         await runHook(this.hooks, 'snapshot:partial');
         this.check();
       }
-      const manifest: SnapshotManifest = { coversSeq, byteLength: image.length, chunkCount, checksum };
+      const manifest: SnapshotManifest = { coversSeq, byteLength, chunkCount, checksum: source.checksum() };
       const ranges = keyRange();
       const tx = this.db.transaction(['snapshots', 'chunks'], 'readwrite', STRICT);
       await Promise.all([
@@ -251,16 +265,24 @@ class IndexedDbPersistence implements Persistence {
   }
 }
 
-function joinChunks(chunks: Uint8Array[], manifest: SnapshotManifest): Uint8Array {
+/**
+ * The snapshot's chunks, one at a time, straight into the image: getAll() would hold every
+ * chunk (and Chromium's copies of them) beside the image, ~3× the database at open.
+ */
+async function readChunks(store: { get(key: [number, number]): Promise<Uint8Array | undefined> }, manifest: SnapshotManifest): Promise<Uint8Array> {
   const image = new Uint8Array(manifest.byteLength);
   let at = 0;
-  for (const chunk of chunks) {
+  let found = 0;
+  for (let i = 0; i < manifest.chunkCount; i++) {
+    const chunk = await store.get([manifest.coversSeq, i]);
+    if (!chunk) break;
+    found++;
     if (at + chunk.length > image.length) break;
     image.set(chunk, at);
     at += chunk.length;
   }
-  if (chunks.length !== manifest.chunkCount || at !== manifest.byteLength) {
-    throw new StorageError('corrupt', `snapshot ${manifest.coversSeq} is incomplete: ${chunks.length}/${manifest.chunkCount} chunks, ${at}/${manifest.byteLength} bytes`);
+  if (found !== manifest.chunkCount || at !== manifest.byteLength) {
+    throw new StorageError('corrupt', `snapshot ${manifest.coversSeq} is incomplete: ${found}/${manifest.chunkCount} chunks, ${at}/${manifest.byteLength} bytes`);
   }
   return image;
 }

@@ -21,6 +21,16 @@ export interface StoredSnapshot {
   checksum: number;
 }
 
+/** A snapshot read slice by slice, in order (its checksum known once it has been read through). */
+export interface SnapshotSource {
+  coversSeq: number;
+  byteLength: number;
+  /** A copy of the next `length` bytes of the image. */
+  read(length: number): Uint8Array;
+  /** CRC-32 of the image, available once read() has returned its last byte. */
+  checksum(): number;
+}
+
 export interface StoredState {
   /** The newest complete snapshot, or null for a new database. */
   snapshot: StoredSnapshot | null;
@@ -47,6 +57,8 @@ export interface Persistence {
    * part-way leaves the previous snapshot in place). May run while append()s do.
    */
   writeSnapshot(snapshot: StoredSnapshot): Promise<void>;
+  /** The same, reading the image slice by slice as it is stored, so it is never in memory twice (optional). */
+  writeSnapshotFrom?(source: SnapshotSource): Promise<void>;
   /** Removes log entries with seq <= throughSeq (a durable snapshot covers them). */
   dropLogThrough(throughSeq: number): Promise<void>;
   /** Releases the lock and handles. Does not wait for operations a crash test left hanging. */

@@ -179,6 +179,19 @@ describe('attachments', () => {
     expect(stored).toEqual({ status: 200, sha256: createHash('sha256').update(big).digest('hex'), disposition: expect.stringContaining('big.bin') });
   }, 90_000);
 
+  it('the host\u2019s upload to its core answers as POST /upload does: the token checked, the limit kept', async () => {
+    const { accessToken } = await storedSession(pageA);
+    const results = await pageA.evaluate(async (token) => {
+      const host = (globalThis as any).hearthPageHost;
+      const upload = (accessToken: string, size: number) => host.uploadMedia({ data: new Blob([new Uint8Array(size)]), accessToken, contentType: 'application/octet-stream' }, () => {});
+      // Over 8 MiB, which the service worker's bound would refuse before the core: here the core's own limit must.
+      return [await upload('not-a-token', 10), await upload(token, 8 * 1024 * 1024 + 1), await upload(token, 10)];
+    }, accessToken);
+    expect(results[0]).toEqual({ status: 401, body: { errcode: 'M_UNKNOWN_TOKEN', error: expect.any(String), soft_logout: false } });
+    expect(results[1]).toEqual({ status: 413, body: { errcode: 'M_TOO_LARGE', error: 'uploads are limited to 8388608 bytes' } });
+    expect(results[2]).toEqual({ status: 200, body: { content_uri: expect.stringMatching(/^mxc:\/\//) } });
+  }, 60_000);
+
   it('a file over the upload limit says the limit, with Retry and Delete', async () => {
     await attach(pageA, [{ name: 'huge.bin', mimeType: 'application/octet-stream', buffer: Buffer.alloc(8 * 1024 * 1024 + 1) }]);
     const failed = pageA.locator('.event.upload.failed', { hasText: 'huge.bin' });

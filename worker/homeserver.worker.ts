@@ -133,6 +133,35 @@ const api = {
     federation.attach(send);
   },
 
+  /**
+   * An upload from the page, through the homeserver's own POST /_matrix/media/v3/upload (the same auth,
+   * limits and errors), its body a stream that asks the page for each chunk only when the route has read
+   * the one before (no buffer of its own: `highWaterMark` 0), so how far the page has handed it is how far
+   * the upload has got. Answers the route's status and JSON body.
+   */
+  async uploadMedia(upload: { accessToken: string; contentType: string; fileName?: string }, next: () => Promise<Uint8Array | undefined>): Promise<{ status: number; body: Record<string, unknown> }> {
+    const { homeserver } = await started;
+    const body = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          const chunk = await next();
+          if (chunk) controller.enqueue(chunk);
+          else controller.close();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const url = new URL('/_matrix/media/v3/upload', self.location.origin);
+    if (upload.fileName) url.searchParams.set('filename', upload.fileName);
+    const headers = { authorization: `Bearer ${upload.accessToken}`, 'content-type': upload.contentType };
+    try {
+      const response = await homeserver.fetch(new Request(url, { method: 'POST', headers, body, duplex: 'half' } as RequestInit));
+      return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
+    } finally {
+      (next as unknown as Comlink.Remote<unknown>)[Comlink.releaseProxy]();
+    }
+  },
+
   async close(): Promise<void> {
     if (startCalled) await (await started).homeserver.close();
   },

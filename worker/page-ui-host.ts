@@ -6,9 +6,12 @@
 import * as Comlink from 'comlink';
 import type { ArchiveProgress } from '../src/portable/index.ts';
 import { twinSentence } from '../src/p2p/twin.ts';
-import type { AddedPeers, HostStatus, KeepHost, NodeState, PageHost, PeerLink } from '../src/ui/host.ts';
+import type { AddedPeers, HostStatus, KeepHost, MediaUpload, MediaUploadResult, NodeState, PageHost, PeerLink } from '../src/ui/host.ts';
 import { BOOTSTRAP_PEERS_KEY, checkBootstrapAddress, loadAddedBootstrap, saveAddedBootstrap } from './bootstrap-peers.ts';
 import type { BrowserHost } from './page-host.ts';
+
+/** What the page hands the core at a time when it uploads: the core asks for the next once it has read this one. */
+const UPLOAD_CHUNK_BYTES = 256 * 1024;
 
 export class BrowserPageHost implements PageHost {
   readonly homeserverUrl = location.origin;
@@ -89,6 +92,22 @@ export class BrowserPageHost implements PageHost {
 
   persistStorage(): Promise<boolean | undefined> {
     return navigator.storage?.persist?.().catch(() => undefined) ?? Promise.resolve(undefined);
+  }
+
+  /** Only the leader tab reaches the core (a follower's uploads go through the service worker). */
+  uploadMedia({ data, ...upload }: MediaUpload, onProgress: (loaded: number) => void): Promise<MediaUploadResult> | undefined {
+    const core = this.host.leaderCore;
+    if (!core) return undefined;
+    let offset = 0;
+    // Asked for the chunk at `offset`: the core's upload route has read every byte before it.
+    const next = async (): Promise<Uint8Array | undefined> => {
+      onProgress(offset);
+      if (offset >= data.size) return undefined;
+      const chunk = new Uint8Array(await data.slice(offset, offset + UPLOAD_CHUNK_BYTES).arrayBuffer());
+      offset += chunk.length;
+      return Comlink.transfer(chunk, [chunk.buffer]);
+    };
+    return core.uploadMedia(upload, Comlink.proxy(next));
   }
 
   readonly keep: KeepHost = {

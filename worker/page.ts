@@ -31,6 +31,7 @@ const host = new BrowserHost({
 });
 const pageHost = new BrowserPageHost(host);
 await host.start();
-// Tests and the benchmark read the host's state from here.
+// Tests and the benchmark read the host's state from here (and tests call the page's host interface).
 (globalThis as { hearthHost?: unknown }).hearthHost = host;
+(globalThis as { hearthPageHost?: unknown }).hearthPageHost = pageHost;
 await startPage(document.getElementById('app')!, pageHost);

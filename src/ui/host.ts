@@ -70,6 +70,20 @@ export interface KeepHost {
   resetHomeserver(): Promise<void>;
 }
 
+/** A file for `PageHost.uploadMedia`: the bytes, and what POST /_matrix/media/v3/upload would be sent with. */
+export interface MediaUpload {
+  data: Blob;
+  accessToken: string;
+  contentType: string;
+  fileName?: string;
+}
+
+/** The media API's answer to an upload, as its HTTP response would carry it: `{ content_uri }`, or a Matrix error body. */
+export interface MediaUploadResult {
+  status: number;
+  body: Record<string, unknown>;
+}
+
 export interface PageHost {
   /** The base URL of the homeserver's client-server API (this page's origin, through the service worker). */
   readonly homeserverUrl: string;
@@ -86,4 +100,12 @@ export interface PageHost {
   /** Asks the browser not to evict this origin's data under storage pressure (after an account is made, and from the storage panel); resolves with its answer. */
   persistStorage(): Promise<boolean | undefined>;
   readonly keep: KeepHost;
+  /**
+   * Uploads to the homeserver at `homeserverUrl` straight to its core, through the same media API as
+   * POST /_matrix/media/v3/upload (auth, rate limit, type, size limit, quota; the same errors), handing it
+   * the bytes a chunk at a time: `onProgress` gets the bytes the core has taken so far (the browser reports
+   * no upload progress for a request its service worker answers). Undefined when this tab cannot reach its
+   * core so (another tab runs it): upload over HTTP then.
+   */
+  uploadMedia(upload: MediaUpload, onProgress: (loaded: number) => void): Promise<MediaUploadResult> | undefined;
 }

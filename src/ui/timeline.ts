@@ -145,7 +145,7 @@ function uploadItem(client: ChatClient, room: ChatRoom, upload: Upload, actions:
     h('div', { class: 'body' }, `${upload.name} (${formatBytes(upload.size)})`),
     upload.failed
       ? failure(describeUploadError(upload.error), () => actions.retryUpload(upload), () => actions.discardUpload(upload))
-      : // Indeterminate until the browser reports bytes sent (Chromium reports none for a request its service worker answers, as the page's always are).
+      : // Indeterminate until bytes are reported sent: by the host's core as it takes them, or by the browser's XHR (none in Chromium for a request a service worker answers).
         h('progress', { class: 'upload-progress', max: 100, value: upload.loaded > 0 ? percent : undefined, 'aria-label': `Uploading ${upload.name}` }, upload.loaded > 0 ? `${percent}%` : 'uploading'),
   );
 }

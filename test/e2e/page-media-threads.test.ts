@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { crc32, deflateSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
@@ -141,24 +142,55 @@ describe('attachments', () => {
     expect(stored.disposition).toContain('open.png');
   }, 60_000);
 
-  it('an upload shows a progress bar until the message is sent', async () => {
-    // The upload's bars as the page draws them (every redraw replaces it), watched as they come.
+  it('an upload shows a progress bar that goes through its percentages to 100 % until the message is sent', async () => {
+    // The upload's bars as the page draws them (every redraw replaces it), watched as they come: label and value (none: indeterminate).
     await pageA.evaluate(() => {
-      const seen: string[] = ((globalThis as any).progressSeen = []);
+      const seen: { label: string; value: string | null }[] = ((globalThis as any).progressSeen = []);
       new MutationObserver(() => {
-        for (const bar of document.querySelectorAll<HTMLProgressElement>('progress.upload-progress')) seen.push(bar.getAttribute('aria-label') ?? '');
+        for (const bar of document.querySelectorAll<HTMLProgressElement>('progress.upload-progress')) seen.push({ label: bar.getAttribute('aria-label') ?? '', value: bar.getAttribute('value') });
       }).observe(document.body, { childList: true, subtree: true });
     });
-    const big = Buffer.alloc(4 * 1024 * 1024, 7);
+    // 6 MiB no two 256 KiB chunks of which are alike.
+    const big = Buffer.alloc(6 * 1024 * 1024);
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
     await attach(pageA, [{ name: 'big.bin', mimeType: 'application/octet-stream', buffer: big }]);
     const sent = pageA.locator('.event[data-event-id] .attachment-file', { hasText: 'big.bin' });
     await sent.waitFor({ timeout: 60_000 });
-    expect(await sent.locator('.attachment-size').textContent()).toBe(' (4.0 MB)');
+    expect(await sent.locator('.attachment-size').textContent()).toBe(' (6.0 MB)');
     await pageA.locator('progress.upload-progress').waitFor({ state: 'detached' });
-    const seen: string[] = await pageA.evaluate(() => (globalThis as any).progressSeen);
-    expect(seen.length).toBeGreaterThan(0);
-    expect(new Set(seen)).toEqual(new Set(['Uploading big.bin']));
+    const seen: { label: string; value: string | null }[] = await pageA.evaluate(() => (globalThis as any).progressSeen);
+    expect(new Set(seen.map((s) => s.label))).toEqual(new Set(['Uploading big.bin']));
+    // The page's homeserver is its own tab's core: the bar is determinate, rising through values between 0 and 100, to 100.
+    const values = [...new Set(seen.flatMap((s) => (s.value === null ? [] : [Number(s.value)])))];
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(values.filter((v) => v > 0 && v < 100).length).toBeGreaterThanOrEqual(5);
+    expect(values.at(-1)).toBe(100);
+    // What the homeserver stores is the file as it was (a public room: not encrypted).
+    const [server, mediaId] = (await sent.getAttribute('data-mxc'))!.replace('mxc://', '').split('/');
+    const { accessToken } = await storedSession(pageA);
+    const stored = await pageA.evaluate(
+      async ({ path, token }) => {
+        const response = await fetch(path, { headers: { authorization: `Bearer ${token}` } });
+        const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', await response.arrayBuffer()));
+        return { status: response.status, sha256: [...digest].map((b) => b.toString(16).padStart(2, '0')).join(''), disposition: response.headers.get('content-disposition') };
+      },
+      { path: `/_matrix/client/v1/media/download/${server}/${mediaId}`, token: accessToken },
+    );
+    expect(stored).toEqual({ status: 200, sha256: createHash('sha256').update(big).digest('hex'), disposition: expect.stringContaining('big.bin') });
   }, 90_000);
+
+  it('the host\u2019s upload to its core answers as POST /upload does: the token checked, the limit kept', async () => {
+    const { accessToken } = await storedSession(pageA);
+    const results = await pageA.evaluate(async (token) => {
+      const host = (globalThis as any).hearthPageHost;
+      const upload = (accessToken: string, size: number) => host.uploadMedia({ data: new Blob([new Uint8Array(size)]), accessToken, contentType: 'application/octet-stream' }, () => {});
+      // Over 8 MiB, which the service worker's bound would refuse before the core: here the core's own limit must.
+      return [await upload('not-a-token', 10), await upload(token, 8 * 1024 * 1024 + 1), await upload(token, 10)];
+    }, accessToken);
+    expect(results[0]).toEqual({ status: 401, body: { errcode: 'M_UNKNOWN_TOKEN', error: expect.any(String), soft_logout: false } });
+    expect(results[1]).toEqual({ status: 413, body: { errcode: 'M_TOO_LARGE', error: 'uploads are limited to 8388608 bytes' } });
+    expect(results[2]).toEqual({ status: 200, body: { content_uri: expect.stringMatching(/^mxc:\/\//) } });
+  }, 60_000);
 
   it('a file over the upload limit says the limit, with Retry and Delete', async () => {
     await attach(pageA, [{ name: 'huge.bin', mimeType: 'application/octet-stream', buffer: Buffer.alloc(8 * 1024 * 1024 + 1) }]);

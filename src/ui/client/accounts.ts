@@ -7,6 +7,7 @@ import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { MatrixApiError, type ChatAccounts, type ChatClient, type Session } from '../chat.ts';
 import { chatCall } from './convert.ts';
 import { Encryption } from './encryption.ts';
+import type { HostUpload } from './media.ts';
 import { SdkChatClient, type ClientOptions } from './sdk-client.ts';
 import { loadSession, saveSession, SESSION_KEY } from './session.ts';
 
@@ -33,7 +34,11 @@ function sleep(ms: number): Promise<void> {
 
 /** Sessions of the homeserver at `baseUrl`: the one kept in localStorage, and new ones. */
 export class SdkAccounts implements ChatAccounts {
-  constructor(private readonly baseUrl: string) {}
+  constructor(
+    private readonly baseUrl: string,
+    /** The page host's upload to its own core, when `baseUrl` is the host's homeserver; uploads go over HTTP without it. */
+    private readonly hostUpload?: HostUpload,
+  ) {}
 
   private anonymous() {
     return createClient({ baseUrl: this.baseUrl, fetchFn, scheduler: undefined });
@@ -95,7 +100,7 @@ export class SdkAccounts implements ChatAccounts {
       scheduler: new MatrixScheduler(retryRateLimitedOnly),
       cryptoCallbacks: encryption.callbacks,
     });
-    client = new SdkChatClient(sdk, encryption, options);
+    client = new SdkChatClient(sdk, encryption, options, this.hostUpload);
     return client;
   }
 

@@ -1,13 +1,17 @@
 /**
- * Attachments: a file uploaded through the homeserver's media API (matrix-js-sdk's `uploadContent`,
- * whose XHR reports progress) and the message that carries it, `m.image` or `m.file`. In an encrypted
+ * Attachments: a file uploaded through the homeserver's media API and the message that carries it,
+ * `m.image` or `m.file`. In an encrypted
  * room the bytes are encrypted first, as the spec's EncryptedFile says (AES-CTR, SHA-256, a JWK), by
  * matrix-org's `matrix-encrypt-attachment`, and only ciphertext reaches any server. Shown back as object
  * URLs: fetched with the access token (media is authenticated, v1.11), decrypted where encrypted.
+ * The upload goes to the page's host when the homeserver is the host's own (`PageHost.uploadMedia`: the
+ * core takes it a chunk at a time and the bar shows how far), else with matrix-js-sdk's `uploadContent`
+ * (its XHR's progress; Chromium reports none for a request a service worker answers).
  */
 import { decryptAttachment, encryptAttachment, type IEncryptedFile } from 'matrix-encrypt-attachment';
-import { MatrixError, type MatrixClient, type UploadProgress } from 'matrix-js-sdk';
+import { MatrixError, type MatrixClient, type UploadOpts, type UploadProgress } from 'matrix-js-sdk';
 import { FileTooLarge, MatrixApiError, type MediaState } from '../chat.ts';
+import type { PageHost } from '../host.ts';
 import { toChatError } from './convert.ts';
 
 type Content = Record<string, any>;
@@ -64,8 +68,23 @@ async function imageSize(file: File): Promise<{ w: number; h: number } | undefin
   }
 }
 
+/** The host's upload to its own core (`PageHost.uploadMedia`), given only when the client's homeserver is the host's. */
+export type HostUpload = PageHost['uploadMedia'];
+
+/** Uploads `data` and returns its `mxc:` URI: through the host when it can (`host` answers), else over HTTP with the SDK. */
+export async function uploadBytes(client: MatrixClient, host: HostUpload | undefined, data: Blob, opts: UploadOpts & { type: string }): Promise<string> {
+  const token = client.getAccessToken();
+  const fileName = opts.includeFilename === false ? undefined : (opts.name ?? (data as File).name);
+  const answer = token ? host?.({ data, accessToken: token, contentType: opts.type, ...(fileName ? { fileName } : {}) }, (loaded) => opts.progressHandler?.({ loaded, total: data.size })) : undefined;
+  if (!answer) return (await client.uploadContent(data, opts)).content_uri;
+  const { status, body } = await answer;
+  if (status === 200 && typeof body['content_uri'] === 'string') return body['content_uri'];
+  // The media API's error as the SDK would have thrown it.
+  throw new MatrixError(body, status);
+}
+
 /** Uploads `file` (encrypted when `encrypted`) and returns the message content that carries it. Throws `FileTooLarge`, or the upload's error in the seam's terms. */
-export async function uploadAttachment(client: MatrixClient, limit: UploadLimit, file: File, encrypted: boolean, progress: (p: UploadProgress) => void): Promise<Content> {
+export async function uploadAttachment(client: MatrixClient, host: HostUpload | undefined, limit: UploadLimit, file: File, encrypted: boolean, progress: (p: UploadProgress) => void): Promise<Content> {
   const max = await limit.get();
   if (max !== undefined && file.size > max) throw new FileTooLarge(file.size, max);
   const size = await imageSize(file);
@@ -76,19 +95,18 @@ export async function uploadAttachment(client: MatrixClient, limit: UploadLimit,
     if (encrypted) {
       const { data, info: keys } = await encryptAttachment(await file.arrayBuffer());
       // No file name or type goes to the server with the ciphertext: they are inside the encrypted event.
-      const { content_uri } = await client.uploadContent(new Blob([data]), { type: 'application/octet-stream', includeFilename: false, progressHandler: progress });
-      content['file'] = { ...keys, url: content_uri, mimetype };
+      const url = await uploadBytes(client, host, new Blob([data]), { type: 'application/octet-stream', includeFilename: false, progressHandler: progress });
+      content['file'] = { ...keys, url, mimetype };
       const thumbnail = size && (await encryptedThumbnail(file, size));
       if (thumbnail && size) {
         const thumb = await encryptAttachment(await thumbnail.arrayBuffer());
-        const uploaded = await client.uploadContent(new Blob([thumb.data]), { type: 'application/octet-stream', includeFilename: false });
+        const thumbUrl = await uploadBytes(client, host, new Blob([thumb.data]), { type: 'application/octet-stream', includeFilename: false });
         const scale = Math.min(THUMBNAIL.width / size.w, THUMBNAIL.height / size.h);
-        info['thumbnail_file'] = { ...thumb.info, url: uploaded.content_uri, mimetype: 'image/jpeg' };
+        info['thumbnail_file'] = { ...thumb.info, url: thumbUrl, mimetype: 'image/jpeg' };
         info['thumbnail_info'] = { mimetype: 'image/jpeg', size: thumbnail.size, w: Math.round(size.w * scale), h: Math.round(size.h * scale) };
       }
     } else {
-      const { content_uri } = await client.uploadContent(file, { type: mimetype, name: file.name, progressHandler: progress });
-      content['url'] = content_uri;
+      content['url'] = await uploadBytes(client, host, file, { type: mimetype, name: file.name, progressHandler: progress });
     }
   } catch (error) {
     if (error instanceof MatrixError && error.errcode === 'M_TOO_LARGE') throw new FileTooLarge(file.size, max);

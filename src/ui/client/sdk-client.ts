@@ -10,7 +10,7 @@ import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type Ch
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
-import { MediaCache, UploadLimit, uploadAttachment } from './media.ts';
+import { MediaCache, UploadLimit, uploadAttachment, type HostUpload } from './media.ts';
 import { PendingMarks } from './pending.ts';
 import { canLoadOlder, chatRoom, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
@@ -61,6 +61,8 @@ export class SdkChatClient implements ChatClient {
     private readonly client: MatrixClient,
     private readonly crypto: Encryption,
     private readonly options: ClientOptions,
+    /** Attachments go to the host's core through it when given (media.ts). */
+    private readonly hostUpload?: HostUpload,
   ) {
     this.pending = new PendingMarks(client, () => this.emit('room'));
     this.uploadLimit = new UploadLimit(client);
@@ -260,7 +262,7 @@ export class SdkChatClient implements ChatClient {
       job.loaded = loaded;
       this.roomChanged();
     };
-    uploadAttachment(this.client, this.uploadLimit, job.file, encrypted, progress).then(
+    uploadAttachment(this.client, this.hostUpload, this.uploadLimit, job.file, encrypted, progress).then(
       (content) => {
         this.discardUpload(roomId, job.id);
         // From here it is a message like any other: a local echo until the homeserver has it.

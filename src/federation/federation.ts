@@ -17,6 +17,7 @@ import type { RateLimiter } from '../http/rate-limit.ts';
 import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
+import { asJoinError, checkTemplate, FederationJoinError, unique } from './templates.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
@@ -27,6 +28,8 @@ import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
 import type { FederationTransport } from './transport.ts';
+
+export { FederationJoinError } from './templates.ts';
 
 export interface FederationOptions {
   db: Database;
@@ -50,11 +53,6 @@ export interface FederationOptions {
   media?: FederationMediaSource;
   /** Other servers' verify keys and our key document; a hex name's `KeyRing` when not given (a DNS name's is `ServerKeys`). */
   keyRing?: VerifyKeys;
-}
-
-/** Failure of a federated membership change, with what the remote server said. */
-export class FederationJoinError extends CodedError {
-  override name = 'FederationJoinError';
 }
 
 /** Room versions we can join, newest first, for make_join's `ver`. */
@@ -568,32 +566,4 @@ export class Federation {
     }
     return 0;
   }
-}
-
-function unique<T>(items: T[]): T[] {
-  return [...new Set(items)];
-}
-
-/** The template of a make_join/make_leave/make_knock, checked to be what we asked for. */
-function checkTemplate(template: unknown, roomId: string, userId: string, membership: string): Record<string, unknown> {
-  if (typeof template !== 'object' || template === null) throw new FederationJoinError(502, 'M_BAD_JSON', 'the make_ response has no event');
-  const event = template as Record<string, unknown>;
-  const content = event['content'] as Record<string, unknown> | undefined;
-  if (event['type'] !== 'm.room.member' || event['room_id'] !== roomId || event['sender'] !== userId || event['state_key'] !== userId || content?.['membership'] !== membership) {
-    throw new FederationJoinError(502, 'M_BAD_JSON', `the make_${membership} template is not a ${membership} of ${userId} in ${roomId}`);
-  }
-  if (!Array.isArray(event['prev_events']) || !Array.isArray(event['auth_events']) || typeof event['depth'] !== 'number') {
-    throw new FederationJoinError(502, 'M_BAD_JSON', `the make_${membership} template lacks prev_events, auth_events or depth`);
-  }
-  return event;
-}
-
-function asJoinError(error: unknown): Error {
-  if (error instanceof FederationJoinError) return error;
-  if (error instanceof FederationRequestError) {
-    const status = error.status >= 400 && error.status < 500 ? error.status : 502;
-    return new FederationJoinError(status, error.errcode, error.message);
-  }
-  if (error instanceof RoomError) return error;
-  return new FederationJoinError(502, 'M_UNKNOWN', error instanceof Error ? error.message : String(error));
 }

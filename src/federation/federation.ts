@@ -17,7 +17,7 @@ import type { RateLimiter } from '../http/rate-limit.ts';
 import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
-import { asJoinError, checkTemplate, FederationJoinError, unique } from './templates.ts';
+import { asJoinError, checkTemplate, FederationJoinError, GapNotFilled, unfilled, unique, type TransactionAnswer } from './templates.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
@@ -78,6 +78,8 @@ export class Federation {
   readonly edus: Edus;
   private readonly app: Hono<FederationEnv>;
   private receivedSincePrune = 0;
+  /** Transactions being processed, by origin and txn ID: a retry that comes meanwhile waits for the first attempt. */
+  private readonly receiving = new Map<string, Promise<TransactionAnswer>>();
 
   constructor(private readonly options: FederationOptions) {
     const { db, serverName, keyId, signingKey, transport, now, log } = options;
@@ -153,14 +155,33 @@ export class Federation {
   // ------------------------------------------------------------- inbound PDUs
 
   /**
-   * Processes a transaction once (dedupe by origin and txn ID: a retry gets the first
-   * answer). PDUs and EDUs are all stored before it answers.
+   * Processes a transaction once (dedupe by origin and txn ID: a retry gets the first answer, and
+   * waits for it while the first attempt is still processed). PDUs and EDUs are all stored before
+   * it answers. A PDU that could not be placed for want of events not to be had now ({@link GapNotFilled})
+   * leaves the transaction undone: 503, not recorded, EDUs not applied, so the sender sends it again
+   * (answered 200 with that PDU's error, the sender would drop it, and nothing would bring it again).
    */
-  async receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<{ pdus: Record<string, { error?: string }> }> {
+  async receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<TransactionAnswer> {
+    const key = JSON.stringify([origin, txnId]);
+    const answer = await this.receiving.get(key)?.catch(() => undefined);
+    if (answer) return answer;
+    const attempt = this.processTransaction(origin, txnId, pdus, edus);
+    this.receiving.set(key, attempt);
+    try {
+      return await attempt;
+    } finally {
+      if (this.receiving.get(key) === attempt) this.receiving.delete(key);
+    }
+  }
+
+  private async processTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<TransactionAnswer> {
     const { db, now } = this.options;
     const seen = await db.get<{ response: string }>('SELECT response FROM federation_received_txns WHERE origin = ? AND txn_id = ?', [origin, txnId]);
-    if (seen) return JSON.parse(seen.response) as { pdus: Record<string, { error?: string }> };
-    const results = await this.receivePdus(origin, pdus);
+    if (seen) return JSON.parse(seen.response) as TransactionAnswer;
+    const unplaced = new Set<string>();
+    const results = await this.receivePdus(origin, pdus, unplaced);
+    const [id] = unplaced;
+    if (id) throw new GapNotFilled(503, 'M_UNKNOWN', `${unplaced.size} PDU(s) could not be placed yet (${id}: ${results[id]?.error}); send the transaction again`);
     for (const edu of edus) {
       try {
         await this.edus.receive(origin, edu);
@@ -182,9 +203,10 @@ export class Federation {
   /**
    * Processes the PDUs of a transaction (server-server §Checks performed on receipt of
    * a PDU), each room in order, rooms in parallel. The result per event is `{}` when
-   * it was accepted (or soft-failed) and `{ error }` otherwise.
+   * it was accepted (or soft-failed) and `{ error }` otherwise; the IDs of those that failed for
+   * want of events that could not be had now are added to `unplaced`.
    */
-  async receivePdus(origin: string, pdus: unknown[]): Promise<Record<string, { error?: string }>> {
+  async receivePdus(origin: string, pdus: unknown[], unplaced = new Set<string>()): Promise<Record<string, { error?: string }>> {
     const results: Record<string, { error?: string }> = {};
     const byRoom = new Map<string, PDU[]>();
     for (const pdu of pdus) {
@@ -211,6 +233,8 @@ export class Federation {
       };
       const fail = (eventId: string) => (error: unknown) => {
         results[eventId] = { error: error instanceof Error ? error.message : String(error) };
+        // Not a verdict on the event: what it builds on could not be had now (a fetch failed, or an earlier event of the batch did).
+        if (error instanceof GapNotFilled || (error instanceof RoomError && error.code === 'missing_events')) unplaced.add(eventId);
         if (!(error instanceof RoomError)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);
       };
       // Events whose auth and prev events we hold, or that come earlier in this transaction,
@@ -316,7 +340,7 @@ export class Federation {
     const unknown = [];
     for (const id of referenceIds(pdu.auth_events)) if (!(await rooms.getEvent(id))) unknown.push(id);
     if (unknown.length === 0) return;
-    const { auth_chain } = await this.client.eventAuth(origin, pdu.room_id, eventId);
+    const { auth_chain } = await this.client.eventAuth(origin, pdu.room_id, eventId).catch(unfilled(`/event_auth from ${origin}`));
     await this.storeOutliers(auth_chain, version, pdu.room_id);
   }
 
@@ -332,7 +356,7 @@ export class Federation {
       const unknown = await this.options.rooms.unknownEvents([...ids.pdu_ids, ...ids.auth_chain_ids].filter((id) => typeof id === 'string'));
       if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
     }
-    const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId);
+    const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId).catch(unfilled(`/state from ${origin}`));
     const known = await this.storeOutliers([...auth_chain, ...pdus], version, pdu.room_id);
     return this.options.rooms.receiveEvent(pdu, { stateBefore: idsOf(pdus, known, version), backfilled });
   }
@@ -536,7 +560,8 @@ export class Federation {
     const version = await rooms.roomVersion(roomId);
     if (!version || fromEventIds.length === 0) return 0;
     const servers = (await rooms.joinedServers(roomId)).filter((s) => s !== this.serverName);
-    for (const server of servers) {
+    let added = 0;
+    next: for (const server of servers) {
       let pdus: PDU[];
       try {
         pdus = (await this.client.backfill(server, roomId, fromEventIds, limit)).pdus ?? [];
@@ -544,7 +569,6 @@ export class Federation {
         this.options.log(`federation: backfill from ${server} failed`, error);
         continue;
       }
-      let added = 0;
       for (const pdu of pdus.filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
         const id = eventIdOf(pdu, version);
         if (!id || pdu.room_id !== roomId) continue;
@@ -558,12 +582,18 @@ export class Federation {
           else stored = await rooms.receiveEvent(pdu, { backfilled: true });
           if (!stored.rejected) added++;
         } catch (error) {
+          // What the event needs could not be had from this server (the stream reset, a timeout, a refusal): the next one is asked.
+          if (error instanceof GapNotFilled || error instanceof FederationRequestError) {
+            this.options.log(`federation: backfill from ${server} failed`, error);
+            continue next;
+          }
           if (!(error instanceof RoomError)) throw error;
           this.options.log(`federation: backfilled event ${id} refused: ${error.message}`);
         }
       }
       if (added > 0) return added;
     }
-    return 0;
+    // Every server failed (or had nothing): the caller answers with what is held.
+    return added;
   }
 }

@@ -1,6 +1,7 @@
 import { CodedError } from '../util/coded-error.ts';
 import { FederationRequestError } from './client.ts';
 import { RoomError } from '../rooms/errors.ts';
+import { isRefusal } from '../util/backoff.ts';
 
 /** Failure of a federated membership change, with what the remote server said. */
 export class FederationJoinError extends CodedError {
@@ -34,3 +35,23 @@ export function asJoinError(error: unknown): Error {
   if (error instanceof RoomError) return error;
   return new FederationJoinError(502, 'M_UNKNOWN', error instanceof Error ? error.message : String(error));
 }
+
+/** What /send answers: each PDU's outcome, by event ID. */
+export interface TransactionAnswer {
+  pdus: Record<string, { error?: string }>;
+}
+
+/**
+ * A received event could not be placed for want of events that could not be had now: the
+ * server that should serve them did not answer (unreachable, timed out, the stream reset) or
+ * failed. Not a verdict on the event: its transaction is answered 503 and sent again.
+ */
+export class GapNotFilled extends CodedError {
+  override name = 'GapNotFilled';
+}
+
+/** For a fetch's `.catch`: a refusal (4xx but 429) stands, as the verdict of who was asked; any other failure is a {@link GapNotFilled}. */
+export const unfilled = (what: string) => (error: unknown): never => {
+  if (error instanceof FederationRequestError && isRefusal(error.status)) throw error;
+  throw new GapNotFilled(503, 'M_UNKNOWN', `${what} failed: ${error instanceof Error ? error.message : String(error)}`);
+};

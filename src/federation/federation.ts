@@ -17,7 +17,7 @@ import type { RateLimiter } from '../http/rate-limit.ts';
 import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
-import { asJoinError, checkTemplate, FederationJoinError, GapNotFilled, unfilled, unique, type TransactionAnswer } from './templates.ts';
+import { asJoinError, checkTemplate, FederationJoinError, GapNotFilled, UndoneTransactions, unfilled, unique, type TransactionAnswer } from './templates.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
@@ -80,6 +80,7 @@ export class Federation {
   private receivedSincePrune = 0;
   /** Transactions being processed, by origin and txn ID: a retry that comes meanwhile waits for the first attempt. */
   private readonly receiving = new Map<string, Promise<TransactionAnswer>>();
+  private readonly undone = new UndoneTransactions();
 
   constructor(private readonly options: FederationOptions) {
     const { db, serverName, keyId, signingKey, transport, now, log } = options;
@@ -159,29 +160,28 @@ export class Federation {
    * waits for it while the first attempt is still processed). PDUs and EDUs are all stored before
    * it answers. A PDU that could not be placed for want of events not to be had now ({@link GapNotFilled})
    * leaves the transaction undone: 503, not recorded, EDUs not applied, so the sender sends it again
-   * (answered 200 with that PDU's error, the sender would drop it, and nothing would bring it again).
-   */
+   * (answered 200 with that PDU's error, the sender would drop it, and nothing would bring it again),
+   * a few times ({@link UndoneTransactions}). */
   async receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<TransactionAnswer> {
     const key = JSON.stringify([origin, txnId]);
     const answer = await this.receiving.get(key)?.catch(() => undefined);
     if (answer) return answer;
-    const attempt = this.processTransaction(origin, txnId, pdus, edus);
+    const attempt = this.processTransaction(key, origin, txnId, pdus, edus);
     this.receiving.set(key, attempt);
-    try {
-      return await attempt;
-    } finally {
-      if (this.receiving.get(key) === attempt) this.receiving.delete(key);
-    }
+    // Dropped once settled (a retry after that reads the recorded answer).
+    void attempt.catch(() => undefined).finally(() => this.receiving.get(key) === attempt && this.receiving.delete(key));
+    return attempt;
   }
 
-  private async processTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<TransactionAnswer> {
+  private async processTransaction(key: string, origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<TransactionAnswer> {
     const { db, now } = this.options;
     const seen = await db.get<{ response: string }>('SELECT response FROM federation_received_txns WHERE origin = ? AND txn_id = ?', [origin, txnId]);
     if (seen) return JSON.parse(seen.response) as TransactionAnswer;
     const unplaced = new Set<string>();
     const results = await this.receivePdus(origin, pdus, unplaced);
     const [id] = unplaced;
-    if (id) throw new GapNotFilled(503, 'M_UNKNOWN', `${unplaced.size} PDU(s) could not be placed yet (${id}: ${results[id]?.error}); send the transaction again`);
+    if (!id) this.undone.done(key);
+    else if (this.undone.mayLeaveUndone(key)) throw new GapNotFilled(503, 'M_UNKNOWN', `${unplaced.size} PDU(s) could not be placed yet (${id}: ${results[id]?.error}); send the transaction again`);
     for (const edu of edus) {
       try {
         await this.edus.receive(origin, edu);

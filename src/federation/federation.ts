@@ -17,6 +17,7 @@ import type { RateLimiter } from '../http/rate-limit.ts';
 import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
+import { asJoinError, checkTemplate, FederationJoinError, GapNotFilled, UndoneTransactions, unfilled, unique, type TransactionAnswer } from './templates.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
@@ -27,6 +28,8 @@ import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
 import type { FederationTransport } from './transport.ts';
+
+export { FederationJoinError } from './templates.ts';
 
 export interface FederationOptions {
   db: Database;
@@ -52,11 +55,6 @@ export interface FederationOptions {
   keyRing?: VerifyKeys;
 }
 
-/** Failure of a federated membership change, with what the remote server said. */
-export class FederationJoinError extends CodedError {
-  override name = 'FederationJoinError';
-}
-
 /** Room versions we can join, newest first, for make_join's `ver`. */
 const SUPPORTED_VERSIONS = [...ROOM_VERSIONS.keys()];
 
@@ -80,6 +78,9 @@ export class Federation {
   readonly edus: Edus;
   private readonly app: Hono<FederationEnv>;
   private receivedSincePrune = 0;
+  /** Transactions being processed, by origin and txn ID: a retry that comes meanwhile waits for the first attempt. */
+  private readonly receiving = new Map<string, Promise<TransactionAnswer>>();
+  private readonly undone = new UndoneTransactions();
 
   constructor(private readonly options: FederationOptions) {
     const { db, serverName, keyId, signingKey, transport, now, log } = options;
@@ -155,14 +156,32 @@ export class Federation {
   // ------------------------------------------------------------- inbound PDUs
 
   /**
-   * Processes a transaction once (dedupe by origin and txn ID: a retry gets the first
-   * answer). PDUs and EDUs are all stored before it answers.
-   */
-  async receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<{ pdus: Record<string, { error?: string }> }> {
+   * Processes a transaction once (dedupe by origin and txn ID: a retry gets the first answer, and
+   * waits for it while the first attempt is still processed). PDUs and EDUs are all stored before
+   * it answers. A PDU that could not be placed for want of events not to be had now ({@link GapNotFilled})
+   * leaves the transaction undone: 503, not recorded, EDUs not applied, so the sender sends it again
+   * (answered 200 with that PDU's error, the sender would drop it, and nothing would bring it again),
+   * a few times ({@link UndoneTransactions}). */
+  async receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<TransactionAnswer> {
+    const key = JSON.stringify([origin, txnId]);
+    const answer = await this.receiving.get(key)?.catch(() => undefined);
+    if (answer) return answer;
+    const attempt = this.processTransaction(key, origin, txnId, pdus, edus);
+    this.receiving.set(key, attempt);
+    // Dropped once settled (a retry after that reads the recorded answer).
+    void attempt.catch(() => undefined).finally(() => this.receiving.get(key) === attempt && this.receiving.delete(key));
+    return attempt;
+  }
+
+  private async processTransaction(key: string, origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<TransactionAnswer> {
     const { db, now } = this.options;
     const seen = await db.get<{ response: string }>('SELECT response FROM federation_received_txns WHERE origin = ? AND txn_id = ?', [origin, txnId]);
-    if (seen) return JSON.parse(seen.response) as { pdus: Record<string, { error?: string }> };
-    const results = await this.receivePdus(origin, pdus);
+    if (seen) return JSON.parse(seen.response) as TransactionAnswer;
+    const unplaced = new Set<string>();
+    const results = await this.receivePdus(origin, pdus, unplaced);
+    const [id] = unplaced;
+    if (!id) this.undone.done(key);
+    else if (this.undone.mayLeaveUndone(key)) throw new GapNotFilled(503, 'M_UNKNOWN', `${unplaced.size} PDU(s) could not be placed yet (${id}: ${results[id]?.error}); send the transaction again`);
     for (const edu of edus) {
       try {
         await this.edus.receive(origin, edu);
@@ -184,9 +203,10 @@ export class Federation {
   /**
    * Processes the PDUs of a transaction (server-server §Checks performed on receipt of
    * a PDU), each room in order, rooms in parallel. The result per event is `{}` when
-   * it was accepted (or soft-failed) and `{ error }` otherwise.
+   * it was accepted (or soft-failed) and `{ error }` otherwise; the IDs of those that failed for
+   * want of events that could not be had now are added to `unplaced`.
    */
-  async receivePdus(origin: string, pdus: unknown[]): Promise<Record<string, { error?: string }>> {
+  async receivePdus(origin: string, pdus: unknown[], unplaced = new Set<string>()): Promise<Record<string, { error?: string }>> {
     const results: Record<string, { error?: string }> = {};
     const byRoom = new Map<string, PDU[]>();
     for (const pdu of pdus) {
@@ -213,6 +233,8 @@ export class Federation {
       };
       const fail = (eventId: string) => (error: unknown) => {
         results[eventId] = { error: error instanceof Error ? error.message : String(error) };
+        // Not a verdict on the event: what it builds on could not be had now (a fetch failed, or an earlier event of the batch did).
+        if (error instanceof GapNotFilled || (error instanceof RoomError && error.code === 'missing_events')) unplaced.add(eventId);
         if (!(error instanceof RoomError)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);
       };
       // Events whose auth and prev events we hold, or that come earlier in this transaction,
@@ -318,7 +340,7 @@ export class Federation {
     const unknown = [];
     for (const id of referenceIds(pdu.auth_events)) if (!(await rooms.getEvent(id))) unknown.push(id);
     if (unknown.length === 0) return;
-    const { auth_chain } = await this.client.eventAuth(origin, pdu.room_id, eventId);
+    const { auth_chain } = await this.client.eventAuth(origin, pdu.room_id, eventId).catch(unfilled(`/event_auth from ${origin}`));
     await this.storeOutliers(auth_chain, version, pdu.room_id);
   }
 
@@ -334,7 +356,7 @@ export class Federation {
       const unknown = await this.options.rooms.unknownEvents([...ids.pdu_ids, ...ids.auth_chain_ids].filter((id) => typeof id === 'string'));
       if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
     }
-    const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId);
+    const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId).catch(unfilled(`/state from ${origin}`));
     const known = await this.storeOutliers([...auth_chain, ...pdus], version, pdu.room_id);
     return this.options.rooms.receiveEvent(pdu, { stateBefore: idsOf(pdus, known, version), backfilled });
   }
@@ -538,7 +560,8 @@ export class Federation {
     const version = await rooms.roomVersion(roomId);
     if (!version || fromEventIds.length === 0) return 0;
     const servers = (await rooms.joinedServers(roomId)).filter((s) => s !== this.serverName);
-    for (const server of servers) {
+    let added = 0;
+    next: for (const server of servers) {
       let pdus: PDU[];
       try {
         pdus = (await this.client.backfill(server, roomId, fromEventIds, limit)).pdus ?? [];
@@ -546,7 +569,6 @@ export class Federation {
         this.options.log(`federation: backfill from ${server} failed`, error);
         continue;
       }
-      let added = 0;
       for (const pdu of pdus.filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
         const id = eventIdOf(pdu, version);
         if (!id || pdu.room_id !== roomId) continue;
@@ -560,40 +582,18 @@ export class Federation {
           else stored = await rooms.receiveEvent(pdu, { backfilled: true });
           if (!stored.rejected) added++;
         } catch (error) {
+          // What the event needs could not be had from this server (the stream reset, a timeout, a refusal): the next one is asked.
+          if (error instanceof GapNotFilled || error instanceof FederationRequestError) {
+            this.options.log(`federation: backfill from ${server} failed`, error);
+            continue next;
+          }
           if (!(error instanceof RoomError)) throw error;
           this.options.log(`federation: backfilled event ${id} refused: ${error.message}`);
         }
       }
       if (added > 0) return added;
     }
-    return 0;
+    // Every server failed (or had nothing): the caller answers with what is held.
+    return added;
   }
-}
-
-function unique<T>(items: T[]): T[] {
-  return [...new Set(items)];
-}
-
-/** The template of a make_join/make_leave/make_knock, checked to be what we asked for. */
-function checkTemplate(template: unknown, roomId: string, userId: string, membership: string): Record<string, unknown> {
-  if (typeof template !== 'object' || template === null) throw new FederationJoinError(502, 'M_BAD_JSON', 'the make_ response has no event');
-  const event = template as Record<string, unknown>;
-  const content = event['content'] as Record<string, unknown> | undefined;
-  if (event['type'] !== 'm.room.member' || event['room_id'] !== roomId || event['sender'] !== userId || event['state_key'] !== userId || content?.['membership'] !== membership) {
-    throw new FederationJoinError(502, 'M_BAD_JSON', `the make_${membership} template is not a ${membership} of ${userId} in ${roomId}`);
-  }
-  if (!Array.isArray(event['prev_events']) || !Array.isArray(event['auth_events']) || typeof event['depth'] !== 'number') {
-    throw new FederationJoinError(502, 'M_BAD_JSON', `the make_${membership} template lacks prev_events, auth_events or depth`);
-  }
-  return event;
-}
-
-function asJoinError(error: unknown): Error {
-  if (error instanceof FederationJoinError) return error;
-  if (error instanceof FederationRequestError) {
-    const status = error.status >= 400 && error.status < 500 ? error.status : 502;
-    return new FederationJoinError(status, error.errcode, error.message);
-  }
-  if (error instanceof RoomError) return error;
-  return new FederationJoinError(502, 'M_UNKNOWN', error instanceof Error ? error.message : String(error));
 }

@@ -32,6 +32,8 @@ export interface P2PHomeserverOptions {
   refuse?: (serverName: string) => boolean;
   /** Called with the homeserver before it starts (to listen for what it does from its first moment). */
   onCreated?: (homeserver: Homeserver) => void;
+  /** Stands between the libp2p node and the homeserver's federation API (fault injection: hold, fail or pass each inbound request). */
+  inbound?: (request: Request, remoteServerName: string, next: (request: Request) => Promise<Response>) => Promise<Response>;
   /** Where the homeserver's log lines go (nowhere by default). */
   log?: HomeserverOptions['log'];
   /** The per-origin federation limits (the homeserver's defaults unless given; false: none). */
@@ -57,7 +59,10 @@ export async function startP2PHomeserver(options: P2PHomeserverOptions = {}): Pr
     announceIntervalMs: 1000,
     limits: options.limits,
     connectionGater: options.refuse ? { denyDialPeer: refused, denyInboundEncryptedConnection: refused, denyOutboundEncryptedConnection: refused } : undefined,
-    handler: (request, remote) => homeserver!.federation.fetch(request, remote),
+    handler: (request, remote) => {
+      const next = (r: Request) => homeserver!.federation.fetch(r, remote);
+      return options.inbound ? options.inbound(request, remote, next) : next(request);
+    },
     onPeerConnected: (name) => homeserver?.federation.peerConnected(name),
   });
   const sqlJs = await initSqlJs();

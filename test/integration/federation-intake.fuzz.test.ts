@@ -5,7 +5,7 @@ import { HEARTH_KEY_ID } from '../../src/crypto/identity.ts';
 import { signNewEvent, type PDU } from '../../src/events/pdu.ts';
 import { requireRoomVersion } from '../../src/events/room-versions.ts';
 import { FederationClient, FederationRequestError } from '../../src/federation/client.ts';
-import { eduTemplates, expectOnlyOriginalStored, mutate, mutation } from '../support/federation-mutations.ts';
+import { eduTemplates, eduTransactionProperty, expectOnlyOriginalStored, mutate, mutation } from '../support/federation-mutations.ts';
 import { fuzzParameters, fuzzTimeout } from '../support/fuzz.ts';
 import { startP2PHomeserver, type P2PHomeserver } from '../support/p2p-homeserver.ts';
 import { api, register, type Account } from './harness.ts';
@@ -84,18 +84,7 @@ describe('federation intake, fuzzed over libp2p', { timeout: fuzzTimeout }, () =
     const latest = (await validMessage()).pdu['prev_events'] as string[];
     const templates = () => eduTemplates(roomId, mallory.userId, alice.userId, latest);
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.tuple(fc.nat(5), fc.array(mutation, { maxLength: 3 })), { minLength: 1, maxLength: 4 }), async (picks) => {
-        const edus = picks.map(([kind, mutations]) => mutate(templates()[kind]!, mutations));
-        const txn = { origin: attacker.homeserver.serverName, origin_server_ts: Date.now(), pdus: [], edus };
-        const answer = await client.sendTransaction(victim.homeserver.serverName, crypto.randomUUID(), txn as never).catch((e: unknown) => e);
-        if (answer instanceof FederationRequestError) {
-          // The transaction's own schema (each EDU an object with a string edu_type and an object content) may refuse it whole.
-          expect([answer.status, answer.errcode], `${answer.message} for ${JSON.stringify(edus)}`).toEqual([400, 'M_BAD_JSON']);
-          return;
-        }
-        if (answer instanceof Error) throw answer;
-        expect(crashes, JSON.stringify(edus)).toEqual([]);
-      }),
+      eduTransactionProperty(client, attacker.homeserver.serverName, victim.homeserver.serverName, templates, crashes),
       fuzzParameters(30, 20),
     );
     expect((await api(victim, 'GET', '/_matrix/client/v3/sync?timeout=0', { token: alice.accessToken })).status).toBe(200);

@@ -3,6 +3,7 @@
 // HTTPS: test/integration/https-intake.fuzz.test.ts).
 import fc from 'fast-check';
 import { expect } from 'vitest';
+import { FederationRequestError, type FederationClient } from '../../src/federation/client.ts';
 import { canonicalJson } from '../../src/crypto/canonical-json.ts';
 import { redactEvent } from '../../src/events/redaction.ts';
 import type { RoomVersion } from '../../src/events/room-versions.ts';
@@ -87,6 +88,26 @@ export const eduTemplates = (roomId: string, sender: string, recipient: string, 
   { edu_type: 'm.device_list_update', content: { user_id: sender, device_id: 'FUZZ', device_display_name: 'x', stream_id: 7, prev_id: [6], deleted: false, keys: { user_id: sender, device_id: 'FUZZ', algorithms: ['m.olm.v1.curve25519-aes-sha2'], keys: { 'ed25519:FUZZ': 'key' }, signatures: {} } } },
   { edu_type: 'm.signing_key_update', content: { user_id: sender, master_key: { user_id: sender, usage: ['master'], keys: { 'ed25519:base64': 'base64' } }, self_signing_key: { user_id: sender, usage: ['self_signing'], keys: { 'ed25519:other': 'other' } } } },
 ];
+
+/**
+ * The EDU property both intake fuzzers run: a transaction of one to four EDUs, each of a random kind,
+ * valid or mutated, answers 200, or is refused whole with 400 M_BAD_JSON by the transaction's own schema
+ * (each EDU an object with a string edu_type and an object content); no handler fails with a programming
+ * error (`crashes` collects what the receiver logged as one).
+ */
+export function eduTransactionProperty(client: FederationClient, origin: string, destination: string, templates: () => Record<string, unknown>[], crashes: unknown[]) {
+  return fc.asyncProperty(fc.array(fc.tuple(fc.nat(5), fc.array(mutation, { maxLength: 3 })), { minLength: 1, maxLength: 4 }), async (picks) => {
+    const edus = picks.map(([kind, mutations]) => mutate(templates()[kind]!, mutations));
+    const txn = { origin, origin_server_ts: Date.now(), pdus: [], edus };
+    const answer = await client.sendTransaction(destination, crypto.randomUUID(), txn as never).catch((e: unknown) => e);
+    if (answer instanceof FederationRequestError) {
+      expect([answer.status, answer.errcode], `${answer.message} for ${JSON.stringify(edus)}`).toEqual([400, 'M_BAD_JSON']);
+      return;
+    }
+    if (answer instanceof Error) throw answer;
+    expect(crashes, JSON.stringify(edus)).toEqual([]);
+  });
+}
 
 /**
  * A receiver's 200 answer to a transaction carrying one mutated PDU, checked: only an event whose

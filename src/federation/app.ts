@@ -10,7 +10,7 @@ import { membershipRoutes } from './routes/membership.ts';
 import { apiMatrixError } from './api-error.ts';
 import { queryRoutes } from './routes/queries.ts';
 import { transactionRoutes } from './routes/transactions.ts';
-import { GapNotFilled } from './templates.ts';
+import { GapNotFilled } from './transaction-gaps.ts';
 import { parseAuthorization, verifyRequest } from './x-matrix.ts';
 import { IMPLEMENTATION } from '../util/version.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UndoneTransactions } from './templates.ts';
+import { UndoneTransactions } from './transaction-gaps.ts';
 
 describe('UndoneTransactions', () => {
   it('leaves a transaction undone fewer than `limit` times, then lets it be answered, and starts again once done', () => {

@@ -6,7 +6,8 @@ import { api, register, type Account } from './harness.ts';
 // Three homeservers over real libp2p, faults injected at the receiving end of a peer's federation API:
 // an event whose prev event cannot be fetched now (the answer's stream breaks, as under load) is not
 // lost: its transaction is sent again until the event is placed. And /messages, whose backfill cannot
-// fetch what a backfilled event needs, answers with what is held instead of 500.
+// fetch what a backfilled event needs, answers with what is held instead of 500. A transaction sent again while the first
+// attempt is held in such a fetch waits for that attempt's answer instead of processing its PDUs again.
 
 const enc = encodeURIComponent;
 const GAP_FETCHES = ['/get_missing_events/', '/state/', '/state_ids/', '/event_auth/'];
@@ -134,4 +135,71 @@ it('/messages answers with what is held when its backfill cannot fetch what a ba
   const again = await api(b, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=5&from=${enc(synced.rooms.join[roomId].timeline.prev_batch)}`, { token: bob.accessToken });
   expect(again.status, JSON.stringify(again.body)).toBe(200);
   expect(again.body.chunk.map((e: any) => e.content?.body)).toContain('before 11');
+});
+
+it('a transaction sent again while its first attempt is still processed waits for that attempt: one answer, its PDUs processed once', async () => {
+  // B holds every /send of A's own queue (so the messages reach B only in the test's transactions);
+  // A holds B's /get_missing_events while `fetchHeld` is shut, and records for which events each was asked.
+  const queueHeld = gate();
+  const fetchHeld = gate();
+  const fetchedFor: string[][] = [];
+  let fetched!: (latest: string[]) => void;
+  let onFetch = new Promise<string[]>((resolve) => (fetched = resolve));
+  let aName = '';
+  let bName = '';
+  const a = await peer({
+    inbound: async (request, remote, next) => {
+      if (remote === bName && new URL(request.url).pathname.includes('/get_missing_events/')) {
+        const latest = ((await request.clone().json()) as { latest_events: string[] }).latest_events;
+        fetchedFor.push(latest);
+        fetched(latest);
+        if (fetchHeld.shut) await fetchHeld.hold();
+      }
+      return next(request);
+    },
+  });
+  const b = await peer({
+    bootstrap: a.p2p.multiaddrs(),
+    inbound: async (request, remote, next) => {
+      const path = new URL(request.url).pathname;
+      if (remote === aName && path.includes('/send/') && !path.includes('/send/by-test-') && queueHeld.shut) await queueHeld.hold();
+      return next(request);
+    },
+  });
+  [aName, bName] = [a.homeserver.serverName, b.homeserver.serverName];
+  const [alice, bob] = [await register(a, 'alice'), await register(b, 'bob')];
+  const created = await api(a, 'POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
+  const roomId = created.body.room_id as string;
+  await joinRoom(b, bob, roomId, a);
+  const bobSync = httpSyncer(b, bob.accessToken, 2000);
+  await longPollUntil(bobSync, (s) => !!s.rooms?.join?.[roomId], { who: 'bob' });
+
+  // Three messages B does not hold: each builds on the one before.
+  const [, second, third] = [await say(a, alice, roomId, 'one'), await say(a, alice, roomId, 'two'), await say(a, alice, roomId, 'three')];
+  const pduOf = async (eventId: string) => (await b.homeserver.federation.component.client.event(aName, eventId)).pdus[0]!;
+  const [secondPdu, thirdPdu] = [await pduOf(second), await pduOf(third)];
+  const send = (txnId: string, pdu: unknown) => a.homeserver.federation.component.client.sendTransaction(bName, txnId, { origin: aName, origin_server_ts: Date.now(), pdus: [pdu as never] });
+
+  // The first attempt lacks `one` and asks A for it: held there.
+  const first = send('by-test-1', secondPdu);
+  expect(await onFetch).toEqual([second]);
+  onFetch = new Promise((resolve) => (fetched = resolve));
+  // The same transaction again while that attempt is held, then another one (lacking `two`) behind it:
+  // once that other one has asked A, a retry that did not wait would have asked too.
+  const retry = send('by-test-1', secondPdu);
+  const other = send('by-test-2', thirdPdu);
+  expect(await onFetch).toEqual([third]);
+  expect(fetchedFor).toEqual([[second], [third]]);
+  fetchHeld.open();
+
+  const answers = await Promise.all([first, retry]);
+  expect(answers[0]).toEqual({ pdus: { [second]: {} } });
+  expect(answers[1]).toEqual(answers[0]);
+  expect(await other).toEqual({ pdus: { [third]: {} } });
+  expect(fetchedFor.filter(([id]) => id === second)).toHaveLength(1);
+  // Each message is in bob's timeline once.
+  await longPollUntil(bobSync, timelineHas(roomId, 'three'), { who: 'bob' });
+  const page = await api(b, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=10`, { token: bob.accessToken });
+  expect(page.body.chunk.map((e: any) => e.content?.body).filter(Boolean)).toEqual(['three', 'two', 'one']);
+  queueHeld.open();
 });

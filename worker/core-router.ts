@@ -1,4 +1,4 @@
-import { BodyTooLargeError, MAX_REQUEST_BODY_BYTES, matrixErrorResponse, requestToWire, wireToResponse, type CoreMessage, type RouterMessage, type WireRequest } from './protocol.ts';
+import { BodyTooLargeError, MAX_REQUEST_BODY_BYTES, matrixErrorResponse, parseCoreMessage, requestToWire, type RouterMessage, type WireRequest } from './protocol.ts';
 
 export interface CoreRouterOptions {
   /** Asks the page that runs the core for a fresh port (answered by connect()). */
@@ -7,6 +7,8 @@ export interface CoreRouterOptions {
   askIntervalMs?: number;
   /** A request that found no core for this long gets 503. */
   connectTimeoutMs?: number;
+  /** A request no core has answered for this long gets 504 (default: under Chromium's 5-minute bound on a fetch event). */
+  answerTimeoutMs?: number;
 }
 
 interface Link {
@@ -50,10 +52,12 @@ export class CoreRouter {
   private askTimer: ReturnType<typeof setInterval> | undefined;
   private readonly askIntervalMs: number;
   private readonly connectTimeoutMs: number;
+  private readonly answerTimeoutMs: number;
 
   constructor(private readonly options: CoreRouterOptions) {
     this.askIntervalMs = options.askIntervalMs ?? 1000;
     this.connectTimeoutMs = options.connectTimeoutMs ?? 60_000;
+    this.answerTimeoutMs = options.answerTimeoutMs ?? 270_000;
   }
 
   get connected(): boolean {
@@ -69,7 +73,10 @@ export class CoreRouter {
       throw error;
     }
     return new Promise<Response>((resolve) => {
-      const entry: Pending = { wire, resolve, link: null, received: false, queuedAt: Date.now() };
+      // A port can go dead with no `close` (Chromium 156 fires none, whoever closes it): the bound
+      // ends the wait, before Chromium would end the fetch event itself and stop the service worker.
+      const deadline = setTimeout(() => this.abort(entry, matrixErrorResponse(504, 'M_UNKNOWN', `the homeserver did not answer within ${this.answerTimeoutMs / 1000} s; it may or may not have applied the request`)), this.answerTimeoutMs);
+      const entry: Pending = { wire, resolve: (response) => (clearTimeout(deadline), resolve(response)), link: null, received: false, queuedAt: Date.now() };
       this.pending.set(wire.id, entry);
       request.signal?.addEventListener('abort', () => this.abort(entry));
       this.dispatch(entry);
@@ -79,7 +86,7 @@ export class CoreRouter {
   /** A port to a core, from the page that runs it. */
   connect(port: MessagePort, coreId: string): void {
     const link: Link = { port, coreId, alive: true };
-    port.addEventListener('message', (event: MessageEvent<CoreMessage>) => this.onMessage(event.data));
+    port.addEventListener('message', (event: MessageEvent<unknown>) => this.onMessage(link, event.data));
     port.addEventListener('close', () => this.retire(link));
     port.start();
     this.links.add(link);
@@ -104,16 +111,21 @@ export class CoreRouter {
     link.port.postMessage(message);
   }
 
-  private onMessage(message: CoreMessage): void {
+  /**
+   * A message from the core behind `link`. Anything may arrive (a page may hand over any port;
+   * protocol.ts, parseCoreMessage): nothing here throws; an answer for an id not sent on this
+   * link, or a second one, is ignored; an answer no Response can be made of gives the request 502.
+   */
+  private onMessage(link: Link, data: unknown): void {
+    const message = parseCoreMessage(data);
+    const entry = message && this.pending.get(message.id);
+    if (!message || !entry || entry.link !== link) return;
     if (message.type === 'received') {
-      const entry = this.pending.get(message.id);
-      if (entry) entry.received = true;
+      entry.received = true;
       return;
     }
-    const entry = this.pending.get(message.response.id);
-    if (!entry) return;
-    this.pending.delete(message.response.id);
-    entry.resolve(wireToResponse(message.response));
+    this.pending.delete(message.id);
+    entry.resolve(message.type === 'response' ? message.response : matrixErrorResponse(502, 'M_UNKNOWN', `the homeserver's answer could not be used: ${message.error}`));
   }
 
   /** The core behind this link is gone: move its requests on. */
@@ -137,7 +149,7 @@ export class CoreRouter {
     }
   }
 
-  private abort(entry: Pending): void {
+  private abort(entry: Pending, answer = matrixErrorResponse(499, 'M_UNKNOWN', 'the request was aborted')): void {
     if (!this.pending.delete(entry.wire.id)) return;
     const queued = this.queue.indexOf(entry);
     if (queued >= 0) this.queue.splice(queued, 1);
@@ -145,7 +157,7 @@ export class CoreRouter {
       const message: RouterMessage = { type: 'abort', id: entry.wire.id };
       entry.link.port.postMessage(message);
     }
-    entry.resolve(matrixErrorResponse(499, 'M_UNKNOWN', 'the request was aborted'));
+    entry.resolve(answer);
   }
 
   private startAsking(): void {

@@ -60,6 +60,7 @@ export type ServiceWorkerToPage = { type: 'hearth-need-port' };
 export type ParsedRouterMessage = RouterMessage | { type: 'malformed'; id: number; error: string };
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
+const isHeaderList = (value: unknown): value is HeaderList => Array.isArray(value) && value.every((h) => Array.isArray(h) && h.length === 2 && typeof h[0] === 'string' && typeof h[1] === 'string');
 
 export function parseRouterMessage(data: unknown): ParsedRouterMessage | undefined {
   if (!isObject(data)) return undefined;
@@ -68,11 +69,37 @@ export function parseRouterMessage(data: unknown): ParsedRouterMessage | undefin
   if (data['type'] !== 'request' || !isObject(request) || !Number.isSafeInteger(request['id'])) return undefined;
   const id = request['id'] as number;
   const { method, url, headers, body } = request;
-  const headersOk = Array.isArray(headers) && headers.every((h) => Array.isArray(h) && h.length === 2 && typeof h[0] === 'string' && typeof h[1] === 'string');
-  if (typeof method !== 'string' || typeof url !== 'string' || !headersOk || !(body === null || body instanceof ArrayBuffer)) {
+  if (typeof method !== 'string' || typeof url !== 'string' || !isHeaderList(headers) || !(body === null || body instanceof ArrayBuffer)) {
     return { type: 'malformed', id, error: 'a request on the core port needs a string method and url, [name, value] string headers and an ArrayBuffer or null body' };
   }
-  return { type: 'request', request: { id, method, url, headers: headers as HeaderList, body } };
+  return { type: 'request', request: { id, method, url, headers, body } };
+}
+
+/**
+ * What a message on the service worker's port from the core is, checked (the core's own answers
+ * always are whole, but a page may hand the service worker any port): an acknowledgement, a
+ * response, or (`unusable`) a response with an integer id whose fields no Response takes, which
+ * the service worker answers with 502; anything else has no id to answer and is ignored (undefined).
+ */
+export type ParsedCoreMessage = { type: 'received'; id: number } | { type: 'response'; id: number; response: Response } | { type: 'unusable'; id: number; error: string };
+
+export function parseCoreMessage(data: unknown): ParsedCoreMessage | undefined {
+  if (!isObject(data)) return undefined;
+  if (data['type'] === 'received') return Number.isSafeInteger(data['id']) ? { type: 'received', id: data['id'] as number } : undefined;
+  const wire = data['response'];
+  if (data['type'] !== 'response' || !isObject(wire) || !Number.isSafeInteger(wire['id'])) return undefined;
+  const id = wire['id'] as number;
+  const { status, statusText, headers, body } = wire;
+  // Response takes statuses 200–599 only (a 1xx is never a final answer), and would coerce a body of any other type to text.
+  const typed =
+    Number.isSafeInteger(status) && (status as number) >= 200 && (status as number) <= 599 && typeof statusText === 'string' && isHeaderList(headers) && (body === null || body instanceof ArrayBuffer);
+  if (!typed) return { type: 'unusable', id, error: 'an answer needs an integer status from 200 to 599, a string status text, [name, value] string headers and an ArrayBuffer or null body' };
+  try {
+    return { type: 'response', id, response: wireToResponse({ id, status: status as number, statusText, headers, body }) };
+  } catch (error) {
+    // A status text or header no Response takes.
+    return { type: 'unusable', id, error: error instanceof Error ? error.message : String(error) };
+  }
 }
 
 /** Reads a body into one ArrayBuffer within a bound (BodyTooLargeError past it). */

@@ -209,3 +209,63 @@ describe('servePort and malformed messages (issue 24: found by test/e2e/port-mes
     expect(errors).toEqual([]);
   });
 });
+
+describe('CoreRouter and answers it cannot use (issue 24: found by test/e2e/port-messages.fuzz.test.ts)', () => {
+  /** A core that answers each request with the messages `script` gives for its id. */
+  function scriptedCore(script: (id: number) => unknown[]): MessagePort {
+    const { port1, port2 } = channel();
+    port1.onmessage = (event: MessageEvent<RouterMessage>) => {
+      if (event.data.type === 'request') for (const message of script(event.data.request.id)) port1.postMessage(message);
+    };
+    return port2;
+  }
+  const wire = (id: number, fields: Record<string, unknown> = {}) => ({ type: 'response', response: { id, status: 200, statusText: '', headers: [], body: new TextEncoder().encode('ok').buffer, ...fields } });
+  const versions = () => new Request(`${BASE}/_matrix/client/versions`);
+
+  it.each([
+    ['a status no Response takes', { status: 600 }],
+    ['a 1xx status', { status: 101 }],
+    ['a status that is no integer', { status: '200' }],
+    ['a header name no Headers takes', { headers: [['bad name', 'x']] }],
+    ['headers that are no list', { headers: { a: 'b' } }],
+    ['a body that is not bytes', { body: { not: 'bytes' } }],
+  ])('%s gives 502 M_UNKNOWN (it left the request waiting, or answered the body as text)', async (_, fields) => {
+    const router = new CoreRouter({ requestPort: () => {} });
+    router.connect(scriptedCore((id) => [wire(id, fields)]), 'a');
+    const response = await router.forward(versions());
+    expect(response.status).toBe(502);
+    expect(await response.json()).toMatchObject({ errcode: 'M_UNKNOWN', error: expect.stringContaining("answer could not be used") });
+  });
+
+  it('a message of another type is no answer, nor is a second one; nothing posted throws', async () => {
+    const errors: unknown[] = [];
+    const onError = (error: unknown) => errors.push(error);
+    process.on('uncaughtException', onError);
+    onTestFinished(() => void process.off('uncaughtException', onError));
+    const router = new CoreRouter({ requestPort: () => {} });
+    const junk = (id: number) => [null, 7, { type: 'received' }, { type: 'response', response: null }, { type: 'nonsense', response: wire(id, { status: 418 }).response }];
+    router.connect(scriptedCore((id) => [...junk(id), wire(id), wire(id, { status: 500 })]), 'a');
+    const response = await router.forward(versions());
+    expect([response.status, await response.text()]).toEqual([200, 'ok']);
+    expect((await router.forward(versions())).status).toBe(200);
+    expect(errors).toEqual([]);
+  });
+
+  it('an answer from a port the request was not sent on is ignored; a request no port answers gets 504 M_UNKNOWN in time, and the core an abort', async () => {
+    const router = new CoreRouter({ requestPort: () => {}, answerTimeoutMs: 100 });
+    const { port1: older, port2 } = channel();
+    router.connect(port2, 'a');
+    const asked: RouterMessage[] = [];
+    const { port1: current, port2: currentEnd } = channel();
+    current.onmessage = (event: MessageEvent<RouterMessage>) => {
+      asked.push(event.data);
+      // The older port of the same core answers a request it never had (before the fix, that was the answer).
+      if (event.data.type === 'request') older.postMessage(wire(event.data.request.id));
+    };
+    router.connect(currentEnd, 'a');
+    const response = await router.forward(versions());
+    expect(response.status).toBe(504);
+    expect(await response.json()).toMatchObject({ errcode: 'M_UNKNOWN' });
+    await until(() => asked.some((m) => m.type === 'abort'));
+  });
+});

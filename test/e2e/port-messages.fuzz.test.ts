@@ -13,6 +13,8 @@ import { openHearth, pageFetch, startSite, type HearthSite } from './hearth-page
 //   integer `id` is answered, a malformed one (fields of the wrong type, a URL, method or headers
 //   no Request accepts) with 400 M_BAD_JSON; anything without such an id is ignored; every answer
 //   of 400 or more is a Matrix error; a valid request on the same port is answered afterwards.
+// - core → service worker (core-router.ts), below: answers the service worker cannot use give the
+//   page 502 M_UNKNOWN, stray and second answers are ignored, later requests work.
 // Messages are described in JSON (Playwright carries that) and built in the page: `{ $port: 1 }`
 // is a new MessagePort (transferred), `{ $buffer: [bytes] }` an ArrayBuffer.
 
@@ -221,5 +223,125 @@ describe('port messages, fuzzed (fast-check, in Chromium)', () => {
     }
     expect((await pageFetch(page, 'GET', '/_matrix/client/versions')).status).toBe(200);
     expect(await page.evaluate(() => (globalThis as any).hearthHost.state.core)).toBe('running-here');
+  });
+});
+
+// ------------------------------------------------------------------ core → service worker
+
+// The core's answers as the service worker receives them (core-router.ts): the page hands the service
+// worker a port of its own (`hearth-core-port` with the running core's ID, so the core's port stays),
+// relays every request to a port into the real core, and answers those marked `fuzz=` itself with
+// fuzzed messages. The first message that is a `response` with the request's id decides: a WireResponse
+// a Response takes (an integer status 200–599, a string status text, [name, value] string headers, an
+// ArrayBuffer or null body) is what the page gets; any other gives 502 M_UNKNOWN. Answers for ids the
+// port was not asked, and a second answer, are ignored. A request no message answers gets a valid one last.
+
+/** Which id an answer names: the request's, the one before it (answered already), or one never asked. */
+const answerId = fc.oneof({ weight: 6, arbitrary: fc.constant('$id') }, { weight: 1, arbitrary: fc.constantFrom('$prev', '$unknown') }, { weight: 1, arbitrary: value });
+const wireResponse = mutated({
+  id: answerId,
+  status: fc.oneof({ weight: 4, arbitrary: fc.constantFrom(200, 201, 204, 304, 400, 404, 502, 599) }, { weight: 1, arbitrary: fc.integer({ min: -1, max: 700 }) }, { weight: 1, arbitrary: fc.oneof(fc.double(), fc.constantFrom('200', 2 ** 53)) }),
+  statusText: fc.oneof(fc.constantFrom('', 'OK'), fc.string({ maxLength: 4 })),
+  headers: fc.array(fc.tuple(fc.constantFrom('content-type', 'x-a', 'set-cookie', 'bad name', ''), fc.oneof(fc.constant('application/json'), fc.string({ maxLength: 6 }))), { maxLength: 3 }),
+  body: fc.oneof(fc.constant(null), fc.jsonValue({ maxDepth: 1 }).map((v) => ({ $buffer: [...new TextEncoder().encode(JSON.stringify(v))] }))),
+});
+const fromCore = fc.oneof(
+  { weight: 1, arbitrary: value },
+  { weight: 1, arbitrary: mutated({ type: fc.constantFrom('received', 'response'), id: answerId }) },
+  { weight: 5, arbitrary: fc.record({ type: fc.oneof({ weight: 8, arbitrary: fc.constant('response') }, { weight: 1, arbitrary: value }), response: fc.oneof({ weight: 8, arbitrary: wireResponse }, { weight: 1, arbitrary: value }) }, { requiredKeys: [] }) },
+);
+
+interface Answered {
+  /** What the page should get: the answer given, or 502 (`unusable`). */
+  expected: { status: number; body: string } | 'unusable';
+  got: { status: number; body: string };
+}
+
+/** Puts the page's relay between the service worker and the core, and sees that it is the one reached. */
+const connectRelay = () =>
+  page.evaluate(async () => {
+    const g = globalThis as any;
+    const core = new MessageChannel();
+    g.hearthCoreWorker.postMessage({ id: 'fuzz-relay', type: 'APPLY', path: ['connect'], argumentList: [{ type: 'RAW', value: core.port1 }] }, [core.port1]);
+    const sw = new MessageChannel();
+    g.relay = sw.port1;
+    core.port2.onmessage = (event: MessageEvent) => sw.port1.postMessage(event.data, event.data?.response?.body ? [event.data.response.body] : []);
+    sw.port1.onmessage = (event: MessageEvent) => {
+      const request = event.data?.type === 'request' ? event.data.request : undefined;
+      if (request && String(request.url).includes('fuzz=')) g.onFuzzRequest(request);
+      else core.port2.postMessage(event.data);
+    };
+    g.relayAnswer = (request: { id: number }) => sw.port1.postMessage({ type: 'response', response: { id: request.id, status: 200, statusText: '', headers: [], body: new TextEncoder().encode('relay').buffer } });
+    g.onFuzzRequest = g.relayAnswer;
+    navigator.serviceWorker.controller!.postMessage({ type: 'hearth-core-port', coreId: g.hearthHost.state.coreId, port: sw.port2 }, [sw.port2]);
+    return (await fetch('/_matrix/client/versions?fuzz=ping')).text();
+  });
+
+const answerFromCore = (scripts: Json[][]): Promise<Answered[]> =>
+  page.evaluate(async (scripts) => {
+    const g = globalThis as any;
+    const plain = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof ArrayBuffer) && !(v instanceof MessagePort);
+    const results: { expected: { status: number; body: string } | 'unusable'; got: { status: number; body: string } }[] = [];
+    let prev = -1;
+    for (const script of scripts as any[][]) {
+      let expected: (typeof results)[number]['expected'] | undefined;
+      g.onFuzzRequest = (request: { id: number }) => {
+        const ids: Record<string, number> = { $id: request.id, $prev: prev, $unknown: 2 ** 45 + request.id };
+        const build = (v: any): any => (v?.$port === 1 ? new MessageChannel().port2 : Array.isArray(v?.$buffer) ? new Uint8Array(v.$buffer).buffer : typeof v === 'string' && v in ids ? ids[v] : plain(v) ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, build(x)])) : v);
+        const inside = (v: unknown): unknown[] => [v, ...(plain(v) ? Object.values(v).flatMap(inside) : [])];
+        const messages = script.map(build);
+        prev = request.id;
+        for (const message of messages) {
+          const r = plain(message) && message['type'] === 'response' && plain(message['response']) ? message['response'] : undefined;
+          if (expected === undefined && r?.['id'] === request.id) {
+            const { status, statusText, headers, body } = r;
+            const typed = Number.isSafeInteger(status) && status >= 200 && status <= 599 && typeof statusText === 'string' && Array.isArray(headers) && headers.every((h: unknown) => Array.isArray(h) && h.length === 2 && h.every((x) => typeof x === 'string')) && (body === null || body instanceof ArrayBuffer);
+            const nullBody = [204, 205, 304].includes(status);
+            try {
+              if (!typed) throw new Error('untyped');
+              new Response(nullBody ? null : body, { status, statusText, headers });
+              expected = { status, body: nullBody || body === null ? '' : new TextDecoder().decode(body) };
+            } catch {
+              expected = 'unusable';
+            }
+          }
+          g.relay.postMessage(message, inside(message).filter((x) => x instanceof MessagePort) as Transferable[]);
+        }
+        if (expected === undefined) {
+          expected = { status: 200, body: 'last' };
+          g.relay.postMessage({ type: 'response', response: { id: request.id, status: 200, statusText: 'OK', headers: [], body: new TextEncoder().encode('last').buffer } });
+        }
+      };
+      const response = await fetch(`/_matrix/client/versions?fuzz=${results.length}`);
+      results.push({ expected: expected!, got: { status: response.status, body: await response.text() } });
+    }
+    g.onFuzzRequest = g.relayAnswer;
+    return results;
+  }, scripts);
+
+describe('core answers, fuzzed (fast-check, in Chromium)', () => {
+  afterAll(async () => {
+    // The service worker's port to the core was superseded by the relay: hand it the core's own again.
+    await page?.evaluate(() => (globalThis as any).hearthHost.handPort(navigator.serviceWorker.controller));
+  });
+
+  it('an answer the service worker cannot use gives the page 502 M_UNKNOWN; stray and second answers are ignored; later requests work', { timeout: fuzzTimeout }, async () => {
+    expect(await connectRelay()).toBe('relay');
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(fromCore, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 3 }), async (scripts) => {
+        for (const { expected, got } of await answerFromCore(scripts)) {
+          if (expected === 'unusable') {
+            expect(got.status, got.body).toBe(502);
+            expect(JSON.parse(got.body).errcode).toBe('M_UNKNOWN');
+            expect(isMatrixError(got.body)).toBe(true);
+          } else expect(got).toEqual(expected);
+        }
+        // The core behind the relay still answers, through the same service worker (not a restarted one: it still knows the relay).
+        expect((await pageFetch(page, 'GET', '/_matrix/client/versions')).body.versions).toContain('v1.1');
+      }),
+      fuzzParameters(25, 10),
+    );
+    expect(await page.evaluate(async () => (await fetch('/_matrix/client/versions?fuzz=after')).text())).toBe('relay');
+    expect(errors).toEqual([]);
   });
 });

@@ -6,8 +6,9 @@ import { api, register, type Account } from './harness.ts';
 // Three homeservers over real libp2p, faults injected at the receiving end of a peer's federation API:
 // an event whose prev event cannot be fetched now (the answer's stream breaks, as under load) is not
 // lost: its transaction is sent again until the event is placed. And /messages, whose backfill cannot
-// fetch what a backfilled event needs, answers with what is held instead of 500. A transaction sent again while the first
-// attempt is held in such a fetch waits for that attempt's answer instead of processing its PDUs again.
+// fetch what a backfilled event needs, answers with what is held instead of 500. A transaction sent
+// again while the first attempt is held in such a fetch waits for that attempt's answer instead of
+// processing its PDUs again.
 
 const enc = encodeURIComponent;
 const GAP_FETCHES = ['/get_missing_events/', '/state/', '/state_ids/', '/event_auth/'];

@@ -16,6 +16,9 @@
 // How many peers' /messages order is identical to the first peer's is shown, not asserted.
 // Figures: the send phase (first send → every peer's /sync has every message), messages/s, and
 // each peer's peak resident memory (VmHWM from /proc/<pid>/status).
+// HEARTH_BENCH_LOAD_FEDERATION_TIMEOUT_MS gives every peer (baseline too) a federation deadline of
+// its own (HEARTH_FEDERATION_TIMEOUT_MS), so that a modest run meets the time-outs a big one does;
+// the exchanges past it are counted from the peers' logs.
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +32,8 @@ const PEERS = Number(process.env.HEARTH_BENCH_LOAD_PEERS ?? 20);
 const MESSAGES = Number(process.env.HEARTH_BENCH_LOAD_MESSAGES ?? 100);
 /** The send phase ends, incomplete, once no peer's /sync has brought a new message for this long. */
 const STALL_MS = Number(process.env.HEARTH_BENCH_LOAD_STALL_S ?? 60) * 1000;
+/** HEARTH_BENCH_LOAD_FEDERATION_TIMEOUT_MS: each peer's deadline for one federation exchange (HEARTH_FEDERATION_TIMEOUT_MS; 30 s unless given), low enough for timeouts to happen. */
+const FEDERATION_TIMEOUT_MS = process.env.HEARTH_BENCH_LOAD_FEDERATION_TIMEOUT_MS;
 /** HEARTH_BENCH_LOAD_LOGS=DIR: each peer's output is written to DIR/<run>-peer<i>.log. */
 const LOGS = process.env.HEARTH_BENCH_LOAD_LOGS;
 
@@ -148,7 +153,7 @@ async function scenario(entry: string, peers: number, messages: number) {
   const spawn = async (bootstrap?: string[]) => {
     const dataDir = await mkdtemp(join(tmpdir(), 'hearth-bench-peers-'));
     folders.push(dataDir);
-    const p = await spawnHearth({ entry, dataDir, bootstrap });
+    const p = await spawnHearth({ entry, dataDir, bootstrap, ...(FEDERATION_TIMEOUT_MS ? { env: { HEARTH_FEDERATION_TIMEOUT_MS: FEDERATION_TIMEOUT_MS } } : {}) });
     running.push(p);
     return p;
   };
@@ -244,7 +249,9 @@ async function scenario(entry: string, peers: number, messages: number) {
     // Whose messages are missing where: a sender no other peer could reach shows here.
     const missingFrom = all.map((_, p) => seen.filter((s) => [...Array(messages).keys()].some((m) => !s.ids.has(`p${p} m${m}`))).length);
     const retries = all.map((p) => (p.process.output().match(/failed; retrying/g) ?? []).length);
-    return { peers, messages, total, startedMs, setUpMs, sendMs, lastAckMs: Math.max(...acknowledgedAt), peaks, problems, identical, syncAgainstDag, retries, complete: seen.filter((s) => s.allAt !== undefined).length, limited: seen.map((s) => s.limited), syncErrors: seen.map((s) => s.syncErrors), sendErrors, connectedBefore, connectedAfter, missingFrom };
+    // The federation deadline's own words (src/p2p/http.ts), in requests sent and answered alike.
+    const timeouts = all.map((p) => (p.process.output().match(/no answer within \d+ ms/g) ?? []).length);
+    return { peers, messages, total, startedMs, setUpMs, sendMs, lastAckMs: Math.max(...acknowledgedAt), peaks, problems, identical, syncAgainstDag, retries, timeouts, complete: seen.filter((s) => s.allAt !== undefined).length, limited: seen.map((s) => s.limited), syncErrors: seen.map((s) => s.syncErrors), sendErrors, connectedBefore, connectedAfter, missingFrom };
   } finally {
     if (LOGS) for (const [i, p] of running.entries()) await writeFile(join(LOGS, `${peers}-peer${i}.log`), p.output());
     await Promise.all(running.map((p) => p.stop()));
@@ -278,6 +285,7 @@ export async function run(): Promise<void> {
       ['limited /sync answers (a gap: prev_events missing), filled from /messages, all peers', load.limited.reduce((x, y) => x + y, 0), '', `by peer ${load.limited.join(' ')}`],
       ['failed /sync polls, polled again / failed sends, sent again, all peers', load.syncErrors.reduce((x, y) => x + y, 0), '', `sends ${load.sendErrors.reduce((x, y) => x + y, 0)}; polls by peer ${load.syncErrors.join(' ')}`],
       ['federation sends that failed and were retried, all peers', load.retries.reduce((x, y) => x + y, 0), '', `by peer ${load.retries.join(' ')}`],
+      [`federation exchanges past their deadline (${FEDERATION_TIMEOUT_MS ?? 30_000} ms), all peers`, load.timeouts.reduce((x, y) => x + y, 0), '', `by peer ${load.timeouts.join(' ')}; baseline ${base.timeouts.reduce((x, y) => x + y, 0)}`],
     ];
     report(`load: ${load.peers} Node peers in one room, each sending ${load.messages} while all sync`, `each the compiled host in its own process, own data folder, libp2p TCP on 127.0.0.1, native SQLite; one client per peer sending one at a time and long-polling /sync`, rows);
     const problems = [...base.problems.map((p) => `baseline ${p}`), ...load.problems];

@@ -69,6 +69,8 @@ export interface NodeHostOptions {
   traceFederation?: string;
   /** Stop federating while a peer sees another running copy of this identity (src/p2p/twin.ts); `npm run serve` turns it on. */
   detectTwins?: boolean;
+  /** The deadline of one federation exchange, libp2p or HTTPS (30 s by default; `HEARTH_FEDERATION_TIMEOUT_MS` for `npm run serve`). */
+  federationTimeoutMs?: number;
 }
 
 export interface NodeHost {
@@ -150,7 +152,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       const signingKeys = await ServerSigningKeys.open({ storage: signingKeyFile(join(options.dataDir, 'signing-keys.json')), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
       if (options.rotateKey) await signingKeys.rotate();
       dnsIdentity = { serverName: options.serverName!, signingKeys, trustedKeyServers: options.trustedKeyServers };
-      const transport = createHttpsFederationTransport(options.https);
+      const transport = createHttpsFederationTransport(options.federationTimeoutMs ? { ...options.https, limits: { ...options.https?.limits, timeoutMs: options.federationTimeoutMs } } : options.https);
       https = transport;
       undo.push(async () => transport.close());
     }
@@ -192,7 +194,10 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       onPeerConnected: homeserver.federation.peerConnected,
       onPeerDiscovered: homeserver.federation.peerConnected,
       // Remote media comes back whole in one answer: let one as large as an upload may be (plus the multipart framing) through.
-      limits: { maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)) },
+      limits: {
+        maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)),
+        ...(options.federationTimeoutMs ? { timeoutMs: options.federationTimeoutMs } : {}),
+      },
       log: options.log,
     });
     let listen = ports.addresses;

@@ -83,6 +83,13 @@ function httpsForTests(): { dnsServers?: string[]; wellKnownPort?: number } {
   };
 }
 
+/** HEARTH_FEDERATION_TIMEOUT_MS: the deadline of one federation exchange (30 s unless given; the load bench sets it lower). */
+function federationTimeoutMs(): number | undefined {
+  const text = process.env['HEARTH_FEDERATION_TIMEOUT_MS'];
+  if (!text) return undefined;
+  return /^\d{1,9}$/.test(text) && Number(text) > 0 ? Number(text) : usage(`HEARTH_FEDERATION_TIMEOUT_MS must be a positive number of milliseconds, not ${text}`);
+}
+
 /** The errno-style code of an error or of one it wraps (a StorageError keeps the fs error as its cause). */
 function systemCode(error: unknown): string | undefined {
   for (let at = error, depth = 0; at && depth < 5; at = (at as { cause?: unknown }).cause, depth++) {
@@ -131,6 +138,7 @@ try {
     rotateKey: values['rotate-key'],
     traceFederation: process.env['HEARTH_TRACE_FEDERATION'] || undefined,
     https: httpsForTests(),
+    federationTimeoutMs: federationTimeoutMs(),
   });
 } catch (error) {
   console.error(startupFailure(error, { dataDir: values.data!, port, host: values.host! }));

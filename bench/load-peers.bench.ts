@@ -249,7 +249,7 @@ async function scenario(entry: string, peers: number, messages: number) {
     // Whose messages are missing where: a sender no other peer could reach shows here.
     const missingFrom = all.map((_, p) => seen.filter((s) => [...Array(messages).keys()].some((m) => !s.ids.has(`p${p} m${m}`))).length);
     const retries = all.map((p) => (p.process.output().match(/failed; retrying/g) ?? []).length);
-    // The federation deadline's own words (src/p2p/http.ts), in requests sent and answered alike.
+    // The federation deadline's own words (src/p2p/http.ts) in the peers' logs: sends, served requests and gap fetches alike.
     const timeouts = all.map((p) => (p.process.output().match(/no answer within \d+ ms/g) ?? []).length);
     return { peers, messages, total, startedMs, setUpMs, sendMs, lastAckMs: Math.max(...acknowledgedAt), peaks, problems, identical, syncAgainstDag, retries, timeouts, complete: seen.filter((s) => s.allAt !== undefined).length, limited: seen.map((s) => s.limited), syncErrors: seen.map((s) => s.syncErrors), sendErrors, connectedBefore, connectedAfter, missingFrom };
   } finally {
@@ -285,7 +285,7 @@ export async function run(): Promise<void> {
       ['limited /sync answers (a gap: prev_events missing), filled from /messages, all peers', load.limited.reduce((x, y) => x + y, 0), '', `by peer ${load.limited.join(' ')}`],
       ['failed /sync polls, polled again / failed sends, sent again, all peers', load.syncErrors.reduce((x, y) => x + y, 0), '', `sends ${load.sendErrors.reduce((x, y) => x + y, 0)}; polls by peer ${load.syncErrors.join(' ')}`],
       ['federation sends that failed and were retried, all peers', load.retries.reduce((x, y) => x + y, 0), '', `by peer ${load.retries.join(' ')}`],
-      [`federation exchanges past their deadline (${FEDERATION_TIMEOUT_MS ?? 30_000} ms), all peers`, load.timeouts.reduce((x, y) => x + y, 0), '', `by peer ${load.timeouts.join(' ')}; baseline ${base.timeouts.reduce((x, y) => x + y, 0)}`],
+      [`federation log entries naming the deadline (${FEDERATION_TIMEOUT_MS ?? 30_000} ms: sends, served requests, gap fetches), all peers`, load.timeouts.reduce((x, y) => x + y, 0), '', `by peer ${load.timeouts.join(' ')}; baseline ${base.timeouts.reduce((x, y) => x + y, 0)}`],
     ];
     report(`load: ${load.peers} Node peers in one room, each sending ${load.messages} while all sync`, `each the compiled host in its own process, own data folder, libp2p TCP on 127.0.0.1, native SQLite; one client per peer sending one at a time and long-polling /sync`, rows);
     const problems = [...base.problems.map((p) => `baseline ${p}`), ...load.problems];

@@ -1,8 +1,5 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { tcp } from '@libp2p/tcp';
-import { webSockets } from '@libp2p/websockets';
-import { FsDatastore } from 'datastore-fs';
 import type { RateLimitConfig } from '../http/rate-limit.ts';
 import { defaultEd25519Backend, SEED_LENGTH } from '../crypto/ed25519.ts';
 import { webRandomBytes } from '../crypto/random.ts';
@@ -11,7 +8,7 @@ import { transportByName } from '../federation/transport-by-name.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
 import { mediaAnswerBytes } from '../http/bounded-body.ts';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
-import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
+import type { HearthStatus, P2PNode } from '../p2p/node.ts';
 import { DEFAULT_MEDIA_CONFIG, type MediaConfig } from '../media/media.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
@@ -26,7 +23,7 @@ import { signingKeyFile } from './signing-key-file.ts';
 import { traceFederation } from './federation-trace.ts';
 import { stableListen } from './listen-ports.ts';
 import { startControlSocket } from './control-socket.ts';
-import { snapshotDatabase } from './portable.ts';
+import { knowsPeers, lazyP2PNode } from './lazy-p2p.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
@@ -135,7 +132,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     const database = await openNodeDatabase({ directory: join(options.dataDir, 'db'), schemas: homeserverSchemas, storage: options.storage, log: options.log });
     undo.push(() => database.close());
     // `npm run export` on a running host asks it here for a copy of the database (control-socket.ts).
-    const control = await startControlSocket(options.dataDir, { snapshot: (file) => snapshotDatabase(database, file) }, options.log);
+    // portable.ts is loaded when an export asks, not at start (~2 MiB of heap).
+    const control = await startControlSocket(options.dataDir, { snapshot: async (file) => (await import('./portable.ts')).snapshotDatabase(database, file) }, options.log);
     undo.push(async () => control?.close());
     // The core exists before libp2p starts, so the first request from a redialled peer finds it;
     // its outbound transport is the P2P node's, once that is up.
@@ -173,40 +171,56 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     });
     undo.push(() => homeserver.close());
     const inbound = options.traceFederation ? traceFederation(homeserver.federation.fetch, options.traceFederation) : homeserver.federation.fetch;
-    const peers = new FsDatastore(join(options.dataDir, 'peers'));
-    await peers.open();
-    undo.push(() => peers.close());
+    const peersDirectory = join(options.dataDir, 'peers');
     // The one seed is both the Matrix signing key and the libp2p identity. A listen address that asks for
     // any port keeps the one it got (<data>/listen.json), so the peers that knew us find us after a restart.
     const ports = await stableListen(options.dataDir, options.listen ?? []);
-    const startNode = (listen: string[]) => createP2PNode({
-      seed,
-      transports: [tcp(), webSockets()],
-      listen,
-      bootstrap: options.bootstrap ?? [],
-      relay: options.relay,
-      detectTwins: options.detectTwins,
-      datastore: peers,
-      handler: inbound,
-      // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
-      onPeerConnected: homeserver.federation.peerConnected,
-      onPeerDiscovered: homeserver.federation.peerConnected,
-      // Remote media comes back whole in one answer: let one as large as an upload may be (plus the multipart framing) through.
-      limits: { maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)) },
-      log: options.log,
-    });
+    // libp2p and its transports are loaded as the node starts: at start on a host that federates over
+    // libp2p, at its first federation request on one that has nothing to listen on or dial (lazy-p2p.ts).
+    const startNode = async (listen: string[]): Promise<P2PNode> => {
+      const [{ tcp }, { webSockets }, { FsDatastore }, { createP2PNode }] = await Promise.all([import('@libp2p/tcp'), import('@libp2p/websockets'), import('datastore-fs'), import('../p2p/node.ts')]);
+      const peers = new FsDatastore(peersDirectory);
+      await peers.open();
+      try {
+        const node = await createP2PNode({
+          seed,
+          transports: [tcp(), webSockets()],
+          listen,
+          bootstrap: options.bootstrap ?? [],
+          relay: options.relay,
+          detectTwins: options.detectTwins,
+          datastore: peers,
+          handler: inbound,
+          // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
+          onPeerConnected: homeserver.federation.peerConnected,
+          onPeerDiscovered: homeserver.federation.peerConnected,
+          // Remote media comes back whole in one answer: let one as large as an upload may be (plus the multipart framing) through.
+          limits: { maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)) },
+          log: options.log,
+        });
+        return { ...node, stop: async () => (await node.stop(), await peers.close()) };
+      } catch (error) {
+        await peers.close();
+        throw error;
+      }
+    };
     let listen = ports.addresses;
-    try {
-      p2p = await startNode(listen);
-    } catch (error) {
-      if (!ports.reused) throw error;
-      options.log?.(`could not listen on ${listen.join(', ')} again (${(error as Error).message}); listening on new ports`);
-      listen = await ports.fresh();
-      p2p = await startNode(listen);
+    const federatesAtStart = listen.length > 0 || (options.bootstrap ?? []).length > 0 || Boolean(options.relay) || Boolean(options.mailbox) || (await knowsPeers(peersDirectory));
+    if (federatesAtStart) {
+      try {
+        p2p = await startNode(listen);
+      } catch (error) {
+        if (!ports.reused) throw error;
+        options.log?.(`could not listen on ${listen.join(', ')} again (${(error as Error).message}); listening on new ports`);
+        listen = await ports.fresh();
+        p2p = await startNode(listen);
+      }
+      await ports.save(listen);
+    } else {
+      p2p = lazyP2PNode(homeserver.serverName, () => startNode([]));
     }
     const node = p2p;
     undo.push(() => node.stop());
-    await ports.save(listen);
     await homeserver.start();
     federationHandler = inbound;
     // /_hearth/status: who we are on the network and who we are connected to.
@@ -224,7 +238,6 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
         await federationListener?.close();
         https?.close();
         await node.stop();
-        await peers.close();
         await homeserver.close();
       },
     };

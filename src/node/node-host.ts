@@ -2,6 +2,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RateLimitConfig } from '../http/rate-limit.ts';
 import { defaultEd25519Backend, SEED_LENGTH } from '../crypto/ed25519.ts';
+import { serverNameFromSeed } from '../crypto/identity.ts';
 import { webRandomBytes } from '../crypto/random.ts';
 import { ServerSigningKeys } from '../federation/signing-keys.ts';
 import { transportByName } from '../federation/transport-by-name.ts';
@@ -217,7 +218,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       }
       await ports.save(listen);
     } else {
-      p2p = lazyP2PNode(homeserver.serverName, () => startNode([]));
+      // Its libp2p name is the seed's (hex) even on a DNS-named host.
+      p2p = lazyP2PNode(await serverNameFromSeed(seed), () => startNode([]));
     }
     const node = p2p;
     undo.push(() => node.stop());

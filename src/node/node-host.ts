@@ -4,7 +4,7 @@ import type { RateLimitConfig } from '../http/rate-limit.ts';
 import { defaultEd25519Backend, SEED_LENGTH } from '../crypto/ed25519.ts';
 import { serverNameFromSeed } from '../crypto/identity.ts';
 import { webRandomBytes } from '../crypto/random.ts';
-import { ServerSigningKeys } from '../federation/signing-keys.ts';
+import type { ServerSigningKeys } from '../federation/signing-keys.ts';
 import { transportByName } from '../federation/transport-by-name.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
 import { mediaAnswerBytes } from '../http/bounded-body.ts';
@@ -15,12 +15,10 @@ import type { MailboxLimits } from '../mailbox/store.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
 import { writeFileDurably } from './file-persistence.ts';
 import { startHttpServer, type RunningHttpServer } from './http-server.ts';
-import { createHttpsFederationTransport, type HttpsFederationOptions, type HttpsFederationTransport } from './https-federation.ts';
-import { routeByApi, startHttpsServer } from './https-server.ts';
+import type { HttpsFederationOptions, HttpsFederationTransport } from './https-federation.ts';
 import { FileMediaStore } from './media-files.ts';
 import { openNodeDatabase, type NodeStorage } from './node-database.ts';
 import { SharpThumbnailer } from './media-thumbnailer.ts';
-import { signingKeyFile } from './signing-key-file.ts';
 import { traceFederation } from './federation-trace.ts';
 import { stableListen } from './listen-ports.ts';
 import { startControlSocket } from './control-socket.ts';
@@ -111,14 +109,16 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
   if (options.serverName !== undefined && !options.tls) throw new Error('a host with a server name needs a TLS certificate and key');
   const tls = options.serverName !== undefined ? options.tls : undefined;
   // A DNS-named host speaks HTTPS, the client and the server-server API on one port (and on --federation-port the latter).
-  const http = tls
-    ? await startHttpsServer(routeByApi({ client, federation }), { ...tls, port: options.port ?? 8448, host: hostname, maxRequestBytes })
+  // The HTTPS modules (server, federation transport, signing key file) are loaded only there.
+  const httpsServer = tls ? await import('./https-server.ts') : undefined;
+  const http = tls && httpsServer
+    ? await httpsServer.startHttpsServer(httpsServer.routeByApi({ client, federation }), { ...tls, port: options.port ?? 8448, host: hostname, maxRequestBytes })
     : await startHttpServer(client, options.port ?? 8008, hostname, maxRequestBytes);
   const undo: (() => Promise<unknown>)[] = [() => http.close()];
   try {
     let federationListener: RunningHttpServer | undefined;
-    if (tls && options.federationPort !== undefined) {
-      federationListener = await startHttpsServer(routeByApi({ client: async () => Response.json({ errcode: 'M_UNRECOGNIZED', error: 'this port serves the server-server API only' }, { status: 404 }), federation }), {
+    if (tls && httpsServer && options.federationPort !== undefined) {
+      federationListener = await httpsServer.startHttpsServer(httpsServer.routeByApi({ client: async () => Response.json({ errcode: 'M_UNRECOGNIZED', error: 'this port serves the server-server API only' }, { status: 404 }), federation }), {
         ...tls,
         port: options.federationPort,
         host: hostname,
@@ -146,6 +146,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     let https: HttpsFederationTransport | undefined;
     let dnsIdentity: { serverName: string; signingKeys: ServerSigningKeys; trustedKeyServers?: string[] } | undefined;
     if (tls) {
+      const [{ ServerSigningKeys }, { signingKeyFile }, { createHttpsFederationTransport }] = await Promise.all([import('../federation/signing-keys.ts'), import('./signing-key-file.ts'), import('./https-federation.ts')]);
       const signingKeys = await ServerSigningKeys.open({ storage: signingKeyFile(join(options.dataDir, 'signing-keys.json')), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
       if (options.rotateKey) await signingKeys.rotate();
       dnsIdentity = { serverName: options.serverName!, signingKeys, trustedKeyServers: options.trustedKeyServers };

@@ -1,8 +1,10 @@
 // The Node host's resident memory, as production runs it (the compiled JavaScript,
 // `npm run serve`): idle after start-up, then after 10,000 stored events, beside the
 // database's size on disk. The baseline in the same run is the same host started with
-// the TypeScript loader (tsx), which is what production no longer pays for.
-import { spawn, type ChildProcess } from 'node:child_process';
+// the TypeScript loader (tsx), which is what production no longer pays for. Beside them: the
+// same host federating over libp2p from the start (--listen), and the floor of the platform
+// pieces any such host loads (an HTTP server, fetch's Request and Response, WebCrypto, SQLite).
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,15 +15,17 @@ import { clientRequest, report } from './harness.ts';
 const EVENTS = 10_000;
 const CONCURRENCY = 8;
 
-interface Host {
+export interface Host {
   child: ChildProcess;
   url: string;
   dataDir: string;
+  /** A data folder given to startHost outlives the host. */
+  keep: boolean;
 }
 
-/** Starts a host on an OS-chosen port; resolves once it printed its data folder (its last start-up line). */
-async function startHost(command: string[]): Promise<Host> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'hearth-bench-memory-'));
+/** Starts a host on an OS-chosen port (on `dataDir`, or a new temporary folder); resolves once it printed its data folder (its last start-up line). */
+export async function startHost(command: string[], given?: string): Promise<Host> {
+  const dataDir = given ?? (await mkdtemp(join(tmpdir(), 'hearth-bench-memory-')));
   const child = spawn(process.execPath, [...command, '--port', '0', '--data', dataDir, '--no-rate-limits'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const url = await new Promise<string>((resolve, reject) => {
@@ -33,24 +37,24 @@ async function startHost(command: string[]): Promise<Host> {
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.once('exit', (code) => reject(new Error(`the host exited (${code}) before it was up:\n${output}`)));
   });
-  return { child, url, dataDir };
+  return { child, url, dataDir, keep: given !== undefined };
 }
 
-async function stopHost(host: Host): Promise<void> {
+export async function stopHost(host: Host): Promise<void> {
   const exited = new Promise((resolve) => host.child.once('exit', resolve));
   host.child.kill('SIGTERM');
   await exited;
-  await rm(host.dataDir, { recursive: true, force: true });
+  if (!host.keep) await rm(host.dataDir, { recursive: true, force: true });
 }
 
-/** Resident set size of a process in MiB (Linux: /proc/<pid>/status). */
-async function rssMiB(pid: number): Promise<number> {
+/** Resident set size of a process in MiB (Linux: /proc/<pid>/status), or its peak so far (VmHWM). */
+export async function rssMiB(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kib = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]);
+  const kib = Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]);
   return kib / 1024;
 }
 
-async function folderMiB(dir: string): Promise<number> {
+export async function folderMiB(dir: string): Promise<number> {
   let bytes = 0;
   for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
     if (entry.isFile()) bytes += (await stat(join(entry.parentPath, entry.name))).size;
@@ -70,12 +74,19 @@ export async function run(): Promise<void> {
   const entry = await buildNodeHost(undefined, { typeErrors: 'warn' });
 
   // Baseline: the same host under the TypeScript loader, idle after the same warm-up.
-  const loaded = await startHost(['--import', 'tsx', 'src/node/serve.ts']);
+  const loaded = await startHost([SERVE_FLAG, '--import', 'tsx', 'src/node/serve.ts']);
   await warmUp(loaded.url);
   const loaderIdle = await rssMiB(loaded.child.pid!);
   await stopHost(loaded);
 
-  const host = await startHost([entry]);
+  // The same host with a libp2p listen address: libp2p is loaded and started at start (lazy-p2p.ts).
+  const federating = await startHost([SERVE_FLAG, entry, '--listen', '/ip4/127.0.0.1/tcp/0']);
+  await warmUp(federating.url);
+  const federatingIdle = await rssMiB(federating.child.pid!);
+  await stopHost(federating);
+  const floor = platformFloor();
+
+  const host = await startHost([SERVE_FLAG, entry]);
   const { token, roomId } = await warmUp(host.url);
   const idle = await rssMiB(host.child.pid!);
   const fetchFn = (request: Request) => fetch(request);
@@ -95,6 +106,8 @@ export async function run(): Promise<void> {
 
   report('Node host memory', `compiled JavaScript, ${EVENTS.toLocaleString('en')} messages through the client API`, [
     ['resident, idle after start-up', idle, 'MiB', `${(idle / loaderIdle).toFixed(2)}× the same host under tsx: ${loaderIdle.toFixed(0)} MiB`],
+    ['  the same, federating over libp2p from the start (--listen)', federatingIdle, 'MiB', `+${(federatingIdle - idle).toFixed(0)} MiB: libp2p, its transports and the running node`],
+    ['  floor: node with an HTTP server, Request/Response, WebCrypto, SQLite', floor.all, 'MiB', `plain node ${floor.plain.toFixed(0)} MiB; fetch's Request and Response alone +${floor.web.toFixed(0)} MiB`],
     [`resident after ${EVENTS.toLocaleString('en')} events`, loadedRss, 'MiB', `${(loadedRss / idle).toFixed(2)}× idle`],
     ['data folder on disk', database, 'MiB', 'the native SQLite file and its WAL: memory holds its page cache, not the image'],
     ['resident growth per MiB of database', (loadedRss - idle) / database, 'MiB/MiB'],
@@ -105,6 +118,40 @@ export async function run(): Promise<void> {
     ['PUT /send, --max-semi-space-size=1, p50', semi.small.p50, 'ms', `resident idle ${semi.small.idle.toFixed(0)} MiB, after ${semi.small.rss.toFixed(0)} MiB`],
     ['  small / default', semi.small.p50 / semi.plain.p50, '×', `throughput ${semi.plain.rate.toFixed(0)} vs ${semi.small.rate.toFixed(0)} events/s`],
   ]);
+}
+
+/** `npm run serve`'s V8 flag (package.json): a 1 MiB young generation. */
+export const SERVE_FLAG = '--max-semi-space-size=1';
+
+/**
+ * What the platform pieces every Node host uses cost before any of Hearth's code: an HTTP server and
+ * a request to it, fetch's Request and Response (undici, loaded at their first use), WebCrypto's Ed25519 and PBKDF2,
+ * and better-sqlite3 with a table, in a fresh process with the host's flag.
+ */
+function platformFloor(): { plain: number; web: number; all: number } {
+  const script = `
+    const rss = () => process.memoryUsage().rss / 1048576;
+    const plain = rss();
+    new Response('{}'); new Request('http://x/', { method: 'POST', body: '{}' });
+    const web = rss() - plain;
+    const { createServer } = await import('node:http');
+    const server = createServer((_, res) => res.end('{}'));
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { get } = await import('node:http'); // a request as a client's arrives (the host never calls fetch() when idle)
+    await new Promise((resolve) => get('http://127.0.0.1:' + server.address().port + '/', (res) => res.resume().on('end', resolve)));
+    const key = await crypto.subtle.generateKey('Ed25519', true, ['sign', 'verify']);
+    await crypto.subtle.sign('Ed25519', key.privateKey, new Uint8Array(100));
+    const pbkdf2 = await crypto.subtle.importKey('raw', new Uint8Array(16), 'PBKDF2', false, ['deriveBits']);
+    await crypto.subtle.deriveBits({ name: 'PBKDF2', hash: 'SHA-256', salt: new Uint8Array(16), iterations: 1000 }, pbkdf2, 256);
+    const { default: Database } = await import('better-sqlite3');
+    const db = new Database(':memory:');
+    db.exec('CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)');
+    db.prepare('INSERT INTO t (v) VALUES (?)').run('x');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    console.log(JSON.stringify({ plain, web, all: rss() }));
+    server.close();
+    db.close();`;
+  return JSON.parse(execFileSync(process.execPath, [SERVE_FLAG, '--input-type=module', '-e', script], { cwd: PROJECT_ROOT, encoding: 'utf8' }).trim()) as { plain: number; web: number; all: number };
 }
 
 const SEMI_ROUNDS = 4;

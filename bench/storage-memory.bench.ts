@@ -3,7 +3,10 @@
 // SQLite (better-sqlite3, a WAL file; only SQLite's page cache in memory). Each figure is a
 // fresh process that opens a database of that size, and reads every row of it once; the
 // baseline in the same run is a process that loads the same modules and opens nothing.
+// Then sql.js's peak RSS while it stores a snapshot of the 100 MB database: read copy-on-write
+// from its file (memfs-image.ts), against the same snapshot through export() in the same run.
 import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,12 +26,16 @@ const ROW_BYTES = 1000;
 const SIZES_MB = [1, 100];
 type Engine = 'sqljs' | 'native';
 
-async function open(engine: Engine, directory: string): Promise<Database> {
+async function open(engine: Engine, directory: string, viaExport = false): Promise<Database> {
   if (engine === 'native') return openNativeDatabase({ file: join(directory, 'hearth.sqlite'), schemas: [schema] });
-  return openDurableDatabase({ sqlJs: await initSqlJs(), persistence: await openFilePersistence({ directory }), schemas: [schema] });
+  const files = await openFilePersistence({ directory });
+  // The baseline of the snapshot figure: the same files without writeSnapshotFrom, so durable-database.ts export()s.
+  const persistence = viaExport ? { load: () => files.load(), discardLogFrom: (i: number) => files.discardLogFrom(i), append: files.append.bind(files), writeSnapshot: files.writeSnapshot.bind(files), dropLogThrough: files.dropLogThrough.bind(files), close: () => files.close() } : files;
+  return openDurableDatabase({ sqlJs: await initSqlJs(), persistence, schemas: [schema], snapshotPolicy: { minLogBytes: Infinity, maxLogBytes: Infinity, idleMinLogBytes: Infinity } });
 }
 
 const rssMiB = (): number => process.memoryUsage().rss / (1 << 20);
+const peakMiB = (): number => Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]) / 1024;
 
 /** In a child process: fill (once), or open, scan and print RSS as JSON. */
 async function child(mode: string, engine: Engine, directory: string, megabytes: number): Promise<void> {
@@ -36,7 +43,19 @@ async function child(mode: string, engine: Engine, directory: string, megabytes:
     console.log(JSON.stringify({ rss: rssMiB() }));
     return;
   }
-  const db = await open(engine, directory);
+  const db = await open(engine, directory, mode === 'snapshot-export');
+  if (mode.startsWith('snapshot')) {
+    await db.transaction((tx) => void tx.run('INSERT INTO rows (body) VALUES (?)', [new Uint8Array(ROW_BYTES)]));
+    globalThis.gc?.();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    writeFileSync('/proc/self/clear_refs', '5'); // resets VmHWM to the current RSS
+    const before = peakMiB();
+    const started = performance.now();
+    await (db as unknown as { snapshot(): Promise<void> }).snapshot();
+    console.log(JSON.stringify({ before, peak: peakMiB(), ms: performance.now() - started, copyOnWrite: (db as unknown as { stats(): { lastSnapshot?: { copyOnWrite: boolean } } }).stats().lastSnapshot?.copyOnWrite }));
+    await db.close();
+    return;
+  }
   if (mode === 'fill') {
     const rows = Math.round((megabytes << 20) / (ROW_BYTES + 40));
     for (let done = 0; done < rows; done += 1000) {
@@ -57,7 +76,10 @@ async function child(mode: string, engine: Engine, directory: string, megabytes:
 }
 
 function inChild(...args: string[]): string {
-  return execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'child', ...args], { encoding: 'utf8' }).trim().split('\n').at(-1)!;
+  // A fixed mmap threshold for the snapshot figures: glibc otherwise raises it after the first large free
+  // (the image read at open), keeps later large buffers in its heap, and the RSS before a snapshot depends on that.
+  const env = args[0]!.startsWith('snapshot') ? { ...process.env, MALLOC_MMAP_THRESHOLD_: String(128 * 1024) } : process.env;
+  return execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', fileURLToPath(import.meta.url), 'child', ...args], { encoding: 'utf8', env }).trim().split('\n').at(-1)!;
 }
 
 export async function run(): Promise<void> {
@@ -71,6 +93,12 @@ export async function run(): Promise<void> {
         const figures = JSON.parse(inChild('measure', engine, directory, String(megabytes))) as { opened: number; scanned: number; dbMiB: number };
         rows.push([`${engine}, ${megabytes} MB database: RSS opened`, figures.opened, 'MiB', `${figures.dbMiB.toFixed(1)} MiB of pages`]);
         rows.push([`${engine}, ${megabytes} MB database: RSS after reading every row`, figures.scanned, 'MiB']);
+        if (engine === 'sqljs' && megabytes === 100) {
+          for (const [mode, label] of [['snapshot-export', 'export()'], ['snapshot', 'copy-on-write']] as const) {
+            const snap = JSON.parse(inChild(mode, engine, directory, String(megabytes))) as { before: number; peak: number; ms: number; copyOnWrite: boolean };
+            rows.push([`sqljs, 100 MB: peak RSS during a snapshot, ${label}`, snap.peak, 'MiB', `+${(snap.peak - snap.before).toFixed(0)} MiB over ${snap.before.toFixed(0)} MiB before it, ${(snap.ms / 1000).toFixed(1)} s${snap.copyOnWrite ? ', read copy-on-write' : ''}`]);
+          }
+        }
       } finally {
         await rm(directory, { recursive: true, force: true });
       }

@@ -10,9 +10,10 @@
 //   --bootstrap MA     more bootstrap peers for the page and the peer (repeatable)
 //   --no-build         serve the last build in dist/ (or in --dist DIR)
 import '../src/node/polyfills.ts';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { buildPage, PROJECT_ROOT } from './build.ts';
+import { PROJECT_ROOT } from './build.ts';
 import { serveStatic } from './static-server.ts';
 
 const { values } = parseArgs({
@@ -32,7 +33,9 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.exit(2);
 }
 const outDir = values.dist ?? join(PROJECT_ROOT, 'dist');
-if (!values['no-build']) await buildPage(outDir);
+// Built by vite in a process of its own (as buildPage would in this one), so the Node peer that
+// stays running does not keep what the build used: 680 vs 140 MiB resident once up.
+if (!values['no-build']) execFileSync(process.execPath, [join(PROJECT_ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--outDir', outDir, '--emptyOutDir'], { cwd: PROJECT_ROOT, stdio: 'inherit' });
 
 const closers: (() => Promise<void>)[] = [];
 const bootstrap = [...values.bootstrap];

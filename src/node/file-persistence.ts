@@ -1,7 +1,7 @@
 import { mkdir, open, readdir, readFile, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { StorageError, toStorageError } from '../storage/errors.ts';
-import { runHook, type LogEntry, type Persistence, type PersistenceHooks, type StoredSnapshot, type StoredState } from '../storage/persistence.ts';
+import { runHook, type LogEntry, type Persistence, type PersistenceHooks, type SnapshotSource, type StoredSnapshot, type StoredState } from '../storage/persistence.ts';
 import { acquireFileLock, type FileLock } from './file-lock.ts';
 
 /**
@@ -41,6 +41,8 @@ interface Location {
 
 const FRAME_HEADER = 12;
 const SNAPSHOT_HEADER = 32;
+/** Bytes of the image read and written at a time while a snapshot is stored. */
+const SNAPSHOT_SLICE = 1024 * 1024;
 const SNAPSHOT_MAGIC = 0x48534e50; // "HSNP"
 const SNAPSHOT_VERSION = 1;
 const SEGMENT_NAME = /^log-(\d{16})\.bin$/;
@@ -272,23 +274,36 @@ class FilePersistence implements Persistence {
     await handle?.close();
   }
 
-  async writeSnapshot({ coversSeq, image, checksum }: StoredSnapshot): Promise<void> {
+  writeSnapshot({ coversSeq, image, checksum }: StoredSnapshot): Promise<void> {
+    let at = 0;
+    return this.writeSnapshotFrom({ coversSeq, byteLength: image.length, read: (length) => image.subarray(at, (at += length)), checksum: () => checksum });
+  }
+
+  /**
+   * Stores the image slice by slice as the source gives it (durable-database.ts reads sql.js's file
+   * copy-on-write): the image is never in memory twice. The header, which holds the checksum known
+   * only once every slice is read, goes in last, before the sync and the rename.
+   */
+  async writeSnapshotFrom(source: SnapshotSource): Promise<void> {
     this.check();
+    const { coversSeq, byteLength } = source;
     const path = this.snapshotPath(coversSeq);
     const temporary = `${path}.tmp`;
-    const header = new Uint8Array(SNAPSHOT_HEADER);
-    const view = new DataView(header.buffer);
-    view.setUint32(0, SNAPSHOT_MAGIC, true);
-    view.setUint32(4, SNAPSHOT_VERSION, true);
-    view.setFloat64(8, coversSeq, true);
-    view.setFloat64(16, image.length, true);
-    view.setUint32(24, checksum, true);
     try {
       const handle = await open(temporary, 'w');
       this.snapshotHandles.add(handle);
       try {
+        for (let at = 0; at < byteLength; at += SNAPSHOT_SLICE) {
+          await writeAll(handle, source.read(Math.min(SNAPSHOT_SLICE, byteLength - at)), SNAPSHOT_HEADER + at);
+        }
+        const header = new Uint8Array(SNAPSHOT_HEADER);
+        const view = new DataView(header.buffer);
+        view.setUint32(0, SNAPSHOT_MAGIC, true);
+        view.setUint32(4, SNAPSHOT_VERSION, true);
+        view.setFloat64(8, coversSeq, true);
+        view.setFloat64(16, byteLength, true);
+        view.setUint32(24, source.checksum(), true);
         await writeAll(handle, header, 0);
-        await writeAll(handle, image, SNAPSHOT_HEADER);
         await runHook(this.hooks, 'snapshot:partial');
         await handle.sync();
       } finally {

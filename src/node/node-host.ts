@@ -1,32 +1,28 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { tcp } from '@libp2p/tcp';
-import { webSockets } from '@libp2p/websockets';
-import { FsDatastore } from 'datastore-fs';
 import type { RateLimitConfig } from '../http/rate-limit.ts';
 import { defaultEd25519Backend, SEED_LENGTH } from '../crypto/ed25519.ts';
+import { serverNameFromSeed } from '../crypto/identity.ts';
 import { webRandomBytes } from '../crypto/random.ts';
-import { ServerSigningKeys } from '../federation/signing-keys.ts';
+import type { ServerSigningKeys } from '../federation/signing-keys.ts';
 import { transportByName } from '../federation/transport-by-name.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeserver.ts';
 import { mediaAnswerBytes } from '../http/bounded-body.ts';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
-import { createP2PNode, type HearthStatus, type P2PNode } from '../p2p/node.ts';
+import type { HearthStatus, P2PNode } from '../p2p/node.ts';
 import { DEFAULT_MEDIA_CONFIG, type MediaConfig } from '../media/media.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
 import { writeFileDurably } from './file-persistence.ts';
 import { startHttpServer, type RunningHttpServer } from './http-server.ts';
-import { createHttpsFederationTransport, type HttpsFederationOptions, type HttpsFederationTransport } from './https-federation.ts';
-import { routeByApi, startHttpsServer } from './https-server.ts';
+import type { HttpsFederationOptions, HttpsFederationTransport } from './https-federation.ts';
 import { FileMediaStore } from './media-files.ts';
 import { openNodeDatabase, type NodeStorage } from './node-database.ts';
 import { SharpThumbnailer } from './media-thumbnailer.ts';
-import { signingKeyFile } from './signing-key-file.ts';
 import { traceFederation } from './federation-trace.ts';
 import { stableListen } from './listen-ports.ts';
 import { startControlSocket } from './control-socket.ts';
-import { snapshotDatabase } from './portable.ts';
+import { knowsPeers, lazyP2PNode } from './lazy-p2p.ts';
 
 export interface NodeHostOptions {
   dataDir: string;
@@ -115,14 +111,16 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
   if (options.serverName !== undefined && !options.tls) throw new Error('a host with a server name needs a TLS certificate and key');
   const tls = options.serverName !== undefined ? options.tls : undefined;
   // A DNS-named host speaks HTTPS, the client and the server-server API on one port (and on --federation-port the latter).
-  const http = tls
-    ? await startHttpsServer(routeByApi({ client, federation }), { ...tls, port: options.port ?? 8448, host: hostname, maxRequestBytes })
+  // The HTTPS modules (server, federation transport, signing key file) are loaded only there.
+  const httpsServer = tls ? await import('./https-server.ts') : undefined;
+  const http = tls && httpsServer
+    ? await httpsServer.startHttpsServer(httpsServer.routeByApi({ client, federation }), { ...tls, port: options.port ?? 8448, host: hostname, maxRequestBytes })
     : await startHttpServer(client, options.port ?? 8008, hostname, maxRequestBytes);
   const undo: (() => Promise<unknown>)[] = [() => http.close()];
   try {
     let federationListener: RunningHttpServer | undefined;
-    if (tls && options.federationPort !== undefined) {
-      federationListener = await startHttpsServer(routeByApi({ client: async () => Response.json({ errcode: 'M_UNRECOGNIZED', error: 'this port serves the server-server API only' }, { status: 404 }), federation }), {
+    if (tls && httpsServer && options.federationPort !== undefined) {
+      federationListener = await httpsServer.startHttpsServer(httpsServer.routeByApi({ client: async () => Response.json({ errcode: 'M_UNRECOGNIZED', error: 'this port serves the server-server API only' }, { status: 404 }), federation }), {
         ...tls,
         port: options.federationPort,
         host: hostname,
@@ -137,7 +135,8 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     const database = await openNodeDatabase({ directory: join(options.dataDir, 'db'), schemas: homeserverSchemas, storage: options.storage, log: options.log });
     undo.push(() => database.close());
     // `npm run export` on a running host asks it here for a copy of the database (control-socket.ts).
-    const control = await startControlSocket(options.dataDir, { snapshot: (file) => snapshotDatabase(database, file) }, options.log);
+    // portable.ts is loaded when an export asks, not at start (~2 MiB of heap).
+    const control = await startControlSocket(options.dataDir, { snapshot: async (file) => (await import('./portable.ts')).snapshotDatabase(database, file) }, options.log);
     undo.push(async () => control?.close());
     // The core exists before libp2p starts, so the first request from a redialled peer finds it;
     // its outbound transport is the P2P node's, once that is up.
@@ -149,6 +148,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     let https: HttpsFederationTransport | undefined;
     let dnsIdentity: { serverName: string; signingKeys: ServerSigningKeys; trustedKeyServers?: string[] } | undefined;
     if (tls) {
+      const [{ ServerSigningKeys }, { signingKeyFile }, { createHttpsFederationTransport }] = await Promise.all([import('../federation/signing-keys.ts'), import('./signing-key-file.ts'), import('./https-federation.ts')]);
       const signingKeys = await ServerSigningKeys.open({ storage: signingKeyFile(join(options.dataDir, 'signing-keys.json')), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
       if (options.rotateKey) await signingKeys.rotate();
       dnsIdentity = { serverName: options.serverName!, signingKeys, trustedKeyServers: options.trustedKeyServers };
@@ -175,43 +175,60 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     });
     undo.push(() => homeserver.close());
     const inbound = options.traceFederation ? traceFederation(homeserver.federation.fetch, options.traceFederation) : homeserver.federation.fetch;
-    const peers = new FsDatastore(join(options.dataDir, 'peers'));
-    await peers.open();
-    undo.push(() => peers.close());
+    const peersDirectory = join(options.dataDir, 'peers');
     // The one seed is both the Matrix signing key and the libp2p identity. A listen address that asks for
     // any port keeps the one it got (<data>/listen.json), so the peers that knew us find us after a restart.
     const ports = await stableListen(options.dataDir, options.listen ?? []);
-    const startNode = (listen: string[]) => createP2PNode({
-      seed,
-      transports: [tcp(), webSockets()],
-      listen,
-      bootstrap: options.bootstrap ?? [],
-      relay: options.relay,
-      detectTwins: options.detectTwins,
-      datastore: peers,
-      handler: inbound,
-      // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
-      onPeerConnected: homeserver.federation.peerConnected,
-      onPeerDiscovered: homeserver.federation.peerConnected,
-      // Remote media comes back whole in one answer: let one as large as an upload may be (plus the multipart framing) through.
-      limits: {
-        maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)),
-        ...(options.federationTimeoutMs ? { timeoutMs: options.federationTimeoutMs } : {}),
-      },
-      log: options.log,
-    });
+    // libp2p and its transports are loaded as the node starts: at start on a host that federates over
+    // libp2p, at its first federation request on one that has nothing to listen on or dial (lazy-p2p.ts).
+    const startNode = async (listen: string[]): Promise<P2PNode> => {
+      const [{ tcp }, { webSockets }, { FsDatastore }, { createP2PNode }] = await Promise.all([import('@libp2p/tcp'), import('@libp2p/websockets'), import('datastore-fs'), import('../p2p/node.ts')]);
+      const peers = new FsDatastore(peersDirectory);
+      await peers.open();
+      try {
+        const node = await createP2PNode({
+          seed,
+          transports: [tcp(), webSockets()],
+          listen,
+          bootstrap: options.bootstrap ?? [],
+          relay: options.relay,
+          detectTwins: options.detectTwins,
+          datastore: peers,
+          handler: inbound,
+          // A peer that connects, or whose address we just learnt, is worth trying at once: its queue wakes.
+          onPeerConnected: homeserver.federation.peerConnected,
+          onPeerDiscovered: homeserver.federation.peerConnected,
+          // Remote media comes back whole in one answer: let one as large as an upload may be (plus the multipart framing) through.
+          limits: {
+            maxResponseBytes: Math.max(4 * 1024 * 1024, mediaAnswerBytes(homeserver.services.media.config.maxUploadBytes)),
+            ...(options.federationTimeoutMs ? { timeoutMs: options.federationTimeoutMs } : {}),
+          },
+          log: options.log,
+        });
+        return { ...node, stop: async () => (await node.stop(), await peers.close()) };
+      } catch (error) {
+        await peers.close();
+        throw error;
+      }
+    };
     let listen = ports.addresses;
-    try {
-      p2p = await startNode(listen);
-    } catch (error) {
-      if (!ports.reused) throw error;
-      options.log?.(`could not listen on ${listen.join(', ')} again (${(error as Error).message}); listening on new ports`);
-      listen = await ports.fresh();
-      p2p = await startNode(listen);
+    const federatesAtStart = listen.length > 0 || (options.bootstrap ?? []).length > 0 || Boolean(options.relay) || Boolean(options.mailbox) || (await knowsPeers(peersDirectory));
+    if (federatesAtStart) {
+      try {
+        p2p = await startNode(listen);
+      } catch (error) {
+        if (!ports.reused) throw error;
+        options.log?.(`could not listen on ${listen.join(', ')} again (${(error as Error).message}); listening on new ports`);
+        listen = await ports.fresh();
+        p2p = await startNode(listen);
+      }
+      await ports.save(listen);
+    } else {
+      // Its libp2p name is the seed's (hex) even on a DNS-named host.
+      p2p = lazyP2PNode(await serverNameFromSeed(seed), () => startNode([]));
     }
     const node = p2p;
     undo.push(() => node.stop());
-    await ports.save(listen);
     await homeserver.start();
     federationHandler = inbound;
     // /_hearth/status: who we are on the network and who we are connected to.
@@ -229,7 +246,6 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
         await federationListener?.close();
         https?.close();
         await node.stop();
-        await peers.close();
         await homeserver.close();
       },
     };

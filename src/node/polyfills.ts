@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { WebSocket } from 'ws';
+import { createRequire } from 'node:module';
 import { useSha256 } from '../crypto/sha256.ts';
 
 // Node 20 lacks Promise.withResolvers (added in Node 22), which libp2p 3 calls.
@@ -21,9 +21,20 @@ if (typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function'
   });
 }
 
-// Node 20 has no global WebSocket (Node 22 has), and @libp2p/websockets dials with it.
+// Node 20 has no global WebSocket (Node 22 has), and @libp2p/websockets dials with it. ws is loaded
+// when the global is first read (a libp2p WebSockets dial), not at start: a host that never dials one
+// does not pay for it (~1 MiB of heap and the code it pulls in).
 if (typeof globalThis.WebSocket === 'undefined') {
-  Object.defineProperty(globalThis, 'WebSocket', { configurable: true, writable: true, value: WebSocket });
+  const require = createRequire(import.meta.url);
+  Object.defineProperty(globalThis, 'WebSocket', {
+    configurable: true,
+    get: () => {
+      const { WebSocket } = require('ws') as typeof import('ws');
+      Object.defineProperty(globalThis, 'WebSocket', { configurable: true, writable: true, value: WebSocket });
+      return WebSocket;
+    },
+    set: (value: unknown) => Object.defineProperty(globalThis, 'WebSocket', { configurable: true, writable: true, value }),
+  });
 }
 
 // Every event received is hashed twice (its content hash and its reference hash, the event ID):

@@ -53,6 +53,17 @@ describe('the Node host on libp2p', () => {
     expect((await status(b.url)).multiaddrs).toEqual([]);
   });
 
+  it('with nothing to listen on or dial, starts libp2p at its first federation request, and says who it is before', async () => {
+    const a = await host(['/ip4/127.0.0.1/tcp/0']);
+    const b = await host([]);
+    expect(() => b.p2p.libp2p).toThrow(/has not started/);
+    expect(await status(b.url)).toEqual({ server_name: b.homeserver.serverName, peer_id: b.p2p.peerId, multiaddrs: [], peers: [] });
+    expect(await b.p2p.dial(a.p2p.multiaddrs()[0]!)).toBe(a.homeserver.serverName);
+    expect(b.p2p.libp2p.peerId.toString()).toBe(b.p2p.peerId);
+    expect((await version(a, b)).status).toBe(200);
+    expect((await status(b.url)).peers.map((p) => p.server_name)).toEqual([a.homeserver.serverName]);
+  });
+
   it('npm run serve prints its peer ID and multiaddrs, and /_hearth/status agrees', async () => {
     const peer = await spawnHearth({ dataDir: await dataDir(), listen: ['/ip4/127.0.0.1/tcp/0'] });
     expect(peer.output()).toContain(`peer ID: ${peer.peerId}`);

@@ -346,6 +346,8 @@ describe.each(backends)('durable database on $name', (kind) => {
     const stats = bySize.db.stats();
     expect(stats.snapshotsTaken).toBeGreaterThanOrEqual(2);
     expect(stats.logBytes).toBeLessThan(4_000 + 400);
+    // Both backends store the image as it is read copy-on-write from sql.js's file, never export()ed whole.
+    expect(stats.lastSnapshot?.copyOnWrite).toBe(true);
     const observed = new Faults();
     const reopened = await openDb({ faults: observed, policy: { idleMs: 10, idleMinLogBytes: 1 } });
     expect(await names(reopened.db)).toHaveLength(60);

@@ -145,6 +145,14 @@ export class EventFormatter {
       if (e.replacesState !== null) replaced.push(e.replacesState);
     }
     const previous = new Map((await this.rooms.getEventsByNid(replaced)).map((p, i) => [replaced[i]!, p]));
-    return Promise.all(events.map((e) => (plain(e) ? this.build(e, versions.get(e.event.room_id)!, undefined, e.replacesState === null ? undefined : previous.get(e.replacesState)) : this.format(e, viewer))));
+    // The plain ones built here and now, not each through a promise of its own (10,000 microtasks in a big room).
+    const out = new Array<ClientEvent>(events.length);
+    const others: Promise<void>[] = [];
+    events.forEach((e, i) => {
+      if (plain(e)) out[i] = this.build(e, versions.get(e.event.room_id)!, undefined, e.replacesState === null ? undefined : previous.get(e.replacesState));
+      else others.push(this.format(e, viewer).then((formatted) => void (out[i] = formatted)));
+    });
+    await Promise.all(others);
+    return out;
   }
 }

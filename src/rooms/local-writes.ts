@@ -139,11 +139,13 @@ export class LocalWrites {
     const store = this.store;
     const redactionTargets = await store.redactionTargets(roomId, head, built);
     const snapshots: { nid: number; state: NidState }[] = [];
-    const prevIds = referenceIds(built[0]!.prev_events);
+    // Only prev events not yet durable as this write is built can still roll back: those are checked in it
+    // (one at a time, the previous send was answered, so durable, and this write reads nothing for it).
+    const pendingPrevIds = referenceIds(built[0]!.prev_events).filter((id) => store.pendingEvent(id) !== undefined);
     const last = built.at(-1)!;
     return store.runRoomWrite(roomId, (tx) => {
       // A write this one builds on may have failed to become durable and rolled back.
-      store.requirePrevEvents(tx, roomId, prevIds);
+      store.requirePrevEvents(tx, roomId, pendingPrevIds);
       if (txn) {
         const repeated = tx.get<{ event_id: string }>(
           'SELECT event_id FROM transaction_ids WHERE user_id = ? AND device_id = ? AND endpoint = ? AND txn_id = ?', [txn.userId, txn.deviceId, txn.endpoint, txn.txnId],

@@ -2,6 +2,7 @@ import { isStateEvent, stateKey, type RoomEvent, type StateKey } from '../events
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { roomNotFound } from './errors.ts';
+import { LruCache } from './lru.ts';
 import { serversOf, SHARES_ROOM_SQL, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
 import type { StoredEvent } from './types.ts';
@@ -13,6 +14,9 @@ const STRIPPED_STATE_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.name
  * and who shares rooms. They see only durable writes (the durable head).
  */
 export class RoomReads {
+  /** Member counts by membership, per room, as of one state snapshot (see memberCount). */
+  private readonly memberCounts = new LruCache<string, { snapshot: number; counts: Map<string, number> }>(10_000);
+
   constructor(protected readonly store: RoomStore) {}
 
   get serverName(): string {
@@ -112,11 +116,26 @@ export class RoomReads {
     return rows.map((r) => r.state_key);
   }
 
-  /** How many members of a room have a given membership in its current state (counted, not listed). */
+  /**
+   * How many members of a room have a given membership in its current state (counted, not listed).
+   * Counting a big room's 10,000 members takes milliseconds, and every /sync summary asks: the counts
+   * are kept per state snapshot of the durable head (immutable, so never stale), and counted again
+   * only once the room's state has changed.
+   */
   async memberCount(roomId: string, membership = 'join'): Promise<number> {
-    return (await this.store.db.get<{ n: number }>(
+    const snapshot = (await this.store.head(roomId))?.current?.nid;
+    const cached = this.memberCounts.get(roomId);
+    if (cached && cached.snapshot === snapshot && cached.counts.has(membership)) return cached.counts.get(membership)!;
+    const n = (await this.store.db.get<{ n: number }>(
       "SELECT COUNT(*) AS n FROM current_state WHERE room_id = ? AND type = 'm.room.member' AND membership = ?", [roomId, membership],
     ))!.n;
+    // Kept only if the head did not move while counting (the count could then be of the newer state).
+    if (snapshot !== undefined && (await this.store.head(roomId))?.current?.nid === snapshot) {
+      const entry = cached?.snapshot === snapshot ? cached : { snapshot, counts: new Map<string, number>() };
+      entry.counts.set(membership, n);
+      this.memberCounts.set(roomId, entry);
+    }
+    return n;
   }
 
   /** Servers with a member joined to the room now, ours included. */

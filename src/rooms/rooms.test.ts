@@ -174,6 +174,17 @@ describe('room engine: events from other servers', () => {
     await a.receiveEvent(wire(redaction!));
     expect((await a.getEvent(message!.event.event_id))!.redactedBy).toBe(redaction!.event.event_id);
   });
+
+  it('counts members as the state changes, on either server, by a local or a remote event', async () => {
+    expect([await a.memberCount(roomId, 'join'), await b.memberCount(roomId, 'join'), await a.memberCount(roomId, 'invite')]).toEqual([2, 2, 0]);
+    const carol = `@carol:${a.serverName}`;
+    const [invite] = await a.sendEvents(roomId, [{ type: 'm.room.member', sender: alice, state_key: carol, content: { membership: 'invite' } }]);
+    await b.receiveEvent(wire(invite!));
+    expect([await a.memberCount(roomId, 'invite'), await b.memberCount(roomId, 'invite')]).toEqual([1, 1]);
+    const [leave] = await b.sendEvents(roomId, [{ type: 'm.room.member', sender: bob, state_key: bob, content: { membership: 'leave' } }]);
+    await a.receiveEvent(wire(leave!));
+    expect([await a.memberCount(roomId, 'join'), await b.memberCount(roomId, 'join'), await a.memberCount(roomId, 'leave')]).toEqual([1, 1, 1]);
+  });
 });
 
 /** Builds an event on a server without its own auth check, as a misbehaving server would. */

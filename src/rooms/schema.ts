@@ -163,5 +163,12 @@ export const roomsSchema: ComponentSchema = {
         tx.run('CREATE INDEX transaction_ids_by_event ON transaction_ids (event_id)');
       },
     },
+    {
+      version: 6,
+      description: 'backfilled events (below the live stream) by room and topological position, apart from the live ones and the outliers',
+      // /sync's "limited" walks back through backfilled history from the timeline's start; through
+      // events_by_room_topology it passed over every outlier (a joined big room's 20,000 state events) first.
+      up: (tx) => void tx.run('CREATE INDEX events_backfilled ON events (room_id, depth, stream_ordering) WHERE stream_ordering < 0'),
+    },
   ],
 };

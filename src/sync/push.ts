@@ -225,7 +225,7 @@ export class PushNotifications {
     return {
       userId,
       displayName: typeof displayName === 'string' ? displayName : undefined,
-      memberCount: async () => (memberCount ??= (await this.rooms.members(roomId, 'join')).length),
+      memberCount: async () => (memberCount ??= await this.rooms.memberCount(roomId, 'join')),
       // A malformed level grants nothing.
       powerLevel: (user) => {
         try {

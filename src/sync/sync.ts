@@ -8,7 +8,7 @@ import type { Users } from '../users/users.ts';
 import { LruCache } from '../rooms/lru.ts';
 import { EphemeralStream, Presence, Typing } from './ephemeral.ts';
 import { eventMatches, pickEventFields, roomMatches, type Filter, type RoomEventFilter } from './filter.ts';
-import { EventFormatter, type ClientEvent, type Viewer } from './format.ts';
+import { EventFormatter, withoutRoomId, type ClientEvent, type Viewer } from './format.ts';
 import { Notifier } from './notifier.ts';
 import { PushNotifications, type UnreadCounts, type UserPushRules } from './push.ts';
 import { receiptContent, Receipts } from './receipts.ts';
@@ -510,8 +510,7 @@ export class Sync {
       const { unsigned: _stored, ...pdu } = stored.event as typeof stored.event & { unsigned?: unknown };
       return pickEventFields({ ...pdu, ...(event.unsigned ? { unsigned: event.unsigned } : {}) } as Record<string, unknown>, filter.event_fields);
     }
-    const { room_id: _room, ...rest } = event;
-    return pickEventFields(rest as Record<string, unknown>, filter.event_fields);
+    return pickEventFields(withoutRoomId(event) as Record<string, unknown>, filter.event_fields);
   }
 
   /**

@@ -86,8 +86,11 @@ describe('two copies of one homeserver online', () => {
     await bothReachable(ana, ben);
     const benId = (await storedSession(ben)).userId;
     // Each reload starts a new node (a new nonce) while the old one's connections to the relay and to Ana linger.
-    await ben.reload({ waitUntil: 'commit' });
-    await ben.reload({ waitUntil: 'commit' });
+    // Each waits for the page's scripts to have run (DOMContentLoaded), long before its node is up: a reload
+    // sent the moment the previous one committed was refused by Chromium's DevTools now and then ("Not attached
+    // to an active page"), the new document not yet the one its session drives.
+    await ben.reload({ waitUntil: 'domcontentloaded' });
+    await ben.reload({ waitUntil: 'domcontentloaded' });
     await ben.reload();
     await ben.waitForFunction(() => document.body.dataset.homeserver === 'ready', undefined, { timeout: 30_000 });
     await ben.getByLabel('New room name').waitFor();

@@ -17,7 +17,10 @@ export interface NodePeer extends NodeHost {
  */
 export async function startNodePeer(options: Partial<Omit<NodeHostOptions, 'dataDir'>> = {}): Promise<NodePeer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'hearth-peer-'));
-  const removeData = () => rm(dataDir, { recursive: true, force: true });
+  // libp2p's peer store may still finish a write into <data>/peers just after the node stopped (a
+  // connection closed by a page as the test ends): rm then meets a file it did not list (ENOTEMPTY,
+  // once in a fresh-clone run). Node's own retry for that case.
+  const removeData = () => rm(dataDir, { recursive: true, force: true, maxRetries: 5 });
   try {
     const host = await startNodeHost({ port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], rateLimits: false, ...options, dataDir });
     return {

@@ -49,4 +49,14 @@ describe('bounded bodies', () => {
     await expect(readBounded(stream(), 9)).rejects.toBeInstanceOf(BodyTooLargeError);
     await expect(readBounded(stream(), 100, '101')).rejects.toBeInstanceOf(BodyTooLargeError);
   });
+  it('give a body of one chunk that fills its buffer as it is, and a part of a buffer as a copy of its own', () => {
+    const whole = new Uint8Array([1, 2, 3]);
+    const one = new BoundedChunks(10);
+    one.add(whole);
+    expect(one.join()).toBe(whole);
+    const part = new BoundedChunks(10);
+    part.add(new Uint8Array([9, 1, 2, 3, 9]).subarray(1, 4));
+    const joined = part.join();
+    expect([...new Uint8Array(joined.buffer)]).toEqual([1, 2, 3]);
+  });
 });

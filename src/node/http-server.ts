@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { BoundedChunks, declaredOver, mediaAnswerBytes } from '../http/bounded-body.ts';
+import { BoundedChunks, declaredOver, mediaAnswerBytes, readBounded } from '../http/bounded-body.ts';
 
 export interface RunningHttpServer {
   url: string;
@@ -64,7 +64,8 @@ export async function handle(fetch: (request: Request) => Promise<Response>, req
       body: body.length > 0 && req.method !== 'GET' && req.method !== 'HEAD' ? body : undefined,
     });
     const response = await fetch(request);
-    const payload = response.body ? await bodyBytes(response.body) : undefined;
+    // Read whole, as it is when it came as one chunk (bounded-body.ts): arrayBuffer() would copy it.
+    const payload = (await readBounded(response.body, Infinity)) ?? undefined;
     const outHeaders: Record<string, string | string[]> = {};
     response.headers.forEach((value, name) => {
       outHeaders[name] = value;
@@ -75,22 +76,6 @@ export async function handle(fetch: (request: Request) => Promise<Response>, req
     if (!res.headersSent) writeJson(res, 500, { errcode: 'M_UNKNOWN', error: error instanceof Error ? error.message : String(error) });
     else res.destroy();
   }
-}
-
-/**
- * An answer's body as one buffer, read off its stream: the one chunk a JSON answer is, as it is,
- * where arrayBuffer() copies it into a new buffer (2.4 ms less for a 3 MB initial /sync of a big room).
- */
-async function bodyBytes(body: ReadableStream<Uint8Array>): Promise<Buffer> {
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-  }
-  const only = chunks.length === 1 ? chunks[0]! : undefined;
-  return only ? Buffer.from(only.buffer, only.byteOffset, only.byteLength) : Buffer.concat(chunks);
 }
 
 /** The body, read within the bound (`src/http/bounded-body.ts`); one over it is read to its end and dropped, so the 413 can be answered. */

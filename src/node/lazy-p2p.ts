@@ -1,5 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { base58btc } from 'multiformats/bases/base58';
+import { identity } from 'multiformats/hashes/identity';
 import { publicKeyFromServerName } from '../crypto/identity.ts';
 import type { HearthStatus, P2PNode } from '../p2p/node.ts';
 
@@ -64,27 +66,14 @@ export async function knowsPeers(directory: string): Promise<boolean> {
   return records.filter((name) => name.endsWith('.data')).length > 1;
 }
 
-const BASE58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-
 /**
- * The libp2p peer ID of a Hearth server name: base58btc of the identity multihash of its Ed25519 key
- * in libp2p's protobuf (`08 01 12 20` + key). Written out (checked against libp2p in lazy-p2p.test.ts)
- * so a host that has not started libp2p can print it without loading @libp2p/crypto (~2 MiB of heap).
+ * The libp2p peer ID of a Hearth server name, as src/p2p/identity.ts's peerIdFromServerName gives it:
+ * base58btc of the identity multihash of its Ed25519 key in libp2p's protobuf (`08 01 12 20` + key).
+ * Built here from multiformats (checked against libp2p in lazy-p2p.test.ts) so that a host that has
+ * not started libp2p can name itself without loading @libp2p/crypto and @libp2p/peer-id (~14 MiB resident).
  */
 export function peerIdOfServerName(serverName: string): string {
   const key = publicKeyFromServerName(serverName);
   if (!key) throw new Error(`${serverName} is not a Hearth server name`);
-  const bytes = [0x00, 0x24, 0x08, 0x01, 0x12, 0x20, ...key];
-  const digits: number[] = [];
-  for (const byte of bytes) {
-    let carry = byte;
-    for (let i = 0; i < digits.length; i++) {
-      carry += digits[i]! << 8;
-      digits[i] = carry % 58;
-      carry = Math.floor(carry / 58);
-    }
-    for (; carry > 0; carry = Math.floor(carry / 58)) digits.push(carry % 58);
-  }
-  const leadingZeros = bytes.findIndex((byte) => byte !== 0);
-  return '1'.repeat(leadingZeros) + digits.reverse().map((d) => BASE58[d]).join('');
+  return base58btc.baseEncode(identity.digest(new Uint8Array([0x08, 0x01, 0x12, 0x20, ...key])).bytes);
 }

@@ -6,6 +6,8 @@ import { decodeMediaMultipart, type MediaPart } from '../media/multipart.ts';
 import { FederationUnreachable, type FederationTransport } from './transport.ts';
 import { authorizationHeader } from './x-matrix.ts';
 import { CodedError } from '../util/coded-error.ts';
+import { readBounded } from '../http/bounded-body.ts';
+import { splitJsonObject, type JsonElements, type SplitJsonObject } from '../util/json-elements.ts';
 
 /** A server answered an error, or its answer made no sense. */
 export class FederationRequestError extends Error {
@@ -27,12 +29,21 @@ export interface MakeMembershipResponse {
   event: Record<string, unknown>;
 }
 
+/**
+ * send_join's answer, its state and auth chain kept as elements, each parsed when read: 18 MiB for
+ * a room of 10,000 members, and three times that parsed (undefined when the answer lacks one).
+ */
 export interface SendJoinResponse {
-  origin?: string;
-  state: PDU[];
-  auth_chain: PDU[];
-  event?: PDU;
-  members_omitted?: boolean;
+  state: JsonElements | undefined;
+  auth_chain: JsonElements | undefined;
+  /** The join as the resident server signed it too (restricted joins), unchecked. */
+  event?: unknown;
+}
+
+/** /state's answer, its events kept as elements as send_join's are. */
+export interface StateResponse {
+  pdus: JsonElements | undefined;
+  auth_chain: JsonElements | undefined;
 }
 
 export interface TransactionBody {
@@ -80,6 +91,28 @@ export class FederationClient {
     return body as T;
   }
 
+  /**
+   * A request whose answer carries a room's state: the answer's named arrays are kept as
+   * elements (splitJsonObject), not parsed whole, and its other members parsed.
+   */
+  private async requestElements(
+    destination: string,
+    method: 'GET' | 'PUT',
+    path: string,
+    arrayKeys: readonly string[],
+    options: { query?: Record<string, string | string[] | undefined>; body?: unknown },
+  ): Promise<SplitJsonObject> {
+    const response = await this.signedExchange(destination, method, path, { ...options, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
+    if (!response.ok) throw requestError(destination, method, path, response, await response.text());
+    try {
+      // Read as it came (one buffer, from the transport's bodyOver), not copied again.
+      return splitJsonObject((await readBounded(response.body, ROOM_STATE_ANSWER_BYTES)) ?? new Uint8Array(), arrayKeys);
+    } catch (error) {
+      if (!(error instanceof SyntaxError)) throw error;
+      throw new FederationRequestError(destination, response.status, 'M_NOT_JSON', `${method} ${path}: the response is not a JSON object (${error.message})`);
+    }
+  }
+
   /** Signs one request with X-Matrix and has the transport carry it; the answer, whatever its status. */
   private async signedExchange(
     destination: string,
@@ -114,8 +147,9 @@ export class FederationClient {
     return this.request(destination, 'GET', `/_matrix/federation/v1/make_join/${enc(roomId)}/${enc(userId)}`, { query: { ver: versions } });
   }
 
-  sendJoin(destination: string, roomId: string, eventId: string, event: PDU): Promise<SendJoinResponse> {
-    return this.request(destination, 'PUT', `/_matrix/federation/v2/send_join/${enc(roomId)}/${enc(eventId)}`, { body: event, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
+  async sendJoin(destination: string, roomId: string, eventId: string, event: PDU): Promise<SendJoinResponse> {
+    const { fields, arrays } = await this.requestElements(destination, 'PUT', `/_matrix/federation/v2/send_join/${enc(roomId)}/${enc(eventId)}`, ['state', 'auth_chain'], { body: event });
+    return { state: arrays.get('state'), auth_chain: arrays.get('auth_chain'), event: fields['event'] };
   }
 
   makeLeave(destination: string, roomId: string, userId: string): Promise<MakeMembershipResponse> {
@@ -142,8 +176,9 @@ export class FederationClient {
     return this.request(destination, 'GET', `/_matrix/federation/v1/event/${enc(eventId)}`);
   }
 
-  state(destination: string, roomId: string, eventId: string): Promise<{ pdus: PDU[]; auth_chain: PDU[] }> {
-    return this.request(destination, 'GET', `/_matrix/federation/v1/state/${enc(roomId)}`, { query: { event_id: eventId }, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
+  async state(destination: string, roomId: string, eventId: string): Promise<StateResponse> {
+    const { arrays } = await this.requestElements(destination, 'GET', `/_matrix/federation/v1/state/${enc(roomId)}`, ['pdus', 'auth_chain'], { query: { event_id: eventId } });
+    return { pdus: arrays.get('pdus'), auth_chain: arrays.get('auth_chain') };
   }
 
   stateIds(destination: string, roomId: string, eventId: string): Promise<{ pdu_ids: string[]; auth_chain_ids: string[] }> {

@@ -21,10 +21,11 @@ import { asJoinError, checkTemplate, FederationJoinError, unique } from './templ
 import { GapNotFilled, UndoneTransactions, unfilled, type TransactionAnswer } from './transaction-gaps.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
+import type { JsonElements } from '../util/json-elements.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
-import { countersignEvent, eventIdOf, idsOf, isPduShaped, sortByDependencies, toPdu } from './pdus.ts';
+import { countersignEvent, eventIdOf, isPduShaped, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
@@ -300,7 +301,7 @@ export class Federation {
     await this.refuseImpostor(pdu, eventId);
     const known = await rooms.getEvent(eventId);
     if (known && !known.outlier) return known;
-    await this.fetchMissingAuth(origin, pdu, version, eventId);
+    await this.fetchMissingAuth(origin, pdu, eventId);
     const missingPrev = await this.missingPrevEvents(pdu);
     if (missingPrev.length > 0) {
       try {
@@ -313,15 +314,15 @@ export class Federation {
         for (const missing of [...events].filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
           const id = eventIdOf(missing, version);
           if (!id || missing.room_id !== pdu.room_id || (await rooms.getEvent(id))?.outlier === false) continue;
-          await this.fetchMissingAuth(origin, missing, version, id);
-          if ((await this.missingPrevEvents(missing)).length > 0) await this.receiveWithState(origin, missing, version, id, false);
+          await this.fetchMissingAuth(origin, missing, id);
+          if ((await this.missingPrevEvents(missing)).length > 0) await this.receiveWithState(origin, missing, id, false);
           else await rooms.receiveEvent(missing);
         }
       } catch (error) {
         if (error instanceof RoomError) throw error;
         this.options.log(`federation: get_missing_events from ${origin} failed`, error);
       }
-      if ((await this.missingPrevEvents(pdu)).length > 0) return this.receiveWithState(origin, pdu, version, eventId, false);
+      if ((await this.missingPrevEvents(pdu)).length > 0) return this.receiveWithState(origin, pdu, eventId, false);
     }
     return rooms.receiveEvent(pdu);
   }
@@ -336,13 +337,13 @@ export class Federation {
     return missing;
   }
 
-  private async fetchMissingAuth(origin: string, pdu: PDU, version: RoomVersion, eventId: string): Promise<void> {
+  private async fetchMissingAuth(origin: string, pdu: PDU, eventId: string): Promise<void> {
     const { rooms } = this.options;
     const unknown = [];
     for (const id of referenceIds(pdu.auth_events)) if (!(await rooms.getEvent(id))) unknown.push(id);
     if (unknown.length === 0) return;
     const { auth_chain } = await this.client.eventAuth(origin, pdu.room_id, eventId).catch(unfilled(`/event_auth from ${origin}`));
-    await this.storeOutliers(auth_chain, version, pdu.room_id);
+    await this.storeOutliers(pdu.room_id, inHand(Array.isArray(auth_chain) ? auth_chain : []));
   }
 
   /**
@@ -350,7 +351,7 @@ export class Federation {
    * its IDs first (/state_ids), and the events themselves (/state) only when we lack some. After
    * a join we mostly hold them all: a big room's /state is the size of its send_join answer.
    */
-  private async receiveWithState(origin: string, pdu: PDU, version: RoomVersion, eventId: string, backfilled: boolean): Promise<StoredEvent> {
+  private async receiveWithState(origin: string, pdu: PDU, eventId: string, backfilled: boolean): Promise<StoredEvent> {
     // A server that does not serve /state_ids (or fails it) is asked for /state.
     const ids = await this.client.stateIds(origin, pdu.room_id, eventId).catch(() => ({ pdu_ids: undefined, auth_chain_ids: undefined }));
     if (Array.isArray(ids.pdu_ids) && Array.isArray(ids.auth_chain_ids) && ids.pdu_ids.every((id) => typeof id === 'string')) {
@@ -358,32 +359,40 @@ export class Federation {
       if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
     }
     const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId).catch(unfilled(`/state from ${origin}`));
-    const known = await this.storeOutliers([...auth_chain, ...pdus], version, pdu.room_id);
-    return this.options.rooms.receiveEvent(pdu, { stateBefore: idsOf(pdus, known, version), backfilled });
+    const stateBefore = await this.storeStateAndAuthChain(pdu.room_id, pdus ?? inHand([]), auth_chain ?? inHand([]));
+    return this.options.rooms.receiveEvent(pdu, { stateBefore, backfilled });
   }
 
-  /** Checks and stores events without state (auth chains, a join's state), each after its auth events; answers their IDs, computed once. */
-  async storeOutliers(pdus: unknown[], version: RoomVersion, roomId: string): Promise<Map<unknown, string>> {
-    const { rooms } = this.options;
-    const entries: { id: string; event: PDU }[] = [];
-    const seen = new Set<string>();
-    const ids = new Map<unknown, string>();
-    for (const pdu of pdus) {
-      if (!isPduShaped(pdu) || pdu.room_id !== roomId) continue;
-      const id = eventIdOf(pdu, version);
-      if (id) ids.set(pdu, id);
-      if (!id || seen.has(id)) continue;
-      seen.add(id);
-      entries.push({ id, event: pdu });
-    }
-    // One batch: signatures checked in parallel, each event after its auth events, one write.
-    const sorted = sortByDependencies(entries);
-    const answers = await rooms.receiveOutliers(roomId, sorted.map((e) => e.event), sorted.map((e) => e.id));
-    answers.forEach((answer, i) => {
-      // A bad event in a chain is left out; whatever needed it is then refused too.
-      if (answer instanceof RoomError) this.options.log(`federation: outlier ${sorted[i]!.id} refused: ${answer.message}`);
+  /**
+   * Checks and stores events without state (auth chains, a join's state), each after its auth
+   * events, read (and parsed) one window at a time; answers each one's ID, in order, where it
+   * is a PDU of the room.
+   */
+  async storeOutliers(roomId: string, events: Elements): Promise<(string | undefined)[]> {
+    const answers = await this.options.rooms.receiveOutliers(roomId, {
+      length: events.length,
+      read: (i) => {
+        let pdu: unknown;
+        try {
+          pdu = events.parse(i);
+        } catch {
+          return undefined; // an element that is not JSON is no PDU
+        }
+        return isPduShaped(pdu) && pdu.room_id === roomId ? pdu : undefined;
+      },
     });
-    return ids;
+    for (const answer of answers) {
+      // A bad event in a chain is left out; whatever needed it is then refused too.
+      if (answer?.refused) this.options.log(`federation: outlier ${answer.eventId} refused: ${answer.refused.message}`);
+    }
+    return answers.map((answer) => answer?.eventId);
+  }
+
+  /** Stores a state and its auth chain as outliers; answers the state's event IDs. */
+  private async storeStateAndAuthChain(roomId: string, state: Elements, authChain: Elements): Promise<string[]> {
+    const both: Elements = { length: authChain.length + state.length, parse: (i) => (i < authChain.length ? authChain.parse(i) : state.parse(i - authChain.length)) };
+    const ids = await this.storeOutliers(roomId, both);
+    return ids.slice(authChain.length).filter((id): id is string => id !== undefined);
   }
 
   // ------------------------------------------------------------- joins
@@ -415,12 +424,12 @@ export class Federation {
   }
 
   private async storeJoin(response: SendJoinResponse, sent: PDU, eventId: string, version: RoomVersion, roomId: string): Promise<StoredEvent> {
-    if (!Array.isArray(response.state) || !Array.isArray(response.auth_chain)) {
+    if (!response.state || !response.auth_chain) {
       throw new FederationJoinError(502, 'M_BAD_JSON', 'the send_join response has no state or auth chain');
     }
-    const stateIds = idsOf(response.state, await this.storeOutliers([...response.auth_chain, ...response.state], version, roomId), version);
-    // Stored: the answer (17.5 MiB parsed for a room of 10,000 members) is let go before the join is placed.
-    response.state.length = response.auth_chain.length = 0;
+    const stateIds = await this.storeStateAndAuthChain(roomId, response.state, response.auth_chain);
+    // Stored: the answer (17.5 MiB for a room of 10,000 members) is let go before the join is placed.
+    response.state = response.auth_chain = undefined;
     // The resident server may have added its signature (restricted joins); it is still our event.
     const join = response.event && isPduShaped(response.event) && eventIdOf(response.event, version) === eventId ? response.event : sent;
     const stored = await this.options.rooms.receiveEvent(join, { stateBefore: stateIds });
@@ -576,10 +585,10 @@ export class Federation {
         const known = await rooms.getEvent(id);
         if (known && !known.outlier) continue;
         try {
-          await this.fetchMissingAuth(server, pdu, version, id);
+          await this.fetchMissingAuth(server, pdu, id);
           let stored: StoredEvent;
           if (pdu.type === 'm.room.create') stored = await rooms.receiveEvent(pdu, { backfilled: true, stateBefore: [] });
-          else if ((await this.missingPrevEvents(pdu)).length > 0) stored = await this.receiveWithState(server, pdu, version, id, true);
+          else if ((await this.missingPrevEvents(pdu)).length > 0) stored = await this.receiveWithState(server, pdu, id, true);
           else stored = await rooms.receiveEvent(pdu, { backfilled: true });
           if (!stored.rejected) added++;
         } catch (error) {
@@ -598,3 +607,7 @@ export class Federation {
     return added;
   }
 }
+
+/** Events read by index, parsed when read: a JsonElements from a big answer, or an array in hand. */
+type Elements = Pick<JsonElements, 'length' | 'parse'>;
+const inHand = (values: readonly unknown[]): Elements => ({ length: values.length, parse: (i) => values[i] });

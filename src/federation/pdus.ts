@@ -2,7 +2,7 @@ import { encodeBase64 } from '../crypto/base64.ts';
 import type { SigningKey } from '../crypto/ed25519.ts';
 import { signingBytes } from '../crypto/signing.ts';
 import type { RoomEvent } from '../events/event.ts';
-import { computeEventId, referenceIds, type PDU } from '../events/pdu.ts';
+import { computeEventId, type PDU } from '../events/pdu.ts';
 import { redactEvent } from '../events/redaction.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 
@@ -51,41 +51,4 @@ export function eventIdOf(pdu: PDU, version: RoomVersion): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The IDs of those of `pdus` that are PDUs, from `known` (storeOutliers' answer) where it has them. */
-export function idsOf(pdus: unknown[], known: Map<unknown, string>, version: RoomVersion): string[] {
-  return pdus.filter(isPduShaped).map((p) => known.get(p) ?? eventIdOf(p, version)).filter((id): id is string => !!id);
-}
-
-/**
- * Orders events so that each comes after the events it names as auth events (and
- * prev events) within the set: how an auth chain and a state are stored as outliers.
- */
-export function sortByDependencies<T extends { auth_events: PDU['auth_events']; prev_events: PDU['prev_events']; depth: number }>(
-  events: { id: string; event: T }[],
-): { id: string; event: T }[] {
-  const byId = new Map(events.map((e) => [e.id, e]));
-  const out: { id: string; event: T }[] = [];
-  const state = new Map<string, 'visiting' | 'done'>();
-  const visit = (entry: { id: string; event: T }) => {
-    const stack: { entry: { id: string; event: T }; deps: string[] }[] = [{ entry, deps: referenceIds(entry.event.auth_events) }];
-    state.set(entry.id, 'visiting');
-    while (stack.length > 0) {
-      const top = stack[stack.length - 1]!;
-      const next = top.deps.pop();
-      if (next === undefined) {
-        stack.pop();
-        state.set(top.entry.id, 'done');
-        out.push(top.entry);
-        continue;
-      }
-      const dep = byId.get(next);
-      if (!dep || state.has(next)) continue; // unknown here, or done, or a cycle (left to auth to refuse)
-      state.set(next, 'visiting');
-      stack.push({ entry: dep, deps: referenceIds(dep.event.auth_events) });
-    }
-  };
-  for (const entry of [...events].sort((a, b) => a.event.depth - b.event.depth)) if (!state.has(entry.id)) visit(entry);
-  return out;
 }

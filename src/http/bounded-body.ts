@@ -51,6 +51,20 @@ export class BoundedChunks {
 }
 
 /**
+ * A body for a Response over bytes in hand. `new Response(bytes)` copies them (undici does,
+ * for a typed array), and reading that copies again; read as a stream (readBounded), this one
+ * gives back these very bytes: one copy of an 18 MiB send_join answer, not three.
+ */
+export function bodyOver(bytes: Uint8Array<ArrayBuffer>): ReadableStream<Uint8Array<ArrayBuffer>> {
+  return new ReadableStream({
+    start(controller) {
+      controller.enqueue(bytes);
+      controller.close();
+    },
+  });
+}
+
+/**
  * Reads a body stream whole, giving up as soon as it passes `limit` bytes: first by its
  * declared length when there is one, then as it streams in, so an oversized body is never
  * buffered past the bound. The stream is cancelled without waiting (a peer's stream may

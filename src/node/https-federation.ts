@@ -13,7 +13,7 @@ import type { TLSSocket } from 'node:tls';
 import { rootCertificates } from 'node:tls';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { ServerDiscovery, type ResolvedServer, type ServerTarget, type SrvRecord } from '../federation/server-discovery.ts';
-import { BodyTooLargeError } from '../http/bounded-body.ts';
+import { BodyTooLargeError, bodyOver } from '../http/bounded-body.ts';
 
 export interface HttpsLimits {
   /** The largest request body sent, in bytes. */
@@ -197,5 +197,7 @@ async function readResponse(response: IncomingMessage, limit: number): Promise<R
   for (let i = 0; i + 1 < response.rawHeaders.length; i += 2) headers.append(response.rawHeaders[i]!, response.rawHeaders[i + 1]!);
   const status = response.statusCode ?? 502;
   const nullBody = status === 204 || status === 304 || status < 200;
-  return new Response(nullBody ? null : Buffer.concat(chunks), { status, headers });
+  const body = Buffer.concat(chunks);
+  // A view of exactly the body: a small Buffer is a slice of Node's shared pool.
+  return new Response(nullBody ? null : bodyOver(new Uint8Array(body.buffer as ArrayBuffer, body.byteOffset, body.byteLength)), { status, headers });
 }

@@ -10,7 +10,7 @@ import { fetch as fetchOverStream } from '@libp2p/http-fetch';
 import { readHeaders, responseToStream, type HeaderInfo } from '@libp2p/http-utils';
 import type { AbortOptions, Connection, PeerId, Stream, StreamHandler } from '@libp2p/interface';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
-import { BodyTooLargeError, readBounded } from '../http/bounded-body.ts';
+import { BodyTooLargeError, bodyOver, readBounded } from '../http/bounded-body.ts';
 import { peerIdFromServerName, serverNameFromPeerId } from './identity.ts';
 
 export const HTTP_PROTOCOL = '/http/1.1';
@@ -295,7 +295,7 @@ async function exchange(stream: Stream, request: Request, body: Uint8Array<Array
       const declared = Number(response.headers.get('content-length') ?? 0);
       if (declared > maxResponseBytes) throw new ResponseTooLarge(`response of ${declared} bytes exceeds ${maxResponseBytes}`);
       const payload = await Promise.race([readResponse(response.body, maxResponseBytes), failed]);
-      return new Response(payload, { status: response.status, statusText: response.statusText, headers: response.headers });
+      return new Response(payload && bodyOver(payload), { status: response.status, statusText: response.statusText, headers: response.headers });
     });
   } finally {
     dispose();

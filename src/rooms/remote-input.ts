@@ -11,15 +11,18 @@ import { nextStreamId } from '../storage/stream.ts';
 import { RoomError, roomNotFound } from './errors.ts';
 import { checkEventSize } from './event-builder.ts';
 import type { RoomReads } from './room-reads.ts';
-import { RepeatedTransaction, replaced, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
+import { RepeatedTransaction, replaced, type EventRowFields, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
-import type { ReceiveOptions, StoredEvent } from './types.ts';
+import type { OutlierAnswer, PduSource, ReceiveOptions, StoredEvent } from './types.ts';
 
 /** Stands for an event in a state map before it is stored and has a nid. */
 const PENDING_NID = -1;
 
 /** Events whose signatures are checked at once (bounds what a big batch holds in flight). */
 const CHECKS_IN_FLIGHT = 256;
+
+/** Outliers stored per write: a big batch is held a window at a time, at a commit per window. */
+const OUTLIERS_PER_WRITE = 2_000;
 
 /**
  * The remote input path (server-server §Checks performed on receipt of a PDU):
@@ -53,8 +56,9 @@ export class RemoteInput {
     if (options.outlier) {
       // One outlier is a batch of one: a single path checks and stores outliers.
       const [answer] = await this.receiveOutliers(pdu.room_id, [pdu]);
-      if (answer instanceof RoomError) throw answer;
-      return answer!;
+      if (!answer) throw new RoomError('bad_event', 'the event is too malformed to have an ID');
+      if (answer.refused) throw answer.refused;
+      return (await this.store.getEvent(answer.eventId))!;
     }
     try {
       return await this.receive(pdu, options);
@@ -66,74 +70,88 @@ export class RemoteInput {
   }
 
   /**
-   * Checks and stores many events without state at once (a join's state and auth chain),
-   * in the order given: each after its auth events, which may come earlier in the same
-   * batch. Signatures and hashes are checked a window at a time, in parallel; auth
-   * against each event's own auth events follows in order; all are stored in one write
-   * (one commit, not one per event). Each answer is the stored event (accepted as an
-   * outlier or rejected), or the RoomError that refused it (a bad signature, unknown
-   * auth events), as receiveEvent would have thrown. `eventIds`, when given, are the events'
-   * IDs as computeEventId gives them, computed already by the caller.
+   * Checks and stores many events without state at once (a join's state and auth chain, a
+   * gap's /state), each after its auth events, which may come in the same batch. In two
+   * passes over the source, which parses each event when it is read, so that a big batch is
+   * never held as objects (20,000 for a room of 10,000 members):
+   * 1. outside the room lock, a window at a time, in parallel: each event's ID, size,
+   *    content hash and signatures checked; kept of it is what ordering it needs;
+   * 2. with the lock, each after its auth events: read again, auth against its auth events,
+   *    and stored, a write (one commit) per window of events.
+   * Events held already are not checked again (an auth chain is mostly known). The answers
+   * follow the source's order: undefined where it gave no PDU, or none with an ID.
    */
-  async receiveOutliers(roomId: string, pdus: readonly PDU[], eventIds?: readonly string[]): Promise<(StoredEvent | RoomError)[]> {
+  async receiveOutliers(roomId: string, source: PduSource | readonly PDU[]): Promise<(OutlierAnswer | undefined)[]> {
     const version = await this.reads.roomVersion(roomId);
     if (!version) throw roomNotFound(roomId);
-    // Each ID computed once; events held already are not checked again (an auth chain is mostly known).
-    // `eventIds`: the caller's computeEventId of each (federation computed them to order the batch).
-    const ids = eventIds?.length === pdus.length ? eventIds : pdus.map((pdu) => computeEventId(pdu, version));
-    const heldBefore = await this.heldIds(ids);
-    const checked: (RoomEvent | RoomError)[] = [];
-    for (let from = 0; from < pdus.length; from += CHECKS_IN_FLIGHT) {
-      checked.push(...(await Promise.all(pdus.slice(from, from + CHECKS_IN_FLIGHT).map((pdu, k) => {
-        const id = ids[from + k]!;
-        if (pdu.room_id !== roomId) return new RoomError('bad_event', `event ${id} is of another room`);
-        if (heldBefore.has(id)) return { ...pdu, event_id: id } as RoomEvent;
-        return this.checkRemoteEvent(pdu, version, id).catch((e: unknown) => {
-          if (e instanceof RoomError) return e;
-          throw e;
-        });
-      }))));
+    const events: PduSource = isPduArray(source) ? { length: source.length, read: (i) => source[i] } : source;
+    const answers: (OutlierAnswer | undefined)[] = new Array(events.length).fill(undefined);
+    const checked = new Map<string, CheckedOutlier>();
+    const firstIndex = new Map<string, number>();
+    const repeats: [index: number, first: number][] = [];
+    for (let from = 0; from < events.length; from += CHECKS_IN_FLIGHT) {
+      const window: { index: number; pdu: PDU; eventId: string }[] = [];
+      for (let index = from; index < Math.min(from + CHECKS_IN_FLIGHT, events.length); index++) {
+        const pdu = events.read(index);
+        const eventId = pdu && idOrUndefined(pdu, version);
+        if (!pdu || !eventId) continue;
+        const first = firstIndex.get(eventId);
+        if (first !== undefined) {
+          repeats.push([index, first]);
+          continue;
+        }
+        firstIndex.set(eventId, index);
+        answers[index] = pdu.room_id === roomId ? { eventId } : { eventId, refused: new RoomError('bad_event', `event ${eventId} is of another room`) };
+        if (pdu.room_id === roomId) window.push({ index, pdu, eventId });
+      }
+      const held = await this.heldIds(window.map((w) => w.eventId));
+      await Promise.all(window.filter((w) => !held.has(w.eventId)).map(async ({ index, pdu, eventId }) => {
+        try {
+          const { event, tampered } = await this.checkRemoteEventForms(pdu, version, eventId);
+          // A tampered event is kept as its redacted form, which a second read would not give.
+          checked.set(eventId, { index, authIds: referenceIds(event.auth_events), depth: event.depth, ...(tampered ? { redacted: event } : {}) });
+        } catch (e) {
+          if (!(e instanceof RoomError)) throw e;
+          answers[index] = { eventId, refused: e };
+        }
+      }));
     }
-    type Pending = { event: RoomEvent; rejected: string | null };
-    const write = await this.store.lock.run(roomId, async (): Promise<{ answers: (StoredEvent | RoomError)[]; durable: Promise<void> }> => {
+    const usedAsAuth = new Set<string>();
+    for (const entry of checked.values()) for (const id of entry.authIds) if (checked.has(id)) usedAsAuth.add(id);
+
+    await this.store.lock.run(roomId, async () => {
       const head = await this.store.writerHead(roomId);
       if (!head) throw roomNotFound(roomId);
-      // Held now: those held before, and any stored meanwhile (the lock was not held while checking).
-      const held = await this.heldIds(checked.flatMap((c) => (c instanceof RoomError || heldBefore.has(c.event_id) ? [] : [c.event_id])));
-      for (const id of heldBefore) held.add(id);
-      const answers: (StoredEvent | RoomError | Pending)[] = [];
-      const batch = new Map<string, Pending>();
-      for (const event of checked) {
-        if (event instanceof RoomError) {
-          answers.push(event);
-          continue;
+      // Stored meanwhile (the lock was not held while checking): not stored again.
+      const heldNow = await this.heldIds([...checked.keys()]);
+      // Of the batch, only the events others name as auth events stay parsed.
+      const authEvents = new Map<string, { event: RoomEvent; rejected: string | null }>();
+      const ordered = inAuthOrder(checked).filter(([eventId]) => !heldNow.has(eventId));
+      for (let from = 0; from < ordered.length; from += OUTLIERS_PER_WRITE) {
+        const rows: { fields: EventRowFields; json: string; rejected: string | null }[] = [];
+        for (const [eventId, entry] of ordered.slice(from, from + OUTLIERS_PER_WRITE)) {
+          const event = entry.redacted ?? ({ ...events.read(entry.index)!, event_id: eventId } as RoomEvent);
+          const auth = await Promise.all(entry.authIds.map(async (id) => authEvents.get(id) ?? (await this.store.getEvent(id))));
+          if (auth.some((e) => !e)) {
+            answers[entry.index] = { eventId, refused: new RoomError('missing_events', `auth events of ${eventId} are unknown`) };
+            continue;
+          }
+          const rejected = (await this.ownAuthReason(event, auth as { event: RoomEvent; rejected: string | null }[], version)) ?? null;
+          if (usedAsAuth.has(eventId)) authEvents.set(eventId, { event, rejected });
+          const { room_id, type, state_key, sender, depth, origin_server_ts } = event;
+          rows.push({ fields: { event_id: eventId, room_id, type, state_key, sender, depth, origin_server_ts }, json: JSON.stringify(event), rejected });
         }
-        const known = batch.get(event.event_id) ?? (held.has(event.event_id) ? this.store.pendingEvent(event.event_id) ?? (await this.store.getEvent(event.event_id)) : undefined);
-        if (known) {
-          answers.push(known);
-          continue;
-        }
-        const auth = await Promise.all(referenceIds(event.auth_events).map(async (id) => batch.get(id) ?? (await this.store.getEvent(id))));
-        if (auth.some((e) => !e)) {
-          answers.push(new RoomError('missing_events', `auth events of ${event.event_id} are unknown`));
-          continue;
-        }
-        const entry = { event, rejected: (await this.ownAuthReason(event, auth as Pending[], version)) ?? null };
-        batch.set(event.event_id, entry);
-        answers.push(entry);
+        if (rows.length === 0) continue;
+        const written = await this.store.runRoomWrite(roomId, (tx) => {
+          for (const row of rows) this.store.insertOutlier(tx, row.fields, row.json, row.rejected);
+          // Outliers are neither cached nor indexed as they are stored (RoomStore.afterCommit): none to hand on.
+          return { stored: [], head, snapshots: [], redactionTargets: new Map() };
+        });
+        await written.durable;
       }
-      if (batch.size === 0) return { answers: answers as (StoredEvent | RoomError)[], durable: Promise.resolve() };
-      const written = await this.store.runRoomWrite(roomId, (tx) => {
-        const stored = [...batch.values()].map(({ event, rejected }) =>
-          this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true, rejected }));
-        return { stored, head, snapshots: [], redactionTargets: new Map() };
-      });
-      const byId = new Map(written.stored.map((s) => [s.event.event_id, s]));
-      const isPending = (a: StoredEvent | RoomError | Pending): a is Pending => !(a instanceof RoomError) && !('nid' in a);
-      return { answers: answers.map((a) => (isPending(a) ? byId.get(a.event.event_id)! : a)), durable: written.durable };
     });
-    await write.durable;
-    return write.answers;
+    for (const [index, first] of repeats) answers[index] = answers[first];
+    return answers;
   }
 
   /** Which of these events are stored already: one query per chunk, not one read each. */
@@ -242,6 +260,11 @@ export class RemoteInput {
    * The event is encoded once for all of them (receivedEventForms), its ID too when not given.
    */
   private async checkRemoteEvent(pdu: PDU, version: RoomVersion, givenId?: string): Promise<RoomEvent> {
+    return (await this.checkRemoteEventForms(pdu, version, givenId)).event;
+  }
+
+  /** The same, saying whether the content hash failed (the event is then its redacted form). */
+  private async checkRemoteEventForms(pdu: PDU, version: RoomVersion, givenId?: string): Promise<{ event: RoomEvent; tampered: boolean }> {
     let forms: ReceivedEventForms;
     try {
       forms = receivedEventForms(pdu, version);
@@ -266,7 +289,7 @@ export class RemoteInput {
     }
     // A failed content hash means the event was tampered with: keep only its redacted form.
     if (!forms.contentHashMatches) event = { ...(redactEvent(event, version) as unknown as RoomEvent), event_id: event.event_id };
-    return event;
+    return { event, tampered: !forms.contentHashMatches };
   }
 
   /**
@@ -371,7 +394,9 @@ export class RemoteInput {
         const already = tx.get<{ event_id: string }>('SELECT event_id FROM events WHERE event_id = ?', [event.event_id]);
         if (already) throw new RepeatedTransaction(already.event_id);
       }
-      const before = head.current && sameState(head.current.state, stateBefore) ? head.current : store.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
+      const before = head.current && sameState(head.current.state, stateBefore)
+        ? head.current
+        : store.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
       snapshots.push(before);
       // Backfilled history sorts before everything live: negative stream positions, never reported by /sync.
       const streamOrdering = softFailed ? null : backfilled ? nextBackfillOrdering(tx) : nextStreamId(tx);
@@ -424,4 +449,53 @@ function sameState(a: NidState, b: NidState): boolean {
   if (a.size !== b.size) return false;
   for (const [key, nid] of a) if (b.get(key) !== nid) return false;
   return true;
+}
+
+/** An event of a batch of outliers once its signatures are checked: what storing it in auth order needs. */
+interface CheckedOutlier {
+  /** Its first place in the batch: where it is read again, and its answer. */
+  index: number;
+  authIds: string[];
+  depth: number;
+  /** Its redacted form, for an event whose content hash failed. */
+  redacted?: RoomEvent;
+}
+
+const isPduArray = (source: PduSource | readonly PDU[]): source is readonly PDU[] => Array.isArray(source);
+
+function idOrUndefined(pdu: PDU, version: RoomVersion): string | undefined {
+  try {
+    return computeEventId(pdu, version);
+  } catch {
+    return undefined; // too malformed for an ID: left out, as no PDU
+  }
+}
+
+/**
+ * The batch ordered so that each event comes after those of its auth events in the batch,
+ * shallowest first otherwise. A cycle is broken anywhere; auth then refuses what it reaches.
+ */
+function inAuthOrder(batch: Map<string, CheckedOutlier>): [string, CheckedOutlier][] {
+  const out: [string, CheckedOutlier][] = [];
+  const visited = new Set<string>();
+  const byDepth = [...batch].sort(([, a], [, b]) => a.depth - b.depth);
+  for (const [rootId, root] of byDepth) {
+    if (visited.has(rootId)) continue;
+    visited.add(rootId);
+    const stack = [{ id: rootId, entry: root, deps: [...root.authIds] }];
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      const next = top.deps.pop();
+      if (next === undefined) {
+        stack.pop();
+        out.push([top.id, top.entry]);
+        continue;
+      }
+      const dep = batch.get(next);
+      if (!dep || visited.has(next)) continue;
+      visited.add(next);
+      stack.push({ id: next, entry: dep, deps: [...dep.authIds] });
+    }
+  }
+  return out;
 }

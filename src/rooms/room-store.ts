@@ -43,6 +43,20 @@ export interface EventMeta {
   softFailed?: boolean;
 }
 
+/** The fields of an event the events table keeps in columns of their own, beside its JSON. */
+export type EventRowFields = Pick<RoomEvent, 'event_id' | 'room_id' | 'type' | 'state_key' | 'sender' | 'depth' | 'origin_server_ts'>;
+
+function insertEventRow(tx: WriteTransaction, event: EventRowFields, json: string, meta: EventMeta): number {
+  return tx.get<{ event_nid: number }>(
+    `INSERT INTO events (event_id, room_id, type, state_key, sender, depth, origin_server_ts, json, stream_ordering, state_snapshot, replaces_state, outlier, rejected, soft_failed)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING event_nid`,
+    [
+      event.event_id, event.room_id, event.type, event.state_key ?? null, event.sender, event.depth, event.origin_server_ts,
+      json, meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.outlier ? 1 : 0, meta.rejected ?? null, meta.softFailed ? 1 : 0,
+    ],
+  )!.event_nid;
+}
+
 type EventRow = {
   event_nid: number;
   json: string;
@@ -178,14 +192,7 @@ export class RoomStore {
 
   /** Stores a new event, and keeps the timeline's indexes (relations, search) in the same write, whichever path stores it. */
   insertEvent(tx: WriteTransaction, event: RoomEvent, meta: EventMeta): StoredEvent {
-    const nid = tx.get<{ event_nid: number }>(
-      `INSERT INTO events (event_id, room_id, type, state_key, sender, depth, origin_server_ts, json, stream_ordering, state_snapshot, replaces_state, outlier, rejected, soft_failed)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING event_nid`,
-      [
-        event.event_id, event.room_id, event.type, event.state_key ?? null, event.sender, event.depth, event.origin_server_ts,
-        JSON.stringify(event), meta.streamOrdering, meta.stateSnapshot, meta.replacesState, meta.outlier ? 1 : 0, meta.rejected ?? null, meta.softFailed ? 1 : 0,
-      ],
-    )!.event_nid;
+    const nid = insertEventRow(tx, event, JSON.stringify(event), meta);
     const stored: StoredEvent = {
       nid,
       event,
@@ -199,6 +206,14 @@ export class RoomStore {
     };
     this.indexStored(tx, stored);
     return stored;
+  }
+
+  /**
+   * Stores an outlier given as the JSON it is kept as, with the fields the events table
+   * indexes. No timeline index is told: relations and search take timeline events only.
+   */
+  insertOutlier(tx: WriteTransaction, fields: EventRowFields, json: string, rejected: string | null): void {
+    insertEventRow(tx, fields, json, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: true, rejected });
   }
 
   /** Tells the timeline's indexes that an event joined the timeline. */

@@ -204,3 +204,62 @@ async function forgeEvent(rooms: Rooms, template: { type: string; sender: string
     requireRoomVersion('10'), rooms.serverName, HEARTH_KEY_ID, key,
   )) as unknown as PDU;
 }
+
+describe('room engine: a batch of outliers (a join’s state and auth chain)', () => {
+  /** A source that counts its reads of each element, as federation's reads from the answer's bytes. */
+  const counted = (pdus: (PDU | undefined)[]) => {
+    const reads = new Array<number>(pdus.length).fill(0);
+    return { reads, source: { length: pdus.length, read: (i: number) => (reads[i]!++, pdus[i] && structuredClone(pdus[i])) } };
+  };
+
+  it('stores a big batch (more than a write holds) given dependents first, each after its auth events; each event read at most twice', async () => {
+    const members = Array.from({ length: 2_100 }, (_, i) => `@m${i}:${a.serverName}`);
+    for (let from = 0; from < members.length; from += 500) {
+      await a.sendEvents(roomId, members.slice(from, from + 500).map((m) => ({ type: 'm.room.member', sender: m, state_key: m, content: { membership: 'join' } })));
+    }
+    const [message] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'tampered with' } }]);
+    const state = [...(await a.currentState(roomId)).values()].map((s) => wire(s));
+    const tampered = { ...wire(message!), content: { body: 'something else' } };
+    const otherRoom = { ...state[0]!, room_id: '!other:example.org' };
+    // Auth events last: the engine orders the batch itself. A repeat, a non-PDU and an event of another room among them.
+    const batch = [...state.reverse(), tampered, state[5]!, undefined, otherRoom];
+    const c = await server();
+    await c.trackRemoteRoom(roomId, '10');
+
+    const { reads, source } = counted(batch);
+    const answers = await c.receiveOutliers(roomId, source);
+    expect(answers.slice(0, state.length + 1).every((answer) => answer && !answer.refused)).toBe(true);
+    expect(answers[state.length + 1]).toEqual(answers[5]);
+    expect(answers[state.length + 2]).toBeUndefined();
+    expect(answers[state.length + 3]?.refused).toMatchObject({ code: 'bad_event', message: expect.stringMatching(/is of another room$/) });
+    expect(await c.unknownEvents(answers.slice(0, state.length + 1).map((answer) => answer!.eventId))).toEqual([]);
+    for (const answer of answers.slice(0, state.length)) {
+      const stored = (await c.getEvent(answer!.eventId))!;
+      expect([stored.outlier, stored.rejected, stored.stateSnapshot]).toEqual([true, null, null]);
+    }
+    // A tampered event is kept as its redacted form.
+    expect((await c.getEvent(message!.event.event_id))!.event.content).toEqual({});
+    // Read once to be checked, once more to be stored; a tampered event (kept redacted), a repeat and what is refused at once, once.
+    expect(reads.slice(0, state.length).every((n) => n === 2)).toBe(true);
+    expect(reads.slice(state.length)).toEqual([1, 1, 1, 1]);
+
+    // Held already: read once, and stored again never.
+    const again = counted(batch);
+    expect((await c.receiveOutliers(roomId, again.source)).map((answer) => answer?.eventId)).toEqual(answers.map((answer) => answer?.eventId));
+    expect(again.reads.every((n) => n === 1)).toBe(true);
+  });
+
+  it('refuses what needs an auth event refused in the same batch, and stores the rest', async () => {
+    const [message] = await b.sendEvents(roomId, [{ type: 'm.room.message', sender: bob, content: { body: 'hi' } }]);
+    const state = [...(await a.currentState(roomId)).values()].map((s) => wire(s));
+    const bobMember = state.find((e) => e.type === 'm.room.member' && e.state_key === bob)!;
+    const forged = { ...bobMember, signatures: { [b.serverName]: { [HEARTH_KEY_ID]: encodeBase64(new Uint8Array(64)) } } };
+    const c = await server();
+    await c.trackRemoteRoom(roomId, '10');
+    const answers = await c.receiveOutliers(roomId, [wire(message!), forged, ...state.filter((e) => e !== bobMember)]);
+    expect(answers.at(0)?.refused).toMatchObject({ code: 'missing_events' });
+    expect(answers.at(1)?.refused?.message).toMatch(/has no valid signature/);
+    expect(answers.slice(2).every((answer) => answer && !answer.refused)).toBe(true);
+    expect(await c.unknownEvents(answers.map((answer) => answer!.eventId))).toEqual(answers.slice(0, 2).map((answer) => answer!.eventId));
+  });
+});

@@ -2,7 +2,6 @@ import type { RoomEvent } from '../events/event.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { RoomAliases } from './aliases.ts';
-import type { RoomError } from './errors.ts';
 import { LocalWrites } from './local-writes.ts';
 import { RoomRelations } from './relations.ts';
 import { RemoteInput } from './remote-input.ts';
@@ -10,10 +9,10 @@ import { RemoteMemberships } from './remote-memberships.ts';
 import { RoomReads } from './room-reads.ts';
 import { RoomStore } from './room-store.ts';
 import { RoomTimeline } from './timeline.ts';
-import type { Countersign, EventIndexHook, EventTemplate, OutboxHook, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
+import type { Countersign, EventIndexHook, EventTemplate, OutboxHook, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
 
 export { MAX_EVENT_BYTES } from './event-builder.ts';
-export type { Countersign, EventIndexHook, EventTemplate, OutboxHook, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook, VerifyKeyResolver } from './types.ts';
+export type { Countersign, EventIndexHook, EventTemplate, OutboxHook, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook, VerifyKeyResolver } from './types.ts';
 
 /**
  * The room engine: builds, authorises and stores events, one at a time per room
@@ -87,9 +86,13 @@ export class Rooms extends RoomReads {
     return this.input.receiveEvent(pdu, options);
   }
 
-  /** Checks and stores many outliers (a join's state and auth chain) in one write; each answer is the stored event or the RoomError that refused it. */
-  receiveOutliers(roomId: string, pdus: readonly PDU[], eventIds?: readonly string[]): Promise<(StoredEvent | RoomError)[]> {
-    return this.input.receiveOutliers(roomId, pdus, eventIds);
+  /**
+   * Checks and stores many outliers (a join's state and auth chain) in one write, read from the
+   * source a window at a time; each answer, in the source's order, gives the event's ID and why
+   * it was refused, if it was (undefined where the source gave no PDU).
+   */
+  receiveOutliers(roomId: string, source: PduSource | readonly PDU[]): Promise<(OutlierAnswer | undefined)[]> {
+    return this.input.receiveOutliers(roomId, source);
   }
 
   /** Those of the given event IDs that are not stored (as anything, outliers included). */

@@ -2,13 +2,15 @@ import type { JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
 import type { RandomBytes } from '../crypto/random.ts';
 import type { RoomEvent } from '../events/event.ts';
+import type { PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import type { StreamNotify } from '../storage/stream.ts';
+import type { RoomError } from './errors.ts';
 import type { NidState } from './state-store.ts';
 
 // The room engine's shared types. They import nothing of the engine but state-store's
-// NidState, so every part (and the timeline and relations readers) can use them without a cycle.
+// NidState and the engine's error, so every part (and the timeline and relations readers) can use them without a cycle.
 
 /** An event as stored, with what the room engine decided about it. */
 export interface StoredEvent {
@@ -100,6 +102,24 @@ export interface ReceiveOptions {
    * state) and for backfilled events whose prev events we lack.
    */
   stateBefore?: readonly string[];
+}
+
+/**
+ * Events read one at a time, each parsed when read: a big answer's events (a join's state:
+ * 20,000 in a room of 10,000 members) are then never all held as objects at once.
+ */
+export interface PduSource {
+  readonly length: number;
+  /** Event `index`, parsed anew, or undefined when it is no PDU of the room (it is then left out). */
+  read(index: number): PDU | undefined;
+}
+
+/** What became of one event given to receiveOutliers. */
+export interface OutlierAnswer {
+  /** Its ID (computed once, here). */
+  eventId: string;
+  /** Why it was refused and not stored (a bad signature, unknown auth events); absent when it is stored, as accepted or rejected. */
+  refused?: RoomError;
 }
 
 /** The event reads the timeline reader builds on (the room engine answers them). */

@@ -378,14 +378,18 @@ export class RemoteInput {
     const { softFailed, backfilled, promoting } = how;
     const store = this.store;
     const roomId = event.room_id;
-    const afterState = new Map(stateBefore);
-    if (isStateEvent(event)) afterState.set(stateKey(event.type, event.state_key!), PENDING_NID);
     // Soft-failed and backfilled events stay out of the extremities and the current state.
     const movesCurrent = !softFailed && !backfilled;
     const extremities = movesCurrent ? [...head.extremities.filter((id) => !prevIds.includes(id)), event.event_id] : head.extremities;
     const from = head.current?.state ?? new Map<StateKey, number>();
+    const afterState = () => {
+      if (!isStateEvent(event)) return stateBefore;
+      const after = new Map(stateBefore);
+      after.set(stateKey(event.type, event.state_key!), PENDING_NID);
+      return after;
+    };
     // When the event descends from every extremity its state is the room's; otherwise resolve the two.
-    const newCurrent = !movesCurrent ? undefined : extremities.length === 1 ? afterState : await this.resolve(head.version, [from, afterState], event);
+    const newCurrent = !movesCurrent ? undefined : extremities.length === 1 ? afterState() : await this.resolve(head.version, [from, afterState()], event);
     const redactionTargets = softFailed ? new Map<string, string>() : await store.redactionTargets(roomId, head, [event]);
     const snapshots: { nid: number; state: NidState }[] = [];
     return store.runRoomWrite(roomId, (tx) => {
@@ -396,7 +400,7 @@ export class RemoteInput {
       }
       const before = head.current && sameState(head.current.state, stateBefore)
         ? head.current
-        : store.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
+        : store.stateStore.snapshotOf(stateBefore) ?? store.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
       snapshots.push(before);
       // Backfilled history sorts before everything live: negative stream positions, never reported by /sync.
       const streamOrdering = softFailed ? null : backfilled ? nextBackfillOrdering(tx) : nextStreamId(tx);

@@ -263,3 +263,16 @@ describe('room engine: a batch of outliers (a join’s state and auth chain)', (
     expect(await c.unknownEvents(answers.map((answer) => answer!.eventId))).toEqual(answers.slice(0, 2).map((answer) => answer!.eventId));
   });
 });
+
+describe('room engine: state snapshots', () => {
+  it('gives backfilled messages after a message the snapshot of the one before, not a copy', async () => {
+    const sent = await a.sendEvents(roomId, ['one', 'two', 'three'].map((body) => ({ type: 'm.room.message', sender: alice, content: { body } })));
+    const state = [...(await a.currentState(roomId)).values()];
+    const c = await server();
+    await c.trackRemoteRoom(roomId, '10');
+    await c.receiveOutliers(roomId, state.map((s) => wire(s)));
+    const first = await c.receiveEvent(wire(sent[0]!), { stateBefore: state.map((s) => s.event.event_id), backfilled: true });
+    const rest = [await c.receiveEvent(wire(sent[1]!), { backfilled: true }), await c.receiveEvent(wire(sent[2]!), { backfilled: true })];
+    expect(rest.map((r) => [r.rejected, r.stateSnapshot])).toEqual([[null, first.stateSnapshot], [null, first.stateSnapshot]]);
+  });
+});

@@ -12,6 +12,9 @@ const MAX_BLOCKS = 24;
 
 type Reader = Pick<WriteTransaction, 'all' | 'get'>;
 
+/** State entries held by the snapshot cache in all: five states of a room the size of Matrix HQ, thousands of small rooms'. */
+const SNAPSHOT_ENTRIES_CACHED = 100_000;
+
 /**
  * State snapshots made of shared, immutable blocks (an LSM-like scheme): a new
  * snapshot is its parent's block list plus one block holding the changes; the
@@ -19,9 +22,19 @@ type Reader = Pick<WriteTransaction, 'all' | 'get'>;
  * snapshot has O(log n) blocks and each entry is copied O(log n) times overall.
  */
 export class StateStore {
-  private readonly snapshots = new LruCache<number, NidState>(512);
+  /**
+   * Bounded by count and by entries: a snapshot is a whole state, and a big room's (20,000
+   * entries, ~1 MiB) is made for each event; 512 of them would hold half a gigabyte.
+   */
+  private readonly snapshots = new LruCache<number, NidState>(512, { maxWeight: SNAPSHOT_ENTRIES_CACHED, weigh: (state) => state.size });
   /** Snapshots of writes that ran in memory and are not durable yet (see RoomStore.runRoomWrite). */
   private readonly pending = new Map<number, NidState>();
+  /**
+   * The committed snapshot each state in hand was loaded or made as: an event whose state
+   * before is one of them (a message after a message) takes that snapshot, not a copy of
+   * it (20,000 entries in a big room).
+   */
+  private readonly committedAs = new WeakMap<NidState, number>();
 
   constructor(private readonly db: Database) {}
 
@@ -38,7 +51,14 @@ export class StateStore {
       applyEntries(state, entries);
     }
     this.snapshots.set(snapshotNid, state);
+    this.committedAs.set(state, snapshotNid);
     return state;
+  }
+
+  /** The committed snapshot this very state object is, if it is one (never a copy's). */
+  snapshotOf(state: NidState): { nid: number; state: NidState } | undefined {
+    const nid = this.committedAs.get(state);
+    return nid === undefined ? undefined : { nid, state };
   }
 
   /**
@@ -77,6 +97,7 @@ export class StateStore {
   remember(snapshot: { nid: number; state: NidState }): void {
     this.pending.delete(snapshot.nid);
     this.snapshots.set(snapshot.nid, snapshot.state);
+    this.committedAs.set(snapshot.state, snapshot.nid);
   }
 
   /** Makes a snapshot of a write not yet durable readable by the writes after it. */

@@ -8,13 +8,16 @@
 //    a 2-member room in the same run;
 // 3. state resolution of a 20-way fork over 10,000 members, beside 1,000 members.
 // HEARTH_BENCH_BIG_MEMBERS / _STATE / _EVENTS shrink the room (a quick run);
-// HEARTH_BENCH_PROFILE_DIR writes B's CPU profile (--cpu-prof) there.
+// HEARTH_BENCH_PROFILE_DIR writes B's CPU profile (--cpu-prof) there. HEARTH_BENCH_LIVE_HEAP prints
+// B's live heap after each phase (a full GC after each, so its RSS figures are not the plain run's),
+// and HEARTH_BENCH_HEAP_SNAPSHOTS=DIR writes a heap snapshot there at each. B runs with the V8 flags
+// `npm run serve` gives the host.
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EventTemplate } from '../src/rooms/types.ts';
 import { call, direct, register, startChildPeer } from './federation.bench.ts';
-import { startBenchPeer, type BenchPeer } from './federation-peer.ts';
+import { startBenchPeer, type BenchPeer, type MemorySample } from './federation-peer.ts';
 import { percentile, report } from './harness.ts';
 import { resolveForks } from './state-res.bench.ts';
 
@@ -84,20 +87,38 @@ export async function run(): Promise<void> {
     const dave = await register((...args) => call(b, ...args), 'dave');
     const erin = await register((...args) => call(b, ...args), 'erin');
     const since = (await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
+    const liveBefore = process.env.HEARTH_BENCH_LIVE_HEAP ? await b.command<number>({ cmd: 'liveHeap' }) : 0;
     const before = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
     await b.command({ cmd: 'timings' });
+    await b.command({ cmd: 'memoryTrace', action: 'start' });
 
     const joinStarted = performance.now();
+    const joinAt = Date.now();
     await call(b, 'POST', `/_matrix/client/v3/join/${enc(roomId)}?via=${a.homeserver.serverName}`, dave.token, {});
     const joinMs = performance.now() - joinStarted;
+    const live: [string, number][] = [];
+    const liveHeap = async (phase: string) => {
+      if (!process.env.HEARTH_BENCH_LIVE_HEAP) return;
+      const snapshot = process.env.HEARTH_BENCH_HEAP_SNAPSHOTS ? join(process.env.HEARTH_BENCH_HEAP_SNAPSHOTS, `b-${phase.replace(/\W+/g, '-')}.heapsnapshot`) : undefined;
+      live.push([phase, await b.command<number>({ cmd: 'liveHeap', ...(snapshot ? { snapshot } : {}) })]);
+    };
+    await liveHeap('after the join');
     const syncStarted = performance.now();
+    const syncAt = Date.now();
     const firstSync = await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&since=${since}&filter=${LAZY}`, dave.token);
     const syncMs = performance.now() - syncStarted;
+    await liveHeap('after the first sync');
     if (!firstSync.rooms?.join?.[roomId]) throw new Error('the first /sync after the join does not have the room');
     const pageStarted = performance.now();
+    const pageAt = Date.now();
     const page = await call(b, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=${FIRST_PAGE}&filter=${enc(JSON.stringify({ lazy_load_members: true }))}`, dave.token);
     const pageMs = performance.now() - pageStarted;
+    await liveHeap('after the first page');
     const after = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
+    const samples = await b.command<MemorySample[]>({ cmd: 'memoryTrace', action: 'stop' });
+    const sampledPeak = samples.reduce((top, s) => (s.rss > top.rss ? s : top), samples[0]!);
+    const phaseOf = (at: number) => (at >= pageAt ? 'the first /messages page' : at >= syncAt ? 'the first /sync' : at >= joinAt ? 'the join' : 'before');
+    const startSample = samples[0]!;
     const timings = await b.command<{ outbound: Record<string, number[]>; responseBytes: Record<string, number[]> }>({ cmd: 'timings' });
     // What B asked of A, the join and the page together, with each endpoint's total time.
     const asked = Object.entries(timings.outbound).filter(([, v]) => v.length > 0).map(([k, v]) => `${v.length}× ${k} ${v.reduce((x, y) => x + y, 0).toFixed(0)} ms`).join(', ');
@@ -153,6 +174,12 @@ export async function run(): Promise<void> {
       ['state on the wire (the send_join answer)', MiB(wire), 'MiB'],
       ['B\'s peak RSS', MiB(Math.max(after.peakRss, before.peakRss)), 'MiB', `before the join ${MiB(before.rss).toFixed(0)} MiB, after ${MiB(after.rss).toFixed(0)} MiB`],
       ['  peak growth during the join / state on the wire', (after.peakRss - before.rss) / wire, '×', `peak RSS / state on the wire ${(after.peakRss / wire).toFixed(1)}×; goal ≤ 3×`],
+      ...live.map(([phase, bytes]): [string, number, string, string] => [`  live heap ${phase} (HEARTH_BENCH_LIVE_HEAP)`, MiB(bytes), 'MiB', `+${MiB(bytes - liveBefore).toFixed(1)} MiB on the live heap before the join`]),
+      ['  highest RSS sampled (every 10 ms)', MiB(sampledPeak.rss), 'MiB', `during ${phaseOf(sampledPeak.at)}; then, above the start: JS heap +${MiB(sampledPeak.heapUsed - startSample.heapUsed).toFixed(0)} MiB, external (buffers, WASM) +${MiB(sampledPeak.external - startSample.external).toFixed(0)} MiB`],
+      ...['the join', 'the first /sync', 'the first /messages page'].map((phase): [string, number, string, string] => {
+        const top = samples.filter((s) => phaseOf(s.at) === phase).reduce((max, s) => Math.max(max, s.rss), 0);
+        return [`    highest RSS sampled during ${phase}`, MiB(top), 'MiB', `${((top - before.rss) / wire).toFixed(2)}× the state on the wire above the RSS before the join`];
+      }),
     ]);
     report('big room: in it, on B', `${SENDS} sends each, alternating; ${SYNCS} syncs; HTTP over loopback`, [
       ['/sync with lazy-loaded members, initial, p50', median(initial), 'ms', 'goal ≤ 50 ms'],

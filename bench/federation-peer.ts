@@ -216,6 +216,9 @@ export function untilAccepted(peer: BenchPeer, roomId: string, type: string, cou
   });
 }
 
+/** One reading of a child peer's memory, in bytes (`external` includes ArrayBuffers and WASM memory). */
+export interface MemorySample { at: number; rss: number; heapUsed: number; external: number }
+
 /** Commands the bench sends a child peer, and what each answers. */
 export type PeerCommand =
   | { cmd: 'start'; seed: number[]; bootstrap: string[]; dns?: BenchDns; dataDir?: string }
@@ -224,6 +227,10 @@ export type PeerCommand =
   | { cmd: 'untilCount'; roomId: string; type: string; count: number }
   /** This process's resident memory now and at its peak, in bytes. */
   | { cmd: 'memory' }
+  /** The heap's live size after a full GC, in bytes (0 unless started with HEARTH_BENCH_LIVE_HEAP); a heap snapshot written to `snapshot` if given. */
+  | { cmd: 'liveHeap'; snapshot?: string }
+  /** Samples memory every 10 ms from `start` until `stop`, which answers the samples (what a peak is made of). */
+  | { cmd: 'memoryTrace'; action: 'start' | 'stop' }
   | { cmd: 'timings' }
   /** Answers once `count` /sync long-polls are waiting on this peer. */
   | { cmd: 'untilWaiting'; count: number }
@@ -231,6 +238,7 @@ export type PeerCommand =
 
 if (process.argv[2] === 'child' && process.send) {
   let peer: BenchPeer | undefined;
+  let trace: { timer: NodeJS.Timeout; samples: MemorySample[] } | undefined;
   process.on('message', async (message: { id: number } & PeerCommand) => {
     const reply = (result: unknown) => process.send!({ id: message.id, result });
     try {
@@ -248,6 +256,33 @@ if (process.argv[2] === 'child' && process.send) {
           break;
         case 'memory':
           reply({ rss: process.memoryUsage().rss, peakRss: process.resourceUsage().maxRSS * 1024 });
+          break;
+        case 'liveHeap': {
+          const gc = (globalThis as { gc?: () => void }).gc;
+          if (!gc) {
+            reply(0);
+            break;
+          }
+          gc();
+          if (message.snapshot) (await import('node:v8')).writeHeapSnapshot(message.snapshot);
+          reply(process.memoryUsage().heapUsed);
+          break;
+        }
+        case 'memoryTrace':
+          if (message.action === 'start') {
+            const samples: MemorySample[] = [];
+            const sample = () => {
+              const m = process.memoryUsage();
+              samples.push({ at: Date.now(), rss: m.rss, heapUsed: m.heapUsed, external: m.external });
+            };
+            sample();
+            trace = { timer: setInterval(sample, 10), samples };
+            reply(true);
+          } else {
+            clearInterval(trace?.timer);
+            reply(trace?.samples ?? []);
+            trace = undefined;
+          }
           break;
         case 'untilWaiting':
           await peer!.homeserver.services.sync.notifier.untilWaiting(message.count);

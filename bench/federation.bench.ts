@@ -80,7 +80,10 @@ export interface ChildPeer extends Reachable {
 export async function startChildPeer(seed: Uint8Array, bootstrap: string[], dns?: BenchDns, dataDir?: string): Promise<ChildPeer> {
   // HEARTH_BENCH_PROFILE_DIR: the child writes a CPU profile there when it exits.
   const profile = process.env.HEARTH_BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.HEARTH_BENCH_PROFILE_DIR}`] : [];
-  const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: ['--import', 'tsx', ...profile] });
+  // HEARTH_BENCH_LIVE_HEAP: the child may be asked for its live heap (a full GC first).
+  const liveHeap = process.env.HEARTH_BENCH_LIVE_HEAP ? ['--expose-gc'] : [];
+  // V8's young generation as `npm run serve` and `npm start` run the host (package.json).
+  const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: ['--max-semi-space-size=1', '--import', 'tsx', ...profile, ...liveHeap] });
   let next = 0;
   const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   child.on('message', (message: { id: number; result?: unknown; error?: string }) => {

@@ -22,7 +22,9 @@ afterAll(async () => {
 });
 
 const SS = '/_matrix/client/unstable/org.matrix.simplified_msc3575/sync';
-const body = { lists: { rooms: { ranges: [[0, 9]], timeline_limit: 1, required_state: [['m.room.name', '']] } } };
+// A connection of its own: the page's chat client syncs as the same device, and its new connection
+// (once the page is open again) would replace one of the same name (conn_id absent: '').
+const body = { conn_id: 'e2e-restart', lists: { rooms: { ranges: [[0, 9]], timeline_limit: 1, required_state: [['m.room.name', '']] } } };
 
 it('answers sliding sync through the service worker, and continues the connection after the core restarts', async () => {
   const { accessToken } = await storedSession(page);
@@ -38,7 +40,7 @@ it('answers sliding sync through the service worker, and continues the connectio
   const send = await pageFetch(page, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/after`, { token: accessToken, body: { msgtype: 'm.text', body: 'after the restart' } });
   expect(send.status).toBe(200);
   const next = await pageFetch(page, 'POST', `${SS}?pos=${first.body.pos}`, { token: accessToken, body });
-  expect(next.status).toBe(200);
+  expect(next.status, JSON.stringify(next.body)).toBe(200);
   expect(next.body.rooms[roomId].initial).toBeUndefined();
   expect(next.body.rooms[roomId].timeline.map((e: any) => e.content.body)).toEqual(['after the restart']);
   const unknown = await pageFetch(page, 'POST', `${SS}?pos=123456789`, { token: accessToken, body });

@@ -55,6 +55,15 @@ export function computeEventId(event: object, version: RoomVersion): string {
   }
 }
 
+/** The event ID of a PDU, or undefined when it cannot be derived (too malformed to encode). */
+export function eventIdOf(pdu: object, version: RoomVersion): string | undefined {
+  try {
+    return computeEventId(pdu, version);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Adds the content hash and the origin's signature over the redacted event (server-server §Signing events). */
 export async function hashAndSignEvent<T extends object>(
   event: T,

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
-import { verifyEventSignature, computeEventId, contentHashMatches, signNewEvent, referenceIds, type PDU } from '../events/pdu.ts';
+import { verifyEventSignature, computeEventId, eventIdOf, contentHashMatches, signNewEvent, referenceIds, type PDU } from '../events/pdu.ts';
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomEvent } from '../events/event.ts';
 import { getRoomVersion, ROOM_VERSIONS, type RoomVersion } from '../events/room-versions.ts';
@@ -25,7 +25,7 @@ import type { JsonElements } from '../util/json-elements.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
-import { countersignEvent, eventIdOf, isPduShaped, toPdu } from './pdus.ts';
+import { countersignEvent, isPduShaped, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
@@ -359,7 +359,9 @@ export class Federation {
       if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
     }
     const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId).catch(unfilled(`/state from ${origin}`));
-    const stateBefore = await this.storeStateAndAuthChain(pdu.room_id, pdus ?? inHand([]), auth_chain ?? inHand([]));
+    // An answer without them says nothing of the event: it is not checked against an empty state.
+    if (!pdus || !auth_chain) throw new GapNotFilled(503, 'M_UNKNOWN', `/state from ${origin} has no pdus or auth chain`);
+    const stateBefore = await this.storeStateAndAuthChain(pdu.room_id, pdus, auth_chain);
     return this.options.rooms.receiveEvent(pdu, { stateBefore, backfilled });
   }
 

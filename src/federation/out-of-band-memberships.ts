@@ -1,10 +1,9 @@
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import type { RoomEvent } from '../events/event.ts';
 import { serverNameOf } from '../events/identifiers.ts';
-import { computeEventId, contentHashMatches, referenceIds, type PDU } from '../events/pdu.ts';
+import { computeEventId, contentHashMatches, eventIdOf, referenceIds, type PDU } from '../events/pdu.ts';
 import { getRoomVersion, type RoomVersion } from '../events/room-versions.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
-import { eventIdOf } from './pdus.ts';
 
 // Memberships of local users in rooms we hold nothing of but an invite or a knock, changed
 // with no resident server's say: an invite withdrawn by its inviter, and a leave we make here.

@@ -2,7 +2,7 @@ import { encodeBase64 } from '../crypto/base64.ts';
 import type { SigningKey } from '../crypto/ed25519.ts';
 import { signingBytes } from '../crypto/signing.ts';
 import type { RoomEvent } from '../events/event.ts';
-import { computeEventId, type PDU } from '../events/pdu.ts';
+import type { PDU } from '../events/pdu.ts';
 import { redactEvent } from '../events/redaction.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 
@@ -42,13 +42,4 @@ export function isPduShaped(value: unknown): value is PDU {
     isOptionalString(pdu['redacts']) &&
     isOptionalString(pdu['origin'])
   );
-}
-
-/** The event ID of a PDU, or undefined when it cannot be derived (malformed). */
-export function eventIdOf(pdu: PDU, version: RoomVersion): string | undefined {
-  try {
-    return computeEventId(pdu, version);
-  } catch {
-    return undefined;
-  }
 }

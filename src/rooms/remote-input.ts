@@ -1,7 +1,7 @@
 import { checkEventAgainstAuthEvents, checkEventAuth, authEventSelection, requiredSignatureServers } from '../events/auth.ts';
 import { isStateEvent, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
 import { CanonicalJsonError } from '../crypto/canonical-json.ts';
-import { computeEventId, eventIdFromSigningBytes, receivedEventForms, referenceIds, verifyEventSignatureOver, type PDU, type ReceivedEventForms } from '../events/pdu.ts';
+import { computeEventId, eventIdFromSigningBytes, eventIdOf, receivedEventForms, referenceIds, verifyEventSignatureOver, type PDU, type ReceivedEventForms } from '../events/pdu.ts';
 import { AuthError } from '../events/power-levels.ts';
 import { redactEvent } from '../events/redaction.ts';
 import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
@@ -97,7 +97,7 @@ export class RemoteInput {
       const window: { index: number; pdu: PDU; eventId: string }[] = [];
       for (let index = from; index < Math.min(from + CHECKS_IN_FLIGHT, events.length); index++) {
         const pdu = events.read(index);
-        const eventId = pdu && idOrUndefined(pdu, version);
+        const eventId = pdu && eventIdOf(pdu, version); // none: too malformed, left out as no PDU
         if (!pdu || !eventId) continue;
         const first = firstIndex.get(eventId);
         if (first !== undefined) {
@@ -470,14 +470,6 @@ interface CheckedOutlier {
 }
 
 const isPduArray = (source: PduSource | readonly PDU[]): source is readonly PDU[] => Array.isArray(source);
-
-function idOrUndefined(pdu: PDU, version: RoomVersion): string | undefined {
-  try {
-    return computeEventId(pdu, version);
-  } catch {
-    return undefined; // too malformed for an ID: left out, as no PDU
-  }
-}
 
 /**
  * The batch ordered so that each event comes after those of its auth events in the batch,

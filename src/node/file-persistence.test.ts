@@ -61,8 +61,12 @@ describe('file lock', () => {
       await new Promise((resolve) => parent.stdout!.once('end', resolve));
       const zombie = Number(output.trim());
       expect(zombie).toBeGreaterThan(0);
+      // The kernel closes an exiting process's files a moment before it marks it a zombie: the
+      // pipe's end can come first, so its state is read again until it changes (no other event says so).
+      const state = () => readFile(`/proc/${zombie}/stat`, 'utf8').then((stat) => stat.replace(/^.*\) /s, '')[0]);
+      for (let tries = 0; tries < 10_000 && (await state()) !== 'Z'; tries++) await new Promise((resolve) => setImmediate(resolve));
+      expect(await state()).toBe('Z');
       expect(() => process.kill(zombie, 0)).not.toThrow(); // the trap
-      expect((await readFile(`/proc/${zombie}/stat`, 'utf8')).replace(/^.*\) /s, '')[0]).toBe('Z');
 
       await writeOwner({ pid: zombie, host: hostname(), nonce: 'zombie' });
       const lock = await acquireFileLock(lockPath());

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { shortUserId } from '../../src/ui/ids.ts';
 import { api, register, type Account } from '../integration/harness.ts';
+import { restartablePort } from '../support/ports.ts';
 import { httpSyncer, longPollUntil } from '../support/sync-until.ts';
 import { createRoomThroughUi, openHearth, pageServerName, registerThroughUi, startSite, useHere, type HearthSite } from './hearth-page.ts';
 
@@ -30,7 +31,7 @@ let bob: Account;
 let carol: Account;
 
 const wsPortOf = (host: NodeHost) => Number(/\/tcp\/(\d+)\/ws/.exec(host.p2p.multiaddrs()[0]!)![1]);
-const startC = (port = 0, alsoBootstrap: string[] = []) =>
+const startC = (port: number, alsoBootstrap: string[] = []) =>
   startNodeHost({ dataDir: dirC, port: 0, listen: [`/ip4/127.0.0.1/tcp/${port}/ws`], bootstrap: [...peerA.p2p.multiaddrs(), ...alsoBootstrap], rateLimits: false });
 
 /** Long-polls a Node user's /sync until `done` holds. */
@@ -143,7 +144,8 @@ describe('the page’s P2P controls', () => {
   });
 
   it('a message for a server that is down shows as pending, and the mark clears when that server is back', async () => {
-    peerC = await startC();
+    // C comes back later at the same port: one no outgoing connection takes meanwhile.
+    peerC = await startC(await restartablePort());
     carol = await register(peerC, 'carol');
     await page.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), peerC.homeserver.serverName, { timeout: 20_000 });
     // A second demo room, with carol of server C.

@@ -22,10 +22,10 @@ const handler: InboundFederationHandler = async () => Response.json({});
 const KNOWN_PEER_TAG = 'hearth-peer';
 const newPeerId = async (): Promise<PeerId> => peerIdFromPrivateKey(await generateKeyPair('Ed25519'));
 
-async function node(options: { datastore?: MemoryDatastore; listen?: boolean; log?: (message: string, error?: unknown) => void } = {}): Promise<P2PNode> {
+async function node(options: { datastore?: MemoryDatastore; listen?: boolean; log?: (message: string, error?: unknown) => void; transport?: ReturnType<typeof tcp> } = {}): Promise<P2PNode> {
   const started = await createP2PNode({
     seed: crypto.getRandomValues(new Uint8Array(32)),
-    transports: [tcp()],
+    transports: [options.transport ?? tcp()],
     listen: options.listen ? ['/ip4/127.0.0.1/tcp/0'] : [],
     datastore: options.datastore,
     handler,
@@ -48,16 +48,11 @@ async function fill(datastore: MemoryDatastore, peers: { id: PeerId; addresses: 
 async function tarpits(count: number) {
   const servers: Server[] = [];
   const open = new Set<Socket>();
-  let accepted = 0;
-  let closed = 0;
-  let mostAtOnce = 0;
   for (let i = 0; i < count; i++) {
     const server = createServer((socket) => {
-      accepted++;
       open.add(socket);
-      mostAtOnce = Math.max(mostAtOnce, open.size);
       socket.on('error', () => {});
-      socket.on('close', () => (open.delete(socket), closed++));
+      socket.on('close', () => open.delete(socket));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     servers.push(server);
@@ -66,10 +61,32 @@ async function tarpits(count: number) {
     for (const socket of open) socket.destroy();
     await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
   });
-  return {
-    addresses: servers.map((s) => `/ip4/127.0.0.1/tcp/${(s.address() as { port: number }).port}`),
-    counts: () => ({ accepted, closed, mostAtOnce }),
+  return { addresses: servers.map((s) => `/ip4/127.0.0.1/tcp/${(s.address() as { port: number }).port}`) };
+}
+
+/**
+ * libp2p's TCP transport, counting the dials this node makes to `watched` addresses. Counted where
+ * the node dials, not where the ports accept: an OS-chosen port may be one another test's peer had,
+ * and that test's redials of it then reach the tarpit too (6 at once, seen in a full `npm test`).
+ */
+function countingTcp(watched: string[]) {
+  const counts = { started: 0, settled: 0, mostAtOnce: 0 };
+  const transport: ReturnType<typeof tcp> = (components) => {
+    const inner = tcp()(components);
+    const dial = inner.dial.bind(inner);
+    inner.dial = async (address, dialOptions) => {
+      if (!watched.includes(address.toString().replace(/\/p2p\/.*$/, ''))) return dial(address, dialOptions);
+      counts.started++;
+      counts.mostAtOnce = Math.max(counts.mostAtOnce, counts.started - counts.settled);
+      try {
+        return await dial(address, dialOptions);
+      } finally {
+        counts.settled++;
+      }
+    };
+    return inner;
   };
+  return { transport, counts };
 }
 
 describe('the peer store at start', () => {
@@ -87,7 +104,8 @@ describe('the peer store at start', () => {
     await fill(datastore, [...pages, ...gone]);
 
     const newcomer = await node({ listen: true });
-    const restarted = await node({ datastore });
+    const dials = countingTcp(silent.addresses);
+    const restarted = await node({ datastore, transport: dials.transport });
     // The pages are gone from the store; the peers with an address worth trying are kept.
     const stored = new Set((await restarted.libp2p.peerStore.all()).map((p) => p.id.toString()));
     for (const page of pages) expect(stored.has(page.id.toString())).toBe(false);
@@ -99,10 +117,11 @@ describe('the peer store at start', () => {
     );
     await restarted.dial(newcomer.multiaddrs()[0]!);
     await connected;
-    const { accepted, closed, mostAtOnce } = silent.counts();
-    expect(closed, 'no hanging redial had ended yet').toBe(0);
+    const { started, settled, mostAtOnce } = dials.counts;
+    expect(settled, 'no hanging redial had ended yet').toBe(0);
     expect(mostAtOnce).toBeLessThanOrEqual(REDIAL_CONCURRENCY);
-    expect(accepted).toBeLessThanOrEqual(REDIAL_CONCURRENCY);
+    expect(started).toBeGreaterThan(0);
+    expect(started).toBeLessThanOrEqual(REDIAL_CONCURRENCY);
   });
 
   it('a peer that cannot be redialled is one line in the log, with no stack trace', async () => {

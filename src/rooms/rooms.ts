@@ -87,9 +87,9 @@ export class Rooms extends RoomReads {
   }
 
   /**
-   * Checks and stores many outliers (a join's state and auth chain) in one write, read from the
-   * source a window at a time; each answer, in the source's order, gives the event's ID and why
-   * it was refused, if it was (undefined where the source gave no PDU).
+   * Checks and stores many outliers (a join's state and auth chain), read from the source a window
+   * at a time and stored a write per 2,000; each answer, in the source's order, gives the event's ID
+   * and why it was refused, if it was (undefined where the source gave no PDU).
    */
   receiveOutliers(roomId: string, source: PduSource | readonly PDU[]): Promise<(OutlierAnswer | undefined)[]> {
     return this.input.receiveOutliers(roomId, source);

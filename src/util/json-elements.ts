@@ -12,21 +12,6 @@
 
 /** The elements of one array, as byte ranges of the body they came in. */
 export class JsonElements {
-  /** An array in hand, as elements (small answers, tests). */
-  static of(values: readonly unknown[]): JsonElements {
-    const encoder = new TextEncoder();
-    const parts = values.map((v) => encoder.encode(JSON.stringify(v)));
-    const bytes = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-    const bounds = new Uint32Array(parts.length * 2);
-    let at = 0;
-    parts.forEach((part, i) => {
-      bytes.set(part, at);
-      bounds[2 * i] = at;
-      bounds[2 * i + 1] = at += part.byteLength;
-    });
-    return new JsonElements(bytes, bounds);
-  }
-
   /** `bounds` holds each element's start and end (exclusive) in turn. */
   constructor(
     private readonly bytes: Uint8Array,

@@ -11,7 +11,7 @@
 // HEARTH_BENCH_PROFILE_DIR writes B's CPU profile (--cpu-prof) there. HEARTH_BENCH_LIVE_HEAP prints
 // B's live heap after each phase (a full GC after each, so its RSS figures are not the plain run's),
 // and HEARTH_BENCH_HEAP_SNAPSHOTS=DIR writes a heap snapshot there at each. B runs with the V8 flags
-// `npm run serve` gives the host.
+// `npm run serve` gives the host, and HEARTH_BENCH_NODE_FLAGS adds more (say `--heap-growing-percent=20`).
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,7 +88,8 @@ export async function run(): Promise<void> {
     const erin = await register((...args) => call(b, ...args), 'erin');
     const since = (await call(b, 'GET', `/_matrix/client/v3/sync?timeout=0&filter=${LAZY}`, dave.token)).next_batch as string;
     const liveBefore = process.env.HEARTH_BENCH_LIVE_HEAP ? await b.command<number>({ cmd: 'liveHeap' }) : 0;
-    const before = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
+    type Memory = { rss: number; peakRss: number; cpuMs: number };
+    const before = await b.command<Memory>({ cmd: 'memory' });
     await b.command({ cmd: 'timings' });
     await b.command({ cmd: 'memoryTrace', action: 'start' });
 
@@ -96,6 +97,7 @@ export async function run(): Promise<void> {
     const joinAt = Date.now();
     await call(b, 'POST', `/_matrix/client/v3/join/${enc(roomId)}?via=${a.homeserver.serverName}`, dave.token, {});
     const joinMs = performance.now() - joinStarted;
+    const joined = await b.command<Memory>({ cmd: 'memory' });
     const live: [string, number][] = [];
     const liveHeap = async (phase: string) => {
       if (!process.env.HEARTH_BENCH_LIVE_HEAP) return;
@@ -114,7 +116,7 @@ export async function run(): Promise<void> {
     const page = await call(b, 'GET', `/_matrix/client/v3/rooms/${enc(roomId)}/messages?dir=b&limit=${FIRST_PAGE}&filter=${enc(JSON.stringify({ lazy_load_members: true }))}`, dave.token);
     const pageMs = performance.now() - pageStarted;
     await liveHeap('after the first page');
-    const after = await b.command<{ rss: number; peakRss: number }>({ cmd: 'memory' });
+    const after = await b.command<Memory>({ cmd: 'memory' });
     const samples = await b.command<MemorySample[]>({ cmd: 'memoryTrace', action: 'stop' });
     const sampledPeak = samples.reduce((top, s) => (s.rss > top.rss ? s : top), samples[0]!);
     const phaseOf = (at: number) => (at >= pageAt ? 'the first /messages page' : at >= syncAt ? 'the first /sync' : at >= joinAt ? 'the join' : 'before');
@@ -169,6 +171,7 @@ export async function run(): Promise<void> {
     report('big room: joining it over federation', `A's room: ${MEMBERS} members, ${STATE} state events, ${EVENTS} events${buildMs === undefined ? ' (cached build)' : `, built in ${(buildMs / 1000).toFixed(0)} s`}; B in its own process, libp2p over TCP on loopback, native SQLite; load average ${(await import('node:os')).loadavg().map((x) => x.toFixed(1)).join(' ')}`, [
       ['time to a usable room (join + first /sync + first /messages page)', usable / 1000, 's', 'goal ≤ 10 s'],
       ['  POST /join on B', joinMs, 'ms', `make_join ${makeJoin.toFixed(0)} ms, send_join round trip ${sendJoin.toFixed(0)} ms; the rest, ${(joinMs - makeJoin - sendJoin).toFixed(0)} ms, is B checking and storing the state`],
+      ['  B\'s CPU time in the join (user + system, all threads)', joined.cpuMs - before.cpuMs, 'ms', `${(after.cpuMs - before.cpuMs).toFixed(0)} ms to the end of the first page`],
       ['  first /sync (lazy members)', syncMs, 'ms', `${members} member events in its state`],
       ['  first /messages page', pageMs, 'ms', `${page.chunk.length} events; B asked A (join and page): ${asked}`],
       ['state on the wire (the send_join answer)', MiB(wire), 'MiB'],

@@ -225,7 +225,7 @@ export type PeerCommand =
   | { cmd: 'count'; roomId: string; type: string }
   /** Answers once the room holds `count` accepted events of the type (checked whenever something becomes durable). */
   | { cmd: 'untilCount'; roomId: string; type: string; count: number }
-  /** This process's resident memory now and at its peak, in bytes. */
+  /** This process's resident memory now and at its peak, in bytes, and the CPU time it has used (user + system), in ms. */
   | { cmd: 'memory' }
   /** The heap's live size after a full GC, in bytes (0 unless started with HEARTH_BENCH_LIVE_HEAP); a heap snapshot written to `snapshot` if given. */
   | { cmd: 'liveHeap'; snapshot?: string }
@@ -254,9 +254,11 @@ if (process.argv[2] === 'child' && process.send) {
           await untilAccepted(peer!, message.roomId, message.type, message.count);
           reply(true);
           break;
-        case 'memory':
-          reply({ rss: process.memoryUsage().rss, peakRss: process.resourceUsage().maxRSS * 1024 });
+        case 'memory': {
+          const cpu = process.cpuUsage();
+          reply({ rss: process.memoryUsage().rss, peakRss: process.resourceUsage().maxRSS * 1024, cpuMs: (cpu.user + cpu.system) / 1000 });
           break;
+        }
         case 'liveHeap': {
           const gc = (globalThis as { gc?: () => void }).gc;
           if (!gc) {

@@ -11,10 +11,11 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../scripts/build.ts';
 import { buildNodeHost } from '../scripts/build-node.ts';
+import { HOST_NODE_FLAGS } from '../scripts/host-flags.ts';
 import { openNativeDatabase } from '../src/node/native-database.ts';
 import { homeserverSchemas } from '../src/homeserver.ts';
 import { clientRequest, report } from './harness.ts';
-import { folderMiB, rssMiB, SERVE_FLAG, startHost, stopHost, type Host } from './node-host-memory.bench.ts';
+import { folderMiB, rssMiB, startHost, stopHost, type Host } from './node-host-memory.bench.ts';
 
 const CLIENTS = 10;
 const MESSAGES = 50;
@@ -75,7 +76,7 @@ async function fixture(entry: string): Promise<Scenario> {
   if (existsSync(marker)) return JSON.parse(await readFile(marker, 'utf8')) as Scenario;
   await rm(CACHE, { recursive: true, force: true });
   await mkdir(CACHE, { recursive: true });
-  const host = await startHost([SERVE_FLAG, entry], CACHE);
+  const host = await startHost([...HOST_NODE_FLAGS, entry], CACHE);
   const scenario = await setUp(host.url);
   await stopHost(host);
   await fill(CACHE, TARGET_MIB);
@@ -110,18 +111,18 @@ async function measure(host: Host, { tokens, roomId }: Scenario): Promise<{ idle
 
 export async function run(): Promise<void> {
   const entry = await buildNodeHost(undefined, { typeErrors: 'warn' });
-  const small = await startHost([SERVE_FLAG, entry]);
+  const small = await startHost([...HOST_NODE_FLAGS, entry]);
   const baseline = await measure(small, await setUp(small.url));
   const smallMiB = await folderMiB(join(small.dataDir, 'db'));
   await stopHost(small);
 
   const scenario = await fixture(entry);
-  const large = await startHost([SERVE_FLAG, entry], CACHE);
+  const large = await startHost([...HOST_NODE_FLAGS, entry], CACHE);
   const figures = await measure(large, scenario);
   await stopHost(large);
   const largeMiB = await folderMiB(join(CACHE, 'db'));
 
-  report(`Node host memory on a ${(largeMiB / 1024).toFixed(2)} GiB database`, `native SQLite, the compiled host with ${SERVE_FLAG}; baseline: the same scenario on a fresh ${smallMiB.toFixed(1)} MiB database`, [
+  report(`Node host memory on a ${(largeMiB / 1024).toFixed(2)} GiB database`, `native SQLite, the compiled host with ${HOST_NODE_FLAGS.join(' ')}; baseline: the same scenario on a fresh ${smallMiB.toFixed(1)} MiB database`, [
     ['resident idle, large database', figures.idle, 'MiB', `baseline ${baseline.idle.toFixed(0)} MiB (${(figures.idle / baseline.idle).toFixed(2)}×); goal ≤ 100 MiB`],
     [`peak with ${CLIENTS} clients long-polling /sync, ${MESSAGES} messages`, figures.peak, 'MiB', `baseline ${baseline.peak.toFixed(0)} MiB (${(figures.peak / baseline.peak).toFixed(2)}×); goal ≤ 150 MiB`],
     ['  resident after', figures.after, 'MiB', `baseline ${baseline.after.toFixed(0)} MiB`],

@@ -19,6 +19,7 @@ import { MAX_PDUS_PER_TXN } from '../src/federation/queue.ts';
 import { Rooms } from '../src/rooms/rooms.ts';
 import { roomsSchema } from '../src/rooms/schema.ts';
 import { streamSchema } from '../src/storage/stream.ts';
+import { HOST_NODE_FLAGS } from '../scripts/host-flags.ts';
 import { openBenchDatabase } from './bench-database.ts';
 import { sharedClock, startBenchPeer, type BenchDns, type BenchPeer, type PeerCommand, type Timings } from './federation-peer.ts';
 import { clientRequest, percentile, report, type Row } from './harness.ts';
@@ -82,8 +83,10 @@ export async function startChildPeer(seed: Uint8Array, bootstrap: string[], dns?
   const profile = process.env.HEARTH_BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.HEARTH_BENCH_PROFILE_DIR}`] : [];
   // HEARTH_BENCH_LIVE_HEAP: the child may be asked for its live heap (a full GC first).
   const liveHeap = process.env.HEARTH_BENCH_LIVE_HEAP ? ['--expose-gc'] : [];
-  // V8's young generation as `npm run serve` and `npm start` run the host (package.json).
-  const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: ['--max-semi-space-size=1', '--import', 'tsx', ...profile, ...liveHeap] });
+  // HEARTH_BENCH_NODE_FLAGS: more V8 flags for the child, space-separated (to weigh one against the host's).
+  const extra = process.env.HEARTH_BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+  // V8's flags as `npm run serve` and `npm start` run the host.
+  const child: ChildProcess = fork(fileURLToPath(new URL('./federation-peer.ts', import.meta.url)), ['child'], { execArgv: [...HOST_NODE_FLAGS, ...extra, '--import', 'tsx', ...profile, ...liveHeap] });
   let next = 0;
   const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   child.on('message', (message: { id: number; result?: unknown; error?: string }) => {

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../scripts/build.ts';
 import { buildNodeHost } from '../scripts/build-node.ts';
+import { HOST_NODE_FLAGS } from '../scripts/host-flags.ts';
 import { clientRequest, report } from './harness.ts';
 
 const EVENTS = 10_000;
@@ -74,19 +75,19 @@ export async function run(): Promise<void> {
   const entry = await buildNodeHost(undefined, { typeErrors: 'warn' });
 
   // Baseline: the same host under the TypeScript loader, idle after the same warm-up.
-  const loaded = await startHost([SERVE_FLAG, '--import', 'tsx', 'src/node/serve.ts']);
+  const loaded = await startHost([...HOST_NODE_FLAGS, '--import', 'tsx', 'src/node/serve.ts']);
   await warmUp(loaded.url);
   const loaderIdle = await rssMiB(loaded.child.pid!);
   await stopHost(loaded);
 
   // The same host with a libp2p listen address: libp2p is loaded and started at start (lazy-p2p.ts).
-  const federating = await startHost([SERVE_FLAG, entry, '--listen', '/ip4/127.0.0.1/tcp/0']);
+  const federating = await startHost([...HOST_NODE_FLAGS, entry, '--listen', '/ip4/127.0.0.1/tcp/0']);
   await warmUp(federating.url);
   const federatingIdle = await rssMiB(federating.child.pid!);
   await stopHost(federating);
   const floor = platformFloor();
 
-  const host = await startHost([SERVE_FLAG, entry]);
+  const host = await startHost([...HOST_NODE_FLAGS, entry]);
   const { token, roomId } = await warmUp(host.url);
   const idle = await rssMiB(host.child.pid!);
   const fetchFn = (request: Request) => fetch(request);
@@ -102,7 +103,9 @@ export async function run(): Promise<void> {
   const database = await folderMiB(host.dataDir);
   await stopHost(host);
 
-  const semi = await semiSpaceCost(entry);
+  // Each of the host's flags against the host without it.
+  const semi = await flagCost({ plain: [HEAP_GROWING_FLAG, entry], small: [...HOST_NODE_FLAGS, entry] });
+  const growing = await flagCost({ plain: [SEMI_SPACE_FLAG, entry], small: [...HOST_NODE_FLAGS, entry] });
 
   report('Node host memory', `compiled JavaScript, ${EVENTS.toLocaleString('en')} messages through the client API`, [
     ['resident, idle after start-up', idle, 'MiB', `${(idle / loaderIdle).toFixed(2)}× the same host under tsx: ${loaderIdle.toFixed(0)} MiB`],
@@ -113,15 +116,20 @@ export async function run(): Promise<void> {
     ['resident growth per MiB of database', (loadedRss - idle) / database, 'MiB/MiB'],
     ['store rate while filling', EVENTS / elapsedS, 'events/s', `${CONCURRENCY} at a time`],
   ]);
-  report('Node host: a young generation of 1 MiB (--max-semi-space-size=1)', `two hosts up at once, ${SEMI_ROUNDS} rounds of ${SEMI_SENDS} sends into each, alternating, one at a time`, [
+  report(`Node host: a young generation of 1 MiB (${SEMI_SPACE_FLAG})`, `the host's flags with and without it; two hosts up at once, ${SEMI_ROUNDS} rounds of ${SEMI_SENDS} sends into each, alternating, one at a time`, [
     ['PUT /send, default semi-space, p50', semi.plain.p50, 'ms', `resident idle ${semi.plain.idle.toFixed(0)} MiB, after ${semi.plain.rss.toFixed(0)} MiB`],
-    ['PUT /send, --max-semi-space-size=1, p50', semi.small.p50, 'ms', `resident idle ${semi.small.idle.toFixed(0)} MiB, after ${semi.small.rss.toFixed(0)} MiB`],
+    [`PUT /send, ${SEMI_SPACE_FLAG}, p50`, semi.small.p50, 'ms', `resident idle ${semi.small.idle.toFixed(0)} MiB, after ${semi.small.rss.toFixed(0)} MiB`],
     ['  small / default', semi.small.p50 / semi.plain.p50, '×', `throughput ${semi.plain.rate.toFixed(0)} vs ${semi.small.rate.toFixed(0)} events/s`],
+  ]);
+  report(`Node host: V8's heap growing by at most half at each full GC (${HEAP_GROWING_FLAG})`, `the host's flags with and without it, as above`, [
+    [`PUT /send, without it, p50`, growing.plain.p50, 'ms', `resident idle ${growing.plain.idle.toFixed(0)} MiB, after ${growing.plain.rss.toFixed(0)} MiB`],
+    [`PUT /send, with ${HEAP_GROWING_FLAG}, p50`, growing.small.p50, 'ms', `resident idle ${growing.small.idle.toFixed(0)} MiB, after ${growing.small.rss.toFixed(0)} MiB`],
+    ['  with / without', growing.small.p50 / growing.plain.p50, '×', `throughput ${growing.plain.rate.toFixed(0)} vs ${growing.small.rate.toFixed(0)} events/s`],
   ]);
 }
 
-/** `npm run serve`'s V8 flag (package.json): a 1 MiB young generation. */
-export const SERVE_FLAG = '--max-semi-space-size=1';
+const SEMI_SPACE_FLAG = '--max-semi-space-size=1';
+const HEAP_GROWING_FLAG = '--heap-growing-percent=50';
 
 /**
  * What the platform pieces every Node host uses cost before any of Hearth's code: an HTTP server and
@@ -151,15 +159,14 @@ function platformFloor(): { plain: number; web: number; all: number } {
     console.log(JSON.stringify({ plain, web, all: rss() }));
     server.close();
     db.close();`;
-  return JSON.parse(execFileSync(process.execPath, [SERVE_FLAG, '--input-type=module', '-e', script], { cwd: PROJECT_ROOT, encoding: 'utf8' }).trim()) as { plain: number; web: number; all: number };
+  return JSON.parse(execFileSync(process.execPath, [...HOST_NODE_FLAGS, '--input-type=module', '-e', script], { cwd: PROJECT_ROOT, encoding: 'utf8' }).trim()) as { plain: number; web: number; all: number };
 }
 
 const SEMI_ROUNDS = 4;
 const SEMI_SENDS = 500;
 
-/** The throughput cost of a 1 MiB young generation: the same compiled host with and without it, sends alternating. */
-async function semiSpaceCost(entry: string) {
-  const configs = { plain: [entry], small: ['--max-semi-space-size=1', entry] };
+/** What V8 flags cost in throughput and memory: the same compiled host started two ways (`plain`, `small`), sends alternating. */
+async function flagCost(configs: Record<'plain' | 'small', string[]>) {
   const hosts = { plain: await startHost(configs.plain), small: await startHost(configs.small) };
   try {
     const out = {} as Record<'plain' | 'small', { p50: number; rate: number; idle: number; rss: number }>;

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../scripts/build.ts';
 import { buildNodeHost } from '../scripts/build-node.ts';
-import { HOST_NODE_FLAGS } from '../scripts/host-flags.ts';
+import { HEAP_GROWING_FLAG, HOST_NODE_FLAGS, hostFlagsWithout, SEMI_SPACE_FLAG } from '../scripts/host-flags.ts';
 import { clientRequest, report } from './harness.ts';
 
 const EVENTS = 10_000;
@@ -104,8 +104,8 @@ export async function run(): Promise<void> {
   await stopHost(host);
 
   // Each of the host's flags against the host without it.
-  const semi = await flagCost({ plain: [HEAP_GROWING_FLAG, entry], small: [...HOST_NODE_FLAGS, entry] });
-  const growing = await flagCost({ plain: [SEMI_SPACE_FLAG, entry], small: [...HOST_NODE_FLAGS, entry] });
+  const semi = await flagCost({ plain: [...hostFlagsWithout(SEMI_SPACE_FLAG), entry], small: [...HOST_NODE_FLAGS, entry] });
+  const growing = await flagCost({ plain: [...hostFlagsWithout(HEAP_GROWING_FLAG), entry], small: [...HOST_NODE_FLAGS, entry] });
 
   report('Node host memory', `compiled JavaScript, ${EVENTS.toLocaleString('en')} messages through the client API`, [
     ['resident, idle after start-up', idle, 'MiB', `${(idle / loaderIdle).toFixed(2)}× the same host under tsx: ${loaderIdle.toFixed(0)} MiB`],
@@ -127,9 +127,6 @@ export async function run(): Promise<void> {
     ['  with / without', growing.small.p50 / growing.plain.p50, '×', `throughput ${growing.plain.rate.toFixed(0)} vs ${growing.small.rate.toFixed(0)} events/s`],
   ]);
 }
-
-const SEMI_SPACE_FLAG = '--max-semi-space-size=1';
-const HEAP_GROWING_FLAG = '--heap-growing-percent=50';
 
 /**
  * What the platform pieces every Node host uses cost before any of Hearth's code: an HTTP server and

@@ -7,7 +7,8 @@ const scripts = (JSON.parse(readFileSync(new URL('../../package.json', import.me
 
 describe("the Node host's V8 flags", () => {
   it.each(['serve', 'start'])('are what `npm run %s` gives node', (name) => {
-    const flags = /(?:^|&& )node ((?:--\S+ )*)/.exec(scripts[name]!)?.[1]?.trim().split(' ').filter((f) => f !== '--import') ?? [];
+    // The V8 flags come first, before `--import tsx` or the script.
+    const flags = /(?:^|&& )node ((?:--(?!import)\S+ )*)/.exec(scripts[name]!)?.[1]?.trim().split(' ') ?? [];
     expect(flags).toEqual([...HOST_NODE_FLAGS]);
   });
 

@@ -1,0 +1,357 @@
+// A homeserver of the test's own, not Hearth: a few hundred lines that speak the server-server
+// API over real HTTPS under a name of their own (`localhost:PORT`), sign their requests and
+// events with a key of their own, and answer each request as the test scripts it. Two Hearths
+// agree with each other, so what crosses servers is also checked against this remote, which
+// can do what a well-behaved Hearth never does: an update with a gap, a device with empty keys,
+// a server that is down for one endpoint, an answer held back.
+//
+// It keeps rooms as simply as a server may when it is the only writer besides one peer: events
+// in arrival order, the state as a map, no state resolution. That is enough to host a room,
+// join one of Hearth's, send and receive its events, and let Hearth leave and join again.
+import { createServer as createHttpsServer } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { defaultEd25519Backend } from '../../src/crypto/ed25519.ts';
+import { signJson } from '../../src/crypto/signing.ts';
+import { webRandomBytes } from '../../src/crypto/random.ts';
+import { computeEventId, referenceIds, signNewEvent, type PDU } from '../../src/events/pdu.ts';
+import { redactEvent } from '../../src/events/redaction.ts';
+import { requireRoomVersion } from '../../src/events/room-versions.ts';
+import { FederationClient } from '../../src/federation/client.ts';
+import { memorySigningKeyStorage, ServerSigningKeys } from '../../src/federation/signing-keys.ts';
+import { createHttpsFederationTransport, type HttpsFederationTransport } from '../../src/node/https-federation.ts';
+
+/** One request the remote was sent. */
+export interface RemoteRequest {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  body: any;
+}
+
+export interface RemoteAnswer {
+  status: number;
+  body?: unknown;
+}
+
+type Responder = (request: RemoteRequest) => RemoteAnswer | Promise<RemoteAnswer>;
+
+interface Route {
+  method: string;
+  pattern: RegExp;
+  respond: Responder;
+  /** Called once a scripted (one-time) answer has been given. */
+  answered?: (request: RemoteRequest) => void;
+}
+
+/** A room as the remote holds it. */
+export interface RemoteRoom {
+  roomId: string;
+  version: string;
+  events: Map<string, PDU>;
+  /** Event IDs in the order the remote took them. */
+  order: string[];
+  /** `type\0state_key` → event ID. */
+  state: Map<string, string>;
+}
+
+const NOT_FOUND: RemoteAnswer = { status: 404, body: { errcode: 'M_UNRECOGNIZED', error: 'Unrecognized request' } };
+const stateKey = (type: string, key: string) => `${type}\u0000${key}`;
+
+export interface ScriptedRemote {
+  /** `localhost:PORT`. */
+  name: string;
+  keys: ServerSigningKeys;
+  client: FederationClient;
+  /** Every request it was sent, in order. */
+  received: RemoteRequest[];
+  rooms: Map<string, RemoteRoom>;
+  /**
+   * The next request matching `method` and `pattern` is answered by `respond`; resolves with that
+   * request once answered. Scripted answers are tried before defaults, oldest first.
+   */
+  answerNext(method: string, pattern: RegExp, respond: Responder): Promise<RemoteRequest>;
+  /** Every request matching is answered by `respond`, unless a scripted answer takes it first. */
+  answerAlways(method: string, pattern: RegExp, respond: Responder): void;
+  /** Resolves with the first request (received already, or to come) that `matches`. */
+  waitFor(matches: (request: RemoteRequest) => boolean): Promise<RemoteRequest>;
+  /** Resolves once a PDU that `matches` has arrived in a transaction (or has already). */
+  waitForPdu(matches: (pdu: PDU) => boolean): Promise<PDU>;
+  /** Resolves once an EDU that `matches` has arrived in a transaction (or has already). */
+  waitForEdu(matches: (edu: { edu_type: string; content: any }) => boolean): Promise<{ edu_type: string; content: any }>;
+  /** Sends one EDU to `destination` in a transaction of its own. */
+  sendEdu(destination: string, eduType: string, content: Record<string, unknown>): Promise<void>;
+  /** A new room on this server, created by `creator` (a user of this server), public to join. */
+  createRoom(creator: string, options?: { version?: string }): Promise<string>;
+  /** `userId` (of this server) joins `roomId` through `via`: make_join, send_join. */
+  joinRoom(via: string, roomId: string, userId: string): Promise<void>;
+  /** A new event by a user of this server, on top of the room's latest, sent to every other server in the room. */
+  sendEvent(roomId: string, event: { type: string; sender: string; content: Record<string, unknown>; state_key?: string }): Promise<string>;
+  /** `sender` (of this server) invites `target` of `destination` to a room the remote is in: /v2/invite, then the signed invite to the room's other servers. */
+  invite(roomId: string, sender: string, target: string, destination: string): Promise<string>;
+  /** Servers other than this one with a member joined to the room. */
+  serversIn(roomId: string): string[];
+  close(): Promise<void>;
+}
+
+export async function startScriptedRemote(tls: { cert: string; key: string }, options: { ca: string }): Promise<ScriptedRemote> {
+  const keys = await ServerSigningKeys.open({ storage: memorySigningKeyStorage(), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
+  /** One-time answers, oldest first, tried before the standing ones. */
+  const scripted: Route[] = [];
+  const standing: Route[] = [];
+  const received: RemoteRequest[] = [];
+  const watchers = new Set<(request: RemoteRequest) => void>();
+  const rooms = new Map<string, RemoteRoom>();
+  const transactionIds = { next: 0 };
+  let name = '';
+
+
+  async function handle(request: RemoteRequest): Promise<RemoteAnswer> {
+    received.push(request);
+    for (const watch of watchers) watch(request);
+    const matches = (r: Route) => r.method === request.method && r.pattern.test(request.path);
+    const once = scripted.findIndex(matches);
+    const found = once >= 0 ? scripted.splice(once, 1)[0] : standing.find(matches);
+    if (!found) return NOT_FOUND;
+    const answer = await found.respond(request);
+    found.answered?.(request);
+    return answer;
+  }
+
+  const sockets = new Set<Socket>();
+  const server = createHttpsServer(tls, (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'https://remote');
+      const text = Buffer.concat(chunks).toString('utf8');
+      let body: unknown;
+      try {
+        body = text === '' ? undefined : JSON.parse(text);
+      } catch {
+        body = text;
+      }
+      void handle({ method: req.method ?? 'GET', path: decodeURIComponent(url.pathname), query: url.searchParams, body }).then(
+        (answer) => {
+          res.writeHead(answer.status, { 'content-type': 'application/json' });
+          res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+        },
+        (error: unknown) => {
+          res.writeHead(500, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ errcode: 'M_UNKNOWN', error: String(error) }));
+        },
+      );
+    });
+  });
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  name = `localhost:${(server.address() as AddressInfo).port}`;
+  const transport: HttpsFederationTransport = createHttpsFederationTransport({ extraCa: [options.ca] });
+  const client = new FederationClient(transport, name, keys.keyId, keys.signingKey);
+
+  const waitFor = (matches: (request: RemoteRequest) => boolean): Promise<RemoteRequest> => {
+    const seen = received.find(matches);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve) => {
+      const watch = (request: RemoteRequest) => {
+        if (!matches(request)) return;
+        watchers.delete(watch);
+        resolve(request);
+      };
+      watchers.add(watch);
+    });
+  };
+  const transactions = (request: RemoteRequest) => request.method === 'PUT' && request.path.startsWith('/_matrix/federation/v1/send/');
+  const inTransactions = <T>(pick: (body: any) => T[], matches: (item: T) => boolean): Promise<T> =>
+    waitFor((r) => transactions(r) && pick(r.body).some(matches)).then((r) => pick(r.body).find(matches)!);
+
+  /** Takes an event into the room as it is: the remote trusts its one peer. */
+  function take(room: RemoteRoom, eventId: string, pdu: PDU): void {
+    if (room.events.has(eventId)) return;
+    room.events.set(eventId, pdu);
+    room.order.push(eventId);
+    if (typeof pdu.state_key === 'string') room.state.set(stateKey(pdu.type, pdu.state_key), eventId);
+  }
+  const latest = (room: RemoteRoom) => room.events.get(room.order.at(-1)!)!;
+  const stateEvent = (room: RemoteRoom, type: string, key = '') => {
+    const id = room.state.get(stateKey(type, key));
+    return id === undefined ? undefined : { id, pdu: room.events.get(id)! };
+  };
+  /** The auth events the spec's rules pick for an event (server-server §Auth events selection, v1–v11). */
+  function authEventsFor(room: RemoteRoom, event: { type: string; sender: string; state_key?: string; content: Record<string, unknown> }): string[] {
+    const ids = [stateEvent(room, 'm.room.create'), stateEvent(room, 'm.room.power_levels'), stateEvent(room, 'm.room.member', event.sender)];
+    if (event.type === 'm.room.member') {
+      ids.push(stateEvent(room, 'm.room.member', event.state_key!));
+      if (['join', 'invite'].includes(event.content['membership'] as string)) ids.push(stateEvent(room, 'm.room.join_rules'));
+    }
+    return [...new Set(ids.filter((e) => e !== undefined).map((e) => e!.id))];
+  }
+  /** The auth chain of the given events: every event reachable through auth_events. */
+  function authChain(room: RemoteRoom, ids: string[]): PDU[] {
+    const seen = new Set<string>();
+    const walk = (id: string) => {
+      if (seen.has(id) || !room.events.has(id)) return;
+      seen.add(id);
+      for (const next of referenceIds(room.events.get(id)!.auth_events)) walk(next);
+    };
+    for (const id of ids) for (const next of referenceIds(room.events.get(id)?.auth_events ?? [])) walk(next);
+    return [...seen].map((id) => room.events.get(id)!);
+  }
+  const serversIn = (roomId: string): string[] => {
+    const room = rooms.get(roomId);
+    if (!room) return [];
+    const servers = new Set<string>();
+    for (const [key, id] of room.state) {
+      const pdu = room.events.get(id)!;
+      if (pdu.type === 'm.room.member' && (pdu.content as { membership?: string }).membership === 'join') servers.add(key.split(':').slice(1).join(':'));
+    }
+    servers.delete(name);
+    return [...servers];
+  };
+  async function signAndTake(room: RemoteRoom, event: Record<string, unknown>): Promise<{ eventId: string; pdu: PDU }> {
+    const version = requireRoomVersion(room.version);
+    const { event: signed, eventId } = await signNewEvent(event, version, name, keys.keyId, keys.signingKey);
+    take(room, eventId, signed as unknown as PDU);
+    return { eventId, pdu: signed as unknown as PDU };
+  }
+  async function build(room: RemoteRoom, event: { type: string; sender: string; content: Record<string, unknown>; state_key?: string }): Promise<{ eventId: string; pdu: PDU }> {
+    const previous = room.order.length > 0 ? latest(room) : undefined;
+    return signAndTake(room, {
+      ...event,
+      room_id: room.roomId,
+      origin: name,
+      origin_server_ts: Date.now(),
+      depth: previous ? previous.depth + 1 : 1,
+      prev_events: previous ? [room.order.at(-1)!] : [],
+      auth_events: authEventsFor(room, event),
+    });
+  }
+  async function send(destination: string, body: { pdus?: PDU[]; edus?: { edu_type: string; content: Record<string, unknown> }[] }): Promise<void> {
+    const answer = await client.sendTransaction(destination, `scripted-${Date.now()}-${transactionIds.next++}`, { origin: name, origin_server_ts: Date.now(), pdus: body.pdus ?? [], ...(body.edus ? { edus: body.edus } : {}) });
+    for (const [eventId, result] of Object.entries(answer.pdus ?? {})) if (result.error) throw new Error(`${destination} refused ${eventId}: ${result.error}`);
+  }
+
+  // What every server answers: its key, and what it is sent.
+  const always = (method: string, pattern: RegExp, respond: Responder) => void standing.push({ method, pattern, respond });
+  always('GET', /^\/_matrix\/key\/v2\/server$/, async () => ({ status: 200, body: await keys.document(name) }));
+  always('PUT', /^\/_matrix\/federation\/v1\/send\//, (request) => {
+    const results: Record<string, object> = {};
+    for (const pdu of (request.body?.pdus ?? []) as PDU[]) {
+      const room = rooms.get(pdu.room_id);
+      if (!room) continue;
+      const eventId = eventIdOfPdu(pdu, room.version);
+      take(room, eventId, pdu);
+      results[eventId] = {};
+    }
+    return { status: 200, body: { pdus: results } };
+  });
+  // An invite of one of ours to a room elsewhere: counter-signed, as any server does.
+  always('PUT', /^\/_matrix\/federation\/v2\/invite\//, async (request) => {
+    const { event, room_version: version } = request.body as { event: PDU; room_version: string };
+    const signed = await signJson(redactEvent(event, requireRoomVersion(version)), name, keys.keyId, keys.signingKey);
+    return { status: 200, body: { event: { ...event, signatures: signed.signatures } } };
+  });
+  always('GET', /^\/_matrix\/federation\/v1\/make_join\//, (request) => {
+    const [, roomId, userId] = /^\/_matrix\/federation\/v1\/make_join\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
+    const room = rooms.get(roomId ?? '');
+    if (!room || !userId) return { status: 404, body: { errcode: 'M_NOT_FOUND', error: 'no such room' } };
+    const previous = latest(room);
+    return {
+      status: 200,
+      body: {
+        room_version: room.version,
+        event: {
+          type: 'm.room.member', room_id: room.roomId, sender: userId, state_key: userId, content: { membership: 'join' },
+          origin: userId.split(':').slice(1).join(':'), origin_server_ts: Date.now(), depth: previous.depth + 1,
+          prev_events: [room.order.at(-1)!], auth_events: authEventsFor(room, { type: 'm.room.member', sender: userId, state_key: userId, content: { membership: 'join' } }),
+        },
+      },
+    };
+  });
+  always('PUT', /^\/_matrix\/federation\/v2\/send_join\//, (request) => {
+    const [, roomId, eventId] = /^\/_matrix\/federation\/v2\/send_join\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
+    const room = rooms.get(roomId ?? '');
+    if (!room || !eventId) return { status: 404, body: { errcode: 'M_NOT_FOUND', error: 'no such room' } };
+    const stateIds = [...room.state.values()];
+    const state = stateIds.map((id) => room.events.get(id)!);
+    const chain = authChain(room, [...stateIds, ...referenceIds((request.body as PDU).auth_events)]);
+    take(room, eventId, request.body as PDU);
+    return { status: 200, body: { origin: name, state, auth_chain: chain, event: request.body, members_omitted: false, servers_in_room: [name] } };
+  });
+
+  return {
+    name,
+    keys,
+    client,
+    received,
+    rooms,
+    answerNext: (method, pattern, respond) => new Promise((resolve) => void scripted.push({ method, pattern, respond, answered: resolve })),
+    answerAlways: (method, pattern, respond) => void standing.unshift({ method, pattern, respond }),
+    waitFor,
+    waitForPdu: (matches) => inTransactions((body) => (body?.pdus ?? []) as PDU[], matches),
+    waitForEdu: (matches) => inTransactions((body) => (body?.edus ?? []) as { edu_type: string; content: any }[], matches),
+    sendEdu: (destination, eduType, content) => send(destination, { edus: [{ edu_type: eduType, content }] }),
+    async createRoom(creator, createOptions = {}) {
+      const version = createOptions.version ?? '10';
+      const roomId = `!${Buffer.from(webRandomBytes(12)).toString('hex')}:${name}`;
+      const room: RemoteRoom = { roomId, version, events: new Map(), order: [], state: new Map() };
+      rooms.set(roomId, room);
+      await build(room, { type: 'm.room.create', sender: creator, state_key: '', content: { creator, room_version: version } });
+      await build(room, { type: 'm.room.member', sender: creator, state_key: creator, content: { membership: 'join' } });
+      await build(room, { type: 'm.room.power_levels', sender: creator, state_key: '', content: { users: { [creator]: 100 }, users_default: 0, events_default: 0, state_default: 50, ban: 50, kick: 50, redact: 50, invite: 0 } });
+      await build(room, { type: 'm.room.join_rules', sender: creator, state_key: '', content: { join_rule: 'public' } });
+      await build(room, { type: 'm.room.history_visibility', sender: creator, state_key: '', content: { history_visibility: 'shared' } });
+      return roomId;
+    },
+    async joinRoom(via, roomId, userId) {
+      const made = await client.makeJoin(via, roomId, userId, ['10', '11']);
+      const version = made.room_version ?? '1';
+      const { event, eventId } = await signNewEvent({ ...made.event, origin: name, origin_server_ts: Date.now() }, requireRoomVersion(version), name, keys.keyId, keys.signingKey);
+      const answer = await client.sendJoin(via, roomId, eventId, event as unknown as PDU);
+      const room: RemoteRoom = rooms.get(roomId) ?? { roomId, version, events: new Map(), order: [], state: new Map() };
+      rooms.set(roomId, room);
+      const events = [...(answer.auth_chain ?? []), ...(answer.state ?? [])] as PDU[];
+      events.sort((a, b) => a.depth - b.depth);
+      for (const pdu of events) take(room, eventIdOfPdu(pdu, version), pdu);
+      take(room, eventId, event as unknown as PDU);
+    },
+    async sendEvent(roomId, event) {
+      const room = rooms.get(roomId);
+      if (!room) throw new Error(`the scripted remote is not in ${roomId}`);
+      const { eventId, pdu } = await build(room, event);
+      const servers = new Set(serversIn(roomId));
+      // A member who just left is told too, as a server tells the one whose membership changed.
+      if (event.type === 'm.room.member' && event.state_key && !event.state_key.endsWith(`:${name}`)) servers.add(event.state_key.split(':').slice(1).join(':'));
+      for (const destination of servers) await send(destination, { pdus: [pdu] });
+      return eventId;
+    },
+    async invite(roomId, sender, target, destination) {
+      const room = rooms.get(roomId);
+      if (!room) throw new Error(`the scripted remote is not in ${roomId}`);
+      const version = requireRoomVersion(room.version);
+      const previous = latest(room);
+      const { event } = await signNewEvent({
+        type: 'm.room.member', room_id: roomId, sender, state_key: target, content: { membership: 'invite' }, origin: name, origin_server_ts: Date.now(),
+        depth: previous.depth + 1, prev_events: [room.order.at(-1)!], auth_events: authEventsFor(room, { type: 'm.room.member', sender, state_key: target, content: { membership: 'invite' } }),
+      }, version, name, keys.keyId, keys.signingKey);
+      const eventId = computeEventId(event, version);
+      const answer = await client.request<{ event: PDU }>(destination, 'PUT', `/_matrix/federation/v2/invite/${encodeURIComponent(roomId)}/${encodeURIComponent(eventId)}`, {
+        body: { event, room_version: room.version, invite_room_state: [] },
+      });
+      take(room, eventId, answer.event);
+      for (const server of serversIn(roomId)) await send(server, { pdus: [answer.event] });
+      return eventId;
+    },
+    serversIn,
+    async close() {
+      transport.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const eventIdOfPdu = (pdu: PDU, version: string): string => computeEventId(pdu, requireRoomVersion(version));

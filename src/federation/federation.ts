@@ -434,7 +434,7 @@ export class Federation {
     response.state = response.auth_chain = undefined;
     // The resident server may have added its signature (restricted joins); it is still our event.
     const join = response.event && isPduShaped(response.event) && eventIdOf(response.event, version) === eventId ? response.event : sent;
-    const stored = await this.options.rooms.receiveEvent(join, { stateBefore: stateIds });
+    const stored = await this.options.rooms.receiveEvent(join, { stateBefore: stateIds, ownJoin: true });
     if (stored.rejected) throw new FederationJoinError(403, 'M_FORBIDDEN', `the join was refused here: ${stored.rejected}`);
     return stored;
   }

@@ -174,7 +174,7 @@ export class RemoteDeviceLists {
       const devices = { ...list.devices };
       if (update.deleted) delete devices[update.device_id];
       else {
-        const keys = isObject(update.keys) && update.keys['user_id'] === userId && update.keys['device_id'] === update.device_id ? update.keys : devices[update.device_id]?.keys;
+        const keys = deviceKeysOf(userId, update.device_id, update.keys) ?? devices[update.device_id]?.keys;
         devices[update.device_id] = {
           ...(keys ? { keys } : {}),
           ...(typeof update.device_display_name === 'string' ? { device_display_name: update.device_display_name } : {}),
@@ -336,12 +336,25 @@ export class RemoteDeviceLists {
 }
 
 /**
- * What clients are given of a list: devices with keys (a device without them cannot be
- * encrypted to, and /user/devices leaves it out), and the cross-signing keys.
+ * A device's keys as its server gave them, kept whatever their shape: keys that are empty,
+ * partial or oddly nested are still the server's word, and the clients that fetch them check
+ * them (as they do Synapse's, which keeps them the same way). Only keys that name another user
+ * or device, or are not an object at all, are no keys of this device's.
  */
+function deviceKeysOf(userId: string, deviceId: string, keys: unknown): DeviceKeys | undefined {
+  if (!isObject(keys)) return undefined;
+  if (('user_id' in keys && keys['user_id'] !== userId) || ('device_id' in keys && keys['device_id'] !== deviceId)) return undefined;
+  return keys as DeviceKeys;
+}
+
+/** Whether /keys/query lists a device: it has keys, as Synapse decides (an empty object is none to encrypt to). */
+export const isServedDevice = (device: RemoteDeviceList['devices'][string]): device is { keys: DeviceKeys; device_display_name?: string } =>
+  device.keys !== undefined && Object.keys(device.keys).length > 0;
+
+/** What clients are given of a list: the devices it serves (isServedDevice), and the cross-signing keys. */
 function served(list: RemoteDeviceList): Omit<RemoteDeviceList, 'streamId' | 'stale'> {
   const { streamId: _s, stale: _t, devices, ...keys } = list;
-  return { ...keys, devices: Object.fromEntries(Object.entries(devices).filter(([, device]) => device.keys !== undefined)) };
+  return { ...keys, devices: Object.fromEntries(Object.entries(devices).filter(([, device]) => isServedDevice(device))) };
 }
 
 /** What a server may tell us of its user: their devices, each itself, and their own cross-signing keys. */
@@ -350,9 +363,9 @@ function parseUserDevices(userId: string, answer: Record<string, unknown>): Remo
   for (const device of Array.isArray(answer['devices']) ? answer['devices'] : []) {
     if (!isObject(device) || typeof device['device_id'] !== 'string') continue;
     const deviceId = device['device_id'];
-    const keys = device['keys'];
+    const keys = deviceKeysOf(userId, deviceId, device['keys']);
     const entry: RemoteDeviceList['devices'][string] = {};
-    if (isObject(keys) && keys['user_id'] === userId && keys['device_id'] === deviceId) entry.keys = keys as DeviceKeys;
+    if (keys) entry.keys = keys;
     if (typeof device['device_display_name'] === 'string') entry.device_display_name = device['device_display_name'];
     devices[deviceId] = entry;
   }

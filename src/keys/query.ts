@@ -1,7 +1,7 @@
 import type { Signatures } from '../crypto/signing.ts';
 import { serverNameOf } from '../events/identifiers.ts';
 import type { Database } from '../storage/database.ts';
-import type { RemoteDeviceLists } from './device-lists.ts';
+import { isServedDevice, type RemoteDeviceLists } from './device-lists.ts';
 import { DEFAULT_REMOTE_KEYS_TIMEOUT_MS, type CrossSigningKey, type DeviceKeys, type KeysDirectory, type RemoteKeysOptions } from './types.ts';
 
 /** /keys/query's answer (client-server); over federation only the first three parts are sent. */
@@ -108,7 +108,7 @@ export class KeyQueries {
         if (!list || (list.stale && list.streamId === 0)) continue; // never synced: nothing to say
         const devices: Record<string, DeviceKeys> = {};
         for (const [deviceId, device] of Object.entries(list.devices)) {
-          if (!device.keys || (deviceIds.length > 0 && !deviceIds.includes(deviceId))) continue;
+          if (!isServedDevice(device) || (deviceIds.length > 0 && !deviceIds.includes(deviceId))) continue;
           devices[deviceId] = { ...device.keys, unsigned: device.device_display_name ? { device_display_name: device.device_display_name } : {} };
         }
         result.device_keys[userId] = devices;

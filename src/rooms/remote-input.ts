@@ -213,12 +213,12 @@ export class RemoteInput {
       // arrives by backfill is older than the current state, and a join to a room we had no
       // state for (its state came with it) has no current state: nothing to soft-fail against.
       let softFailed = false;
-      if (!options.backfilled && head.current) {
+      if (!options.backfilled && !options.ownJoin && head.current) {
         const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
         softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
       }
       return this.storeAccepted(head, event, stateBefore, options.stateBefore ? [] : prevIds, {
-        softFailed, backfilled: options.backfilled ?? false, promoting: promote ? existing : undefined,
+        softFailed, backfilled: options.backfilled ?? false, promoting: promote ? existing : undefined, replacesExtremities: options.ownJoin ?? false,
       });
     });
     await write.durable;
@@ -377,14 +377,15 @@ export class RemoteInput {
     event: RoomEvent,
     stateBefore: NidState,
     prevIds: string[],
-    how: { softFailed: boolean; backfilled: boolean; promoting: StoredEvent | undefined },
+    how: { softFailed: boolean; backfilled: boolean; promoting: StoredEvent | undefined; replacesExtremities?: boolean },
   ): Promise<RoomWrite> {
     const { softFailed, backfilled, promoting } = how;
     const store = this.store;
     const roomId = event.room_id;
     // Soft-failed and backfilled events stay out of the extremities and the current state.
     const movesCurrent = !softFailed && !backfilled;
-    const extremities = movesCurrent ? [...head.extremities.filter((id) => !prevIds.includes(id)), event.event_id] : head.extremities;
+    const superseded = how.replacesExtremities ? head.extremities : prevIds;
+    const extremities = movesCurrent ? [...head.extremities.filter((id) => !superseded.includes(id)), event.event_id] : head.extremities;
     const from = head.current?.state ?? new Map<StateKey, number>();
     const afterState = () => {
       if (!isStateEvent(event)) return stateBefore;
@@ -416,7 +417,7 @@ export class RemoteInput {
       snapshots.push(current);
       store.updateCurrentState(tx, roomId, from, current.state);
       tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [current.nid, roomId]);
-      for (const id of prevIds) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
+      for (const id of superseded) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
       tx.run('INSERT OR IGNORE INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, event.event_id]);
       store.applyRedaction(tx, event, redactionTargets);
       return { stored: [stored], head: { version: head.version, current, extremities }, snapshots, redactionTargets };

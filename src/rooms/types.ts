@@ -102,6 +102,13 @@ export interface ReceiveOptions {
    * state) and for backfilled events whose prev events we lack.
    */
   stateBefore?: readonly string[];
+  /**
+   * Our own join, made through a resident server (send_join), with that server's state as
+   * `stateBefore`: the room as it holds it now. It becomes our current state and sole forward
+   * extremity, replacing whatever we held from before (a room we left and now rejoin, whose
+   * invite reached us out of band), and is never soft-failed against that older view.
+   */
+  ownJoin?: boolean;
 }
 
 /**

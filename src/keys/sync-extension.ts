@@ -4,6 +4,9 @@ import type { ToDevice } from './to-device.ts';
 import type { KeysMembership } from './types.ts';
 import type { KeyUpload } from './upload.ts';
 
+/** Memberships of another user in a room we are in that make their devices ours to know. */
+const SHARES_DEVICES = new Set(['join', 'invite', 'knock']);
+
 /** The /sync request and response parts the keys component fills in (structurally Sync's SyncExtension). */
 export interface KeysSyncRequest {
   userId: string;
@@ -52,7 +55,8 @@ export class KeysSyncExtension {
   /**
    * Users whose device lists `userId` should refresh or drop for (since, upTo]:
    * `changed` holds users sharing a room whose devices or cross-signing keys changed,
-   * users who joined a shared room, and every member of a room the user joined;
+   * users who joined, were invited to or knocked on a room the user is in (clients encrypt
+   * to invited members too, as Synapse reports them), and every member of a room the user joined;
    * `left` holds users the user no longer shares any room with.
    */
   async deviceListChanges(userId: string, since: number, upTo: number): Promise<{ changed: string[]; left: string[] }> {
@@ -77,7 +81,7 @@ export class KeysSyncExtension {
         for (const member of await this.membership.members(roomId, 'join')) {
           if (member !== userId) (membership === 'join' ? changed : maybeLeft).add(member);
         }
-      } else if (membership === 'join' && shared.rooms.has(roomId)) {
+      } else if (SHARES_DEVICES.has(membership) && shared.rooms.has(roomId)) {
         changed.add(event.userId);
       } else if (gone) {
         maybeLeft.add(event.userId);

@@ -1,13 +1,10 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { spawnHearth, stopAllHearths, type HearthProcess } from '../support/hearth-process.ts';
-import { httpsFetch, type HttpsFetch } from '../support/https-fetch.ts';
-import { freePort } from '../support/node-peer.ts';
+import { stopAllHearths } from '../support/hearth-process.ts';
+import { createTestTls, spawnHttpsHearth, type HttpsHearth, type TestTls } from '../support/https-hosts.ts';
 import { startScriptedRemote, type RemoteRequest, type ScriptedRemote } from '../support/scripted-remote.ts';
 import { httpSyncer, longPollUntil, type SyncBody } from '../support/sync-until.ts';
-import { createTestCa, type TestCa } from '../support/test-ca.ts';
+import { crossSigningSet, deviceKeys } from '../support/e2ee-keys.ts';
+import { signJson } from '../../src/crypto/signing.ts';
 import { api, register, type Account } from './harness.ts';
 
 // Device lists across servers (issue 34), against a remote server that is not Hearth: a DNS-named
@@ -20,56 +17,26 @@ import { api, register, type Account } from './harness.ts';
 const enc = encodeURIComponent;
 const V3 = '/_matrix/client/v3';
 
-let ca: TestCa;
-let certFile: string;
-let keyFile: string;
-let fetchFn: HttpsFetch;
-const directories: string[] = [];
-
-interface Host {
-  name: string;
-  url: string;
-  fetch: typeof fetch;
-  process: HearthProcess;
-}
-
-async function startHost(): Promise<Host> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'hearth-dl-remote-'));
-  directories.push(dataDir);
-  const port = await freePort();
-  const name = `localhost:${port}`;
-  const child = await spawnHearth({ dataDir, port, listen: [], args: ['--server-name', name, '--tls-cert', certFile, '--tls-key', keyFile], env: { NODE_EXTRA_CA_CERTS: ca.certFile } });
-  return { name, url: `https://localhost:${port}`, fetch: fetchFn, process: child };
-}
-
-let host: Host;
+let tls: TestTls;
+let host: HttpsHearth;
 let remote: ScriptedRemote;
 let alice: Account;
 let userCount = 0;
 
 beforeAll(async () => {
-  ca = createTestCa();
-  const leaf = ca.issue(['localhost', '127.0.0.1']);
-  const dir = await mkdtemp(join(tmpdir(), 'hearth-dl-tls-'));
-  directories.push(dir);
-  certFile = join(dir, 'cert.pem');
-  keyFile = join(dir, 'key.pem');
-  await writeFile(certFile, leaf.cert);
-  await writeFile(keyFile, leaf.key);
-  fetchFn = httpsFetch(ca.cert);
-  host = await startHost();
+  tls = await createTestTls();
+  host = await spawnHttpsHearth(tls);
 });
 
 afterAll(async () => {
+  await host?.close();
   await stopAllHearths();
-  fetchFn?.close();
-  ca?.dispose();
-  for (const dir of directories) await rm(dir, { recursive: true, force: true });
+  await tls?.dispose();
 });
 
 beforeEach(async () => {
   // A remote of its own for each case, so no case sees another's scripted answers or backoff.
-  remote = await startScriptedRemote(ca.issue(['localhost', '127.0.0.1']), { ca: ca.cert });
+  remote = await startScriptedRemote(tls);
   alice = await register(host, `alice${++userCount}`);
 });
 
@@ -254,5 +221,53 @@ describe('device lists against a scripted remote server (not Hearth), over HTTPS
     expect(changes.body.changed).toContain(bob);
     const answer = await keysQuery(alice, { [bob]: [] });
     expect(Object.keys(answer.device_keys[bob] ?? {}).sort()).toEqual(['D1', 'D2']);
+  });
+
+  it("a signature alice makes of her own device with her self-signing key reaches the remote as an m.device_list_update carrying it, after an m.signing_key_update with her new keys; the remote's /user/keys/query shows it", async () => {
+    const bob = `@bob:${remote.name}`;
+    const roomId = await createRoom(alice);
+    await remote.joinRoom(host.name, roomId, bob);
+    const device = await deviceKeys(alice);
+    expect((await api(host, 'POST', `${V3}/keys/upload`, { token: alice.accessToken, body: { device_keys: device.signed } })).status).toBe(200);
+    await remote.waitForEdu((edu) => edu.edu_type === 'm.device_list_update' && edu.content.user_id === alice.userId && edu.content.keys?.keys?.[`ed25519:${alice.deviceId}`] === device.pub);
+
+    const { master, selfSigning } = await crossSigningSet(alice.userId);
+    const uploaded = await api(host, 'POST', `${V3}/keys/device_signing/upload`, { token: alice.accessToken, body: { master_key: master.object, self_signing_key: selfSigning.object } });
+    expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(200);
+    const signingUpdate = await remote.waitForEdu((edu) => edu.edu_type === 'm.signing_key_update' && edu.content.user_id === alice.userId);
+    expect(signingUpdate.content.master_key).toEqual(master.object);
+    expect(signingUpdate.content.self_signing_key).toEqual(selfSigning.object);
+
+    const { signatures: _unsigned, ...bare } = device.signed;
+    const bySelfSigning = await signJson(bare, alice.userId, `ed25519:${selfSigning.pub}`, selfSigning.key);
+    const signature = bySelfSigning.signatures[alice.userId]![`ed25519:${selfSigning.pub}`];
+    const upload = await api(host, 'POST', `${V3}/keys/signatures/upload`, { token: alice.accessToken, body: { [alice.userId]: { [alice.deviceId]: bySelfSigning } } });
+    expect(upload.status).toBe(200);
+    expect(upload.body.failures ?? {}).toEqual({});
+    const update = await remote.waitForEdu((edu) => edu.edu_type === 'm.device_list_update' && edu.content.user_id === alice.userId && edu.content.keys?.signatures?.[alice.userId]?.[`ed25519:${selfSigning.pub}`] === signature);
+    expect(update.content.keys.signatures[alice.userId][`ed25519:${alice.deviceId}`]).toBe(device.signed.signatures[alice.userId]![`ed25519:${alice.deviceId}`]);
+
+    const queried = await remote.client.request<any>(host.name, 'POST', '/_matrix/federation/v1/user/keys/query', { body: { device_keys: { [alice.userId]: [] } } });
+    expect(queried.device_keys[alice.userId][alice.deviceId].signatures[alice.userId][`ed25519:${selfSigning.pub}`]).toBe(signature);
+    expect(queried.master_keys[alice.userId]).toEqual(master.object);
+    expect(queried.self_signing_keys[alice.userId]).toEqual(selfSigning.object);
+  });
+
+  it('a remote server that is down: /keys/query answers the list it last gave, names the server in failures, and does not hold the request', async () => {
+    const bob = `@bob:${remote.name}`;
+    const roomId = await createRoom(alice);
+    await remote.joinRoom(host.name, roomId, bob);
+    const keys = { user_id: bob, device_id: 'ROVER', algorithms: ['m.olm.v1.curve25519-aes-sha2'], keys: { 'ed25519:ROVER': 'sharp' }, signatures: {} };
+    remote.answerAlways('GET', userDevicesPath(bob), () => devicesAnswer(bob, 3, [{ device_id: 'ROVER', keys, device_display_name: 'Curiosity Rover' }]));
+    const up = await keysQuery(alice, { [bob]: [] });
+    expect(up.device_keys[bob]).toEqual({ ROVER: { ...keys, unsigned: { device_display_name: 'Curiosity Rover' } } });
+
+    // The remote goes down; an update tells us its list moved on, so ours is stale and must be asked for again.
+    remote.answerAlways('GET', userDevicesPath(bob), () => ({ status: 503, body: {} }));
+    remote.answerAlways('POST', /^\/_matrix\/federation\/v1\/user\/keys\/query$/, () => ({ status: 503, body: {} }));
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: bob, device_id: 'ROVER', stream_id: 5, prev_id: [4] });
+    const down = await keysQuery(alice, { [bob]: [] });
+    expect(down.device_keys[bob]).toEqual(up.device_keys[bob]);
+    expect(Object.keys(down.failures)).toEqual([remote.name]);
   });
 });

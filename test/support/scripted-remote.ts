@@ -20,6 +20,7 @@ import { requireRoomVersion } from '../../src/events/room-versions.ts';
 import { FederationClient } from '../../src/federation/client.ts';
 import { memorySigningKeyStorage, ServerSigningKeys } from '../../src/federation/signing-keys.ts';
 import { createHttpsFederationTransport, type HttpsFederationTransport } from '../../src/node/https-federation.ts';
+import type { TestTls } from './https-hosts.ts';
 
 /** One request the remote was sent. */
 export interface RemoteRequest {
@@ -94,7 +95,8 @@ export interface ScriptedRemote {
   close(): Promise<void>;
 }
 
-export async function startScriptedRemote(tls: { cert: string; key: string }, options: { ca: string }): Promise<ScriptedRemote> {
+/** A remote on 127.0.0.1 with an OS-chosen port, serving the test's leaf and trusting its CA. */
+export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Promise<ScriptedRemote> {
   const keys = await ServerSigningKeys.open({ storage: memorySigningKeyStorage(), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
   /** One-time answers, oldest first, tried before the standing ones. */
   const scripted: Route[] = [];
@@ -119,7 +121,7 @@ export async function startScriptedRemote(tls: { cert: string; key: string }, op
   }
 
   const sockets = new Set<Socket>();
-  const server = createHttpsServer(tls, (req: IncomingMessage, res: ServerResponse) => {
+  const server = createHttpsServer(tls.leaf, (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -149,7 +151,7 @@ export async function startScriptedRemote(tls: { cert: string; key: string }, op
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   name = `localhost:${(server.address() as AddressInfo).port}`;
-  const transport: HttpsFederationTransport = createHttpsFederationTransport({ extraCa: [options.ca] });
+  const transport: HttpsFederationTransport = createHttpsFederationTransport({ extraCa: [tls.ca.cert] });
   const client = new FederationClient(transport, name, keys.keyId, keys.signingKey);
 
   const waitFor = (matches: (request: RemoteRequest) => boolean): Promise<RemoteRequest> => {

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,11 +13,11 @@ import { memorySigningKeyStorage, ServerSigningKeys } from '../../src/federation
 import { authorizationHeader } from '../../src/federation/x-matrix.ts';
 import { createHttpsFederationTransport, type HttpsFederationTransport } from '../../src/node/https-federation.ts';
 import { startDnsServer, type TestDnsServer } from '../support/dns-server.ts';
-import { spawnHearth, stopAllHearths, type HearthProcess } from '../support/hearth-process.ts';
+import { stopAllHearths } from '../support/hearth-process.ts';
+import { createTestTls, spawnHttpsHearth, type HttpsHearth, type TestTls } from '../support/https-hosts.ts';
 import { freePort } from '../support/node-peer.ts';
-import { httpsFetch } from '../support/https-fetch.ts';
 import { validateFederationRequest, validateFederationResponse } from '../support/spec-schema.ts';
-import { createTestCa, type TestCa } from '../support/test-ca.ts';
+import type { TestCa } from '../support/test-ca.ts';
 import { api, register, type Account } from './harness.ts';
 import { decryptedBodies as decrypted, knownDevices, sdk, startClient, startEncryptedRoom, until, waitFor } from './sdk.ts';
 
@@ -37,16 +37,11 @@ import { decryptedBodies as decrypted, knownDevices, sdk, startClient, startEncr
 const PASSWORD = 'correct horse battery staple';
 const enc = encodeURIComponent;
 
+let tls: TestTls;
 let ca: TestCa;
-let certFile: string;
-let keyFile: string;
 let leaf: { cert: string; key: string };
 /** Where each host writes the server-server exchanges it answered (HEARTH_TRACE_FEDERATION), one file per host. */
 let traceDir: string;
-const fetchFn = (() => {
-  let f: ReturnType<typeof httpsFetch> | undefined;
-  return () => (f ??= httpsFetch(ca.cert));
-})();
 const directories: string[] = [];
 const clients: sdk.MatrixClient[] = [];
 /** The test's `.well-known/matrix/server` for the name `localhost` (C's), and its DNS server for SRV. */
@@ -111,30 +106,20 @@ async function fakeServer(nameFor: (port: number) => string, tls = leaf): Promis
   return { name, keys, server, transport, client: new FederationClient(transport, name, keys.keyId, keys.signingKey) };
 }
 
-interface Host {
-  name: string;
-  port: number;
-  dataDir: string;
-  url: string;
-  fetch: typeof fetch;
-  process: HearthProcess;
-}
+type Host = HttpsHearth;
 
 async function startHost(port: number, dataDir: string, extra: string[] = [], name = `localhost:${port}`): Promise<Host> {
-  const child = await spawnHearth({
-    dataDir,
+  return spawnHttpsHearth(tls, {
     port,
-    listen: [],
-    args: ['--server-name', name, '--tls-cert', certFile, '--tls-key', keyFile, ...extra],
+    dataDir,
+    name,
+    args: extra,
     env: {
-      NODE_EXTRA_CA_CERTS: ca.certFile,
       HEARTH_TRACE_FEDERATION: join(traceDir, `${port}.jsonl`),
       HEARTH_WELL_KNOWN_PORT: String(wellKnown.port),
       HEARTH_DNS_SERVERS: dns.address,
     },
   });
-  expect(child.serverName).toBe(name);
-  return { name, port, dataDir, url: `https://localhost:${port}`, fetch: fetchFn(), process: child };
 }
 
 /** A host named `localhost:PORT`, or with `delegated` the name `localhost`, which the test's well-known delegates to `localhost:PORT`. */
@@ -176,15 +161,8 @@ let bobClient: sdk.MatrixClient;
 let hall: string;
 
 beforeAll(async () => {
-  ca = createTestCa();
-  leaf = ca.issue(['localhost', '127.0.0.1']);
-  const dir = await mkdtemp(join(tmpdir(), 'hearth-https-tls-'));
-  directories.push(dir);
-  traceDir = dir;
-  certFile = join(dir, 'cert.pem');
-  keyFile = join(dir, 'key.pem');
-  await writeFile(certFile, leaf.cert);
-  await writeFile(keyFile, leaf.key, { mode: 0o600 });
+  tls = await createTestTls();
+  ({ ca, leaf, dir: traceDir } = tls);
   dns = await startDnsServer();
   // `https://localhost/.well-known/matrix/server`, on the port the hosts are told to ask.
   wellKnown = await testHttps(leaf, async (path, host) =>
@@ -201,9 +179,8 @@ afterAll(async () => {
   await stopAllHearths();
   await wellKnown?.close();
   await dns?.close();
-  fetchFn().close();
   for (const dir of directories) await rm(dir, { recursive: true, force: true });
-  ca?.dispose();
+  await tls?.dispose();
 });
 
 describe('two DNS-named Hearth hosts over HTTPS, driven by matrix-js-sdk', () => {

@@ -54,6 +54,14 @@ const bodies = (c: sdk.MatrixClient, roomId: string) =>
   c.getRoom(roomId)?.getLiveTimeline().getEvents().filter((e) => e.getType() === 'm.room.message').map((e) => e.getContent()['body'] as string) ?? [];
 const membership = (c: sdk.MatrixClient, roomId: string, userId: string) => c.getRoom(roomId)?.getMember(userId)?.membership;
 
+/** Sends an event of any shape as `side`'s person, through the client API; its ID. */
+let txn = 0;
+async function send(side: Side, roomId: string, type: string, content: Record<string, unknown>): Promise<string> {
+  const r = await api(side.server, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/${type}/t${++txn}`, { token: side.account.accessToken, body: content, unchecked: true });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body.event_id;
+}
+
 /** A message from `from` reaches `to`'s /sync in the room. */
 async function messageCrosses(from: Side, to: Side, roomId: string, text: string): Promise<void> {
   await from.client.sendTextMessage(roomId, text);
@@ -86,9 +94,9 @@ afterAll(async () => {
 });
 
 describe.each([
-  { direction: 'made on Synapse, joined from Hearth', creator: () => onSynapse, joiner: () => onHearth },
-  { direction: 'made on Hearth, joined from Synapse', creator: () => onHearth, joiner: () => onSynapse },
-])('a room $direction', ({ creator: creatorSide, joiner: joinerSide }) => {
+  { direction: 'made on Synapse, joined from Hearth', creator: () => onSynapse, joiner: () => onHearth, hearthResident: false },
+  { direction: 'made on Hearth, joined from Synapse', creator: () => onHearth, joiner: () => onSynapse, hearthResident: true },
+])('a room $direction', ({ creator: creatorSide, joiner: joinerSide, hearthResident }) => {
   it('joined by ID (through the creator’s server), with messages both ways', async () => {
     const [creator, joiner] = [creatorSide(), joinerSide()];
     const { room_id: roomId } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'By ID' });
@@ -132,6 +140,152 @@ describe.each([
     await invitee.client.leave(roomId);
     await waitFor(inviter.client, () => membership(inviter.client, roomId, invitee.account.userId) === 'leave', 15_000, `the rejection on ${inviter.label}`);
     await waitFor(invitee.client, () => invitee.client.getRoom(roomId)?.getMyMembership() === 'leave', 15_000, `the rejection on ${invitee.label}`);
+  });
+
+  it('a knock from the other server, let in by an invite', async () => {
+    const [creator, knocker] = [creatorSide(), joinerSide()];
+    const { room_id: roomId } = await creator.client.createRoom({
+      ...creator.roomDefaults,
+      name: 'Porch',
+      initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'knock' } }],
+    });
+    await knocker.client.knockRoom(roomId, { viaServers: [creator.server.name], reason: 'let me in' });
+    await waitFor(knocker.client, () => knocker.client.getRoom(roomId)?.getMyMembership() === 'knock', 15_000, `the knocked room on ${knocker.label}`);
+    await waitFor(creator.client, () => membership(creator.client, roomId, knocker.account.userId) === 'knock', 15_000, `the knock on ${creator.label}`);
+    expect(creator.client.getRoom(roomId)!.getMember(knocker.account.userId)!.events.member!.getContent()['reason']).toBe('let me in');
+
+    await creator.client.invite(roomId, knocker.account.userId);
+    await waitFor(knocker.client, () => knocker.client.getRoom(roomId)?.getMyMembership() === 'invite', 15_000, `the invite after the knock on ${knocker.label}`);
+    await knocker.client.joinRoom(roomId);
+    await waitFor(creator.client, () => membership(creator.client, roomId, knocker.account.userId) === 'join', 15_000, `the join after the knock on ${creator.label}`);
+  });
+
+  // Hearth as the restricted room's resident: its make_join names no authorising user and its
+  // send_join does not countersign, so a remote member of the allowed room cannot join (issue 35, item 1).
+  (hearthResident ? it.fails : it)('a restricted room: a member of the allowed room joins through the creator’s server (join_authorised_via_users_server), someone else is refused', async () => {
+    const [creator, joiner] = [creatorSide(), joinerSide()];
+    const { room_id: club } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Club' });
+    const { room_id: annex } = await creator.client.createRoom({
+      ...creator.roomDefaults,
+      name: 'Annex',
+      initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'restricted', allow: [{ type: 'm.room_membership', room_id: club }] } }],
+    });
+    const outsider = await register(joiner.server, `outsider-${creator === onSynapse ? 'of-synapse' : 'of-hearth'}`, PASSWORD);
+    const refused = await api(joiner.server, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(annex)}?server_name=${encodeURIComponent(creator.server.name)}`, { token: outsider.accessToken, body: {}, unchecked: true });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+    expect(refused.body.errcode).toBe('M_FORBIDDEN');
+
+    await joiner.client.joinRoom(club, { viaServers: [creator.server.name] });
+    await joiner.client.joinRoom(annex, { viaServers: [creator.server.name] });
+    await waitFor(creator.client, () => membership(creator.client, annex, joiner.account.userId) === 'join', 15_000, `the restricted join on ${creator.label}`);
+    // Only the creator's server could vouch for the joiner: its user is named in the join, on both servers.
+    for (const side of [creator, joiner]) {
+      const member = await api(side.server, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(annex)}/state/m.room.member/${encodeURIComponent(joiner.account.userId)}`, { token: side.account.accessToken, unchecked: true });
+      expect(member.status, `${side.label}: ${JSON.stringify(member.body)}`).toBe(200);
+      expect(member.body, side.label).toMatchObject({ membership: 'join', join_authorised_via_users_server: creator.account.userId });
+    }
+    await messageCrosses(joiner, creator, annex, `in the annex, from ${joiner.label}`);
+  });
+
+  it('history from before the join is paged back through the creator’s server (backfill), with /context around an old event', async () => {
+    const [creator, joiner] = [creatorSide(), joinerSide()];
+    const { room_id: roomId } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Archive' });
+    const sent: string[] = [];
+    for (let i = 1; i <= 30; i++) sent.push(await send(creator, roomId, 'm.room.message', { msgtype: 'm.text', body: `old ${i}` }));
+    await joiner.client.joinRoom(roomId, { viaServers: [creator.server.name] });
+
+    const seen: string[] = [];
+    let from: string | undefined;
+    for (let page = 0; page < 10 && !seen.includes('old 1'); page++) {
+      const r = await api(joiner.server, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/messages?dir=b&limit=20${from ? `&from=${encodeURIComponent(from)}` : ''}`, { token: joiner.account.accessToken, unchecked: true });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      seen.push(...r.body.chunk.filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body));
+      if (!r.body.end) break;
+      from = r.body.end;
+    }
+    expect(seen.reverse()).toEqual(Array.from({ length: 30 }, (_, i) => `old ${i + 1}`));
+
+    // Synapse's /context around a backfilled event misses the events just before it: it pages back
+    // from the event's depth less one at the event's own stream position, and backfilled events'
+    // stream positions fall as their depth rises. That is Synapse's to answer, not Hearth's.
+    if (joiner !== onHearth) return;
+    const context = await api(joiner.server, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/context/${encodeURIComponent(sent[14]!)}?limit=4`, { token: joiner.account.accessToken, unchecked: true });
+    expect(context.status, JSON.stringify(context.body)).toBe(200);
+    expect(context.body.event.content.body).toBe('old 15');
+    expect(context.body.events_before.map((e: any) => e.content.body)).toEqual(['old 14', 'old 13']);
+    expect(context.body.events_after.map((e: any) => e.content.body)).toEqual(['old 16', 'old 17']);
+  });
+
+  it('relations across servers: a reaction and a thread reply from the joiner, an edit from the creator, related on both', async () => {
+    const [creator, joiner] = [creatorSide(), joinerSide()];
+    const { room_id: roomId } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Relations' });
+    await joiner.client.joinRoom(roomId, { viaServers: [creator.server.name] });
+    const { event_id: root } = await creator.client.sendTextMessage(roomId, 'the root');
+    await waitFor(joiner.client, () => joiner.client.getRoom(roomId)?.findEventById(root), 15_000, `the root on ${joiner.label}`);
+
+    const reaction = await send(joiner, roomId, 'm.reaction', { 'm.relates_to': { rel_type: 'm.annotation', event_id: root, key: '👍' } });
+    const reply = await send(joiner, roomId, 'm.room.message', { msgtype: 'm.text', body: 'in the thread', 'm.relates_to': { rel_type: 'm.thread', event_id: root, is_falling_back: true, 'm.in_reply_to': { event_id: root } } });
+    const edit = await send(creator, roomId, 'm.room.message', { msgtype: 'm.text', body: '* the root, edited', 'm.new_content': { msgtype: 'm.text', body: 'the root, edited' }, 'm.relates_to': { rel_type: 'm.replace', event_id: root } });
+    await waitFor(creator.client, () => creator.client.getRoom(roomId)?.findEventById(reply), 15_000, `the thread reply on ${creator.label}`);
+    await waitFor(joiner.client, () => joiner.client.getRoom(roomId)?.findEventById(edit), 15_000, `the edit on ${joiner.label}`);
+
+    for (const side of [creator, joiner]) {
+      const path = `/_matrix/client/v1/rooms/${encodeURIComponent(roomId)}/relations/${encodeURIComponent(root)}`;
+      const all = await api(side.server, 'GET', path, { token: side.account.accessToken, unchecked: true });
+      expect(all.status, `${side.label}: ${JSON.stringify(all.body)}`).toBe(200);
+      expect(all.body.chunk.map((e: any) => e.event_id).sort(), side.label).toEqual([reaction, reply, edit].sort());
+      const annotations = await api(side.server, 'GET', `${path}/m.annotation/m.reaction`, { token: side.account.accessToken, unchecked: true });
+      expect(annotations.body.chunk.map((e: any) => e.event_id), side.label).toEqual([reaction]);
+      // Threads are aggregated on the root, wherever the reply was sent from.
+      const event = await api(side.server, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/event/${encodeURIComponent(root)}`, { token: side.account.accessToken, unchecked: true });
+      expect(event.body.unsigned?.['m.relations']?.['m.thread'], side.label).toMatchObject({ count: 1, latest_event: { event_id: reply } });
+    }
+  });
+});
+
+describe.each([
+  { direction: 'from Synapse to Hearth', sender: () => onSynapse, receiver: () => onHearth },
+  { direction: 'from Hearth to Synapse', sender: () => onHearth, receiver: () => onSynapse },
+])('ephemeral news $direction', ({ sender: senderSide, receiver: receiverSide }) => {
+  let roomId: string;
+
+  beforeAll(async () => {
+    const [sender, receiver] = [senderSide(), receiverSide()];
+    ({ room_id: roomId } = await sender.client.createRoom({ ...sender.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Lounge' }));
+    await receiver.client.joinRoom(roomId, { viaServers: [sender.server.name] });
+    await waitFor(sender.client, () => membership(sender.client, roomId, receiver.account.userId) === 'join', 15_000, `the join on ${sender.label}`);
+  });
+
+  it('typing starts and stops', async () => {
+    const [sender, receiver] = [senderSide(), receiverSide()];
+    await sender.client.sendTyping(roomId, true, 30_000);
+    await waitFor(receiver.client, () => receiver.client.getRoom(roomId)?.getMember(sender.account.userId)?.typing, 15_000, `typing on ${receiver.label}`);
+    await sender.client.sendTyping(roomId, false, 0);
+    await waitFor(receiver.client, () => receiver.client.getRoom(roomId)?.getMember(sender.account.userId)?.typing === false, 15_000, `typing stopped on ${receiver.label}`);
+  });
+
+  it('a read receipt', async () => {
+    const [sender, receiver] = [senderSide(), receiverSide()];
+    const { event_id: read } = await receiver.client.sendTextMessage(roomId, `read me, ${sender.label}`);
+    await waitFor(sender.client, () => sender.client.getRoom(roomId)?.findEventById(read), 15_000, `the message on ${sender.label}`);
+    await sender.client.sendReadReceipt(sender.client.getRoom(roomId)!.findEventById(read)!);
+    await waitFor(receiver.client, () => receiver.client.getRoom(roomId)?.getEventReadUpTo(sender.account.userId) === read, 15_000, `the receipt on ${receiver.label}`);
+  });
+
+  it('presence with a status message', async () => {
+    const [sender, receiver] = [senderSide(), receiverSide()];
+    const status = `here, on ${sender.label}`;
+    await sender.client.setPresence({ presence: 'online', status_msg: status });
+    await waitFor(receiver.client, () => receiver.client.getUser(sender.account.userId)?.presenceStatusMsg === status, 15_000, `the presence on ${receiver.label}`);
+  });
+
+  it('a to-device message', async () => {
+    const [sender, receiver] = [senderSide(), receiverSide()];
+    const received = new Promise<sdk.MatrixEvent>((resolve) => receiver.client.on(sdk.ClientEvent.ToDeviceEvent, (event) => event.getType() === 'org.example.ping' && resolve(event)));
+    await sender.client.sendToDevice('org.example.ping', new Map([[receiver.account.userId, new Map([[receiver.account.deviceId, { from: sender.label }]])]]));
+    const ping = await received;
+    expect(ping.getSender()).toBe(sender.account.userId);
+    expect(ping.getContent()).toEqual({ from: sender.label });
   });
 });
 

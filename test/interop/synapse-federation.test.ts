@@ -7,9 +7,11 @@ import { startSynapse, stopAllSynapses, SYNAPSE_VERSION, type SynapseServer } fr
 
 // A DNS-named Hearth host and a real Synapse (the version scripts/install-synapse.sh pins), each
 // `localhost:P` on loopback, federating over HTTPS with certificates from the test's own CA.
-// matrix-js-sdk drives both as a person's client would: rooms made on either server and joined
-// from the other by ID and by alias, invites both ways, and end-to-end encryption with Rust crypto
-// on both sides, a new device reaching the other server as a device-list update.
+// matrix-js-sdk drives both as a person's client would (issue 35, items 1-3 and part of 4), each
+// case both ways: rooms made on one server and joined from the other by ID and by alias, invites
+// accepted and rejected, knocks, restricted joins, backfill and /context, relations, typing,
+// receipts, presence and to-device messages; and end-to-end encryption with Rust crypto on both
+// sides, a new device reaching the other server as a device-list update.
 
 const PASSWORD = 'correct horse battery staple';
 
@@ -88,8 +90,8 @@ beforeEach(({ onTestFailed }) => {
 afterAll(async () => {
   for (const c of clients.splice(0)) c.stopClient();
   await stopAllSynapses();
-  await stopAllHearths();
   await hearth?.close();
+  await stopAllHearths();
   await tls?.dispose();
 });
 

@@ -39,6 +39,19 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      {
+        // Hearth against a real Synapse (`npm run test:interop`, after scripts/install-synapse.sh);
+        // not one of `npm test`'s projects, which that script names.
+        test: {
+          name: 'interop',
+          include: ['test/interop/**/*.test.ts'],
+          environment: 'node',
+          setupFiles,
+          globalSetup: ['./test/integration/global-setup.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
     ],
   },
 });

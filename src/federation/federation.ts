@@ -412,7 +412,10 @@ export class Federation {
         const made = await this.client.makeJoin(server, roomId, userId, SUPPORTED_VERSIONS);
         const version = this.versionOf(made.room_version ?? '1');
         const template = checkTemplate(made.event, roomId, userId, 'join');
-        const { event } = await this.signTemplate(template, version, { ...content, membership: 'join' });
+        // A restricted room's resident names the member who vouches for the join; its auth events count on it being kept.
+        const authoriser = (template['content'] as JsonObject)['join_authorised_via_users_server'];
+        const vouched: JsonObject = typeof authoriser === 'string' ? { join_authorised_via_users_server: authoriser } : {};
+        const { event } = await this.signTemplate(template, version, { ...content, ...vouched, membership: 'join' });
         const eventId = computeEventId(event, version);
         const response = await this.client.sendJoin(server, roomId, eventId, event);
         await rooms.trackRemoteRoom(roomId, version.id);

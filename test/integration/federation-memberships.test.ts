@@ -95,6 +95,33 @@ describe('invites across servers', () => {
   });
 });
 
+describe('joins through a resident server', () => {
+  it('keeps the join_authorised_via_users_server a make_join template names (a restricted room\'s resident names one), so the resident can check who vouched', async () => {
+    const { a, b, alice, bob } = await twoServers();
+    const { body: created } = await a.api('POST', '/_matrix/client/v3/createRoom', { token: alice.accessToken, body: { preset: 'public_chat' } });
+    const roomId = created.room_id as string;
+    const { body: state } = await a.api('GET', `/_matrix/client/v3/rooms/${enc(roomId)}/state`, { token: alice.accessToken });
+    const aliceJoin = state.find(memberEvent(alice.userId, 'join')).event_id as string;
+    // A answers bob's make_join as a restricted room's resident would: alice vouches for him, and
+    // her membership is among the auth events.
+    const receive = a.homeserver.federation.fetch.bind(a.homeserver.federation);
+    a.homeserver.federation.fetch = async (request, remote) => {
+      const response = await receive(request, remote);
+      if (!new URL(request.url).pathname.startsWith('/_matrix/federation/v1/make_join/')) return response;
+      const body = await response.json();
+      body.event.content = { ...body.event.content, join_authorised_via_users_server: alice.userId };
+      body.event.auth_events = [...body.event.auth_events, aliceJoin];
+      return new Response(JSON.stringify(body), { status: response.status, headers: { 'content-type': 'application/json' } });
+    };
+    await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${enc(a.serverName)}`, { token: bob.accessToken, body: {}, unchecked: true });
+    // What B signed and sent. Whether A then takes it is A's part, countersigning the join it
+    // authorised, which Hearth does not do yet; test/interop joins a Synapse's restricted room.
+    const sendJoin = b.sent.find((x) => x.path.includes('/send_join/'));
+    expect(sendJoin?.request.content).toMatchObject({ membership: 'join', join_authorised_via_users_server: alice.userId });
+    expect(sendJoin?.request.auth_events).toContain(aliceJoin);
+  });
+});
+
 describe('bans across servers', () => {
   it('a banned remote user is out at once on both servers and may not rejoin until unbanned', async () => {
     const { a, b, alice, bob } = await twoServers();

@@ -106,10 +106,11 @@ export async function knownDevices(client: sdk.MatrixClient, userId: string): Pr
   return [...(devices?.keys() ?? [])].sort();
 }
 
-/** An encrypted private room made by `inviter`, which `invitee` (on whichever server) is invited to and has joined; its ID. */
-export async function startEncryptedRoom(inviter: sdk.MatrixClient, invitee: sdk.MatrixClient): Promise<string> {
+/** An encrypted private room made by `inviter` (with `options` besides, a room version or `is_direct`), which `invitee` (on whichever server) is invited to and has joined; its ID. */
+export async function startEncryptedRoom(inviter: sdk.MatrixClient, invitee: sdk.MatrixClient, options: Partial<sdk.ICreateRoomOpts> = {}): Promise<string> {
   const inviteeId = invitee.getUserId()!;
   const { room_id: roomId } = await inviter.createRoom({
+    ...options,
     preset: sdk.Preset.PrivateChat,
     invite: [inviteeId],
     initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],

@@ -1,15 +1,18 @@
 import type { ElementHandle, Browser as PlaywrightBrowser, Page as PlaywrightPage } from 'playwright-core';
 import type { Browser as PuppeteerBrowser, ElementHandle as PuppeteerElement, Page as PuppeteerPage } from 'puppeteer-core';
+import type { WebDriver, WebElement } from 'selenium-webdriver';
 import { launchChromium } from './chromium.ts';
 import { launchFirefox } from './firefox.ts';
+import { launchWebKit, type WebKit } from './webkit.ts';
 
 // One tab, whichever engine runs it (issue 39). Chromium is driven by playwright-core, Firefox by
-// puppeteer-core over WebDriver BiDi (playwright drives only its own patched Firefox). The flows the
+// puppeteer-core over WebDriver BiDi (playwright drives only its own patched Firefox), WebKit (WebKitGTK's
+// MiniBrowser) by selenium-webdriver over classic WebDriver (webkit.ts). The flows the
 // tests share (page-flows.ts) are written once against `Tab`; each driver supplies four primitives:
 // evaluate an expression, wait until one is truthy, click what it returned, reload. Elements are found
 // in the page by one function (`findTarget`), so "the button named Send" means the same in every engine.
 
-export type Engine = 'chromium' | 'firefox';
+export type Engine = 'chromium' | 'firefox' | 'webkit';
 
 /** What to find, as a person would: a control by its label, a button by its name, or CSS with the text it shows (whitespace collapsed). */
 export type Target = { label: string } | { button: string; within?: string } | { css: string; text?: string; exactText?: string };
@@ -164,6 +167,39 @@ export function puppeteerTab(page: PuppeteerPage, engine: Engine = 'firefox'): T
   });
 }
 
+/**
+ * A WebDriver session (WebKit) as a Tab. Classic WebDriver has no wait of its own: the page polls the
+ * expression at each animation frame, as Playwright and puppeteer do, inside one asynchronous script.
+ */
+export function webDriverTab(session: WebDriver, engine: Engine = 'webkit'): Tab {
+  return tabOver(engine, {
+    evaluate: (expression) => session.executeScript(`return ${expression};`),
+    waitFor: async (expression, timeoutMs, click) => {
+      await session.manage().setTimeouts({ script: timeoutMs + 10_000 });
+      const found = await session.executeAsyncScript<WebElement | { failed: string }>(`
+        const done = arguments[arguments.length - 1];
+        const deadline = Date.now() + ${timeoutMs};
+        let lastError = '';
+        const check = () => {
+          let value = null;
+          try {
+            value = ${expression};
+          } catch (error) {
+            lastError = String(error);
+          }
+          if (value) done(${click ? 'value' : 'true'});
+          else if (Date.now() > deadline) done({ failed: 'Waiting failed: ${timeoutMs}ms exceeded' + (lastError && ' (' + lastError + ')') });
+          else requestAnimationFrame(check);
+        };
+        check();`);
+      if (typeof found === 'object' && found !== null && 'failed' in found) throw new Error(found.failed);
+      if (click) await (found as WebElement).click();
+    },
+    reload: () => session.navigate().refresh(),
+    close: () => session.quit(),
+  });
+}
+
 function playwrightBrowser(browser: PlaywrightBrowser): EngineBrowser {
   return {
     engine: 'chromium',
@@ -205,11 +241,35 @@ function puppeteerBrowser(browser: PuppeteerBrowser): EngineBrowser {
   };
 }
 
+function webKitBrowser(webkit: WebKit): EngineBrowser {
+  return {
+    engine: 'webkit',
+    newProfile: async () => {
+      // A WebDriver session is a MiniBrowser of its own, with its own (ephemeral) website data.
+      const session = await webkit.newSession();
+      let opened = false;
+      return {
+        engine: 'webkit',
+        newTab: async (url) => {
+          if (opened) throw new Error('one tab per WebKit profile here');
+          opened = true;
+          await session.get(url);
+          return webDriverTab(session);
+        },
+        close: () => session.quit().catch(() => {}),
+      };
+    },
+    close: () => webkit.close(),
+  };
+}
+
 export async function launchEngine(engine: Engine): Promise<EngineBrowser> {
   switch (engine) {
     case 'chromium':
       return playwrightBrowser(await launchChromium());
     case 'firefox':
       return puppeteerBrowser(await launchFirefox());
+    case 'webkit':
+      return webKitBrowser(await launchWebKit());
   }
 }

@@ -113,6 +113,9 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     void core.peerConnected(serverName).catch((error) => log(`could not tell the core of ${serverName}`, error));
     changed();
   };
+  // WebKitGTK as Debian builds it has no RTCPeerConnection: there the node neither listens for nor dials
+  // WebRTC, and reaches other browsers through its relays alone (the peers panel says so).
+  const webrtc = typeof RTCPeerConnection === 'function';
   // Before any WebRTC dial: without it a dial from a busy page can hang on its `init` channel (webrtc-init-channel.ts).
   settleInitChannelEvents();
   const node = await createP2PNode({
@@ -121,12 +124,12 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     // framing crosses to us whole; the default 4 MiB would refuse it.
     limits: { maxResponseBytes: mediaAnswerBytes(MAX_REQUEST_BODY_BYTES) },
     // Always our own ICE list: webRTC() left to itself would use public STUN servers.
-    transports: [webSockets(), circuitRelayTransport(), webRTC({ rtcConfiguration: { iceServers: config.iceServers } })],
+    transports: [webSockets(), circuitRelayTransport(), ...(webrtc ? [webRTC({ rtcConfiguration: { iceServers: config.iceServers } })] : [])],
     // Node peers reach us over the connections we open. Each '/p2p-circuit' is one reservation on some relay
     // (refilled when that relay goes): one per bootstrap peer, so with one relay down we are still reachable
     // through another. '/webrtc' takes WebRTC dials signalled over those reservations.
-    listen: [...Array.from({ length: Math.max(1, bootstrap.length) }, () => '/p2p-circuit'), '/webrtc'],
-    preferWebRTC: true,
+    listen: [...Array.from({ length: Math.max(1, bootstrap.length) }, () => '/p2p-circuit'), ...(webrtc ? ['/webrtc'] : [])],
+    preferWebRTC: webrtc,
     bootstrap,
     // The peers this origin knew, so the next leader redials them too (peer-datastore.ts).
     datastore,

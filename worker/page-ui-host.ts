@@ -48,7 +48,7 @@ export class BrowserPageHost implements PageHost {
   get status(): HostStatus {
     const { core, error, serverName } = this.host.state;
     const twin = this.host.p2p?.node.status().twin;
-    return { core, error, serverName, node: this.nodeState(), ...(twin ? { federationPaused: twinSentence(twin) } : {}) };
+    return { core, error, serverName, node: this.nodeState(), webrtc: typeof RTCPeerConnection === 'function', ...(twin ? { federationPaused: twinSentence(twin) } : {}) };
   }
 
   /**

@@ -9,7 +9,7 @@
  * service worker tell, when a core dies, which requests never reached it (safe
  * to send again, whatever the method) from those it may have acted on.
  */
-import { BodyTooLargeError, readBounded } from '../src/http/bounded-body.ts';
+import { BodyTooLargeError, readBounded, readRequestBounded } from '../src/http/bounded-body.ts';
 
 export { BodyTooLargeError };
 
@@ -112,7 +112,8 @@ export function headerList(headers: Headers): HeaderList {
 }
 
 export async function requestToWire(id: number, request: Request): Promise<WireRequest> {
-  const body = request.method === 'GET' || request.method === 'HEAD' ? null : await readBoundedBuffer(request.body, request.headers.get('content-length'), MAX_REQUEST_BODY_BYTES);
+  // Not `request.body`: Firefox's Request has none (bounded-body.ts, readRequestBounded).
+  const body = request.method === 'GET' || request.method === 'HEAD' ? null : ((await readRequestBounded(request, MAX_REQUEST_BODY_BYTES))?.buffer ?? null);
   return { id, method: request.method, url: request.url, headers: headerList(request.headers), body };
 }
 

@@ -10,7 +10,7 @@ import { fetch as fetchOverStream } from '@libp2p/http-fetch';
 import { readHeaders, responseToStream, type HeaderInfo } from '@libp2p/http-utils';
 import type { AbortOptions, Connection, PeerId, Stream, StreamHandler } from '@libp2p/interface';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
-import { BodyTooLargeError, bodyOver, readBounded } from '../http/bounded-body.ts';
+import { BodyTooLargeError, bodyOver, readBounded, readRequestBounded } from '../http/bounded-body.ts';
 import { peerIdFromServerName, serverNameFromPeerId } from './identity.ts';
 
 export const HTTP_PROTOCOL = '/http/1.1';
@@ -242,7 +242,8 @@ export function createHttpTransport(
     async send(destination, request, { signal: callerSignal, maxResponseBytes = limits.maxResponseBytes } = {}) {
       const peerId = peerIdFromServerName(destination);
       if (!peerId) throw new FederationUnreachable(destination, `${destination} is not a Hearth server name`);
-      const body = request.body === null ? undefined : new Uint8Array(await request.arrayBuffer());
+      // Not `request.body === null`: Firefox's Request has no `body` at all, and a GET would go with an empty one.
+      const body = (await readRequestBounded(request, Infinity)) ?? undefined;
       if (body && body.byteLength > limits.maxRequestBytes) throw new RangeError(`request body of ${body.byteLength} bytes exceeds ${limits.maxRequestBytes}`);
       const { signal, clear } = deadline(limits.timeoutMs, callerSignal);
       try {

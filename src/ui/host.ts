@@ -28,6 +28,8 @@ export interface HostStatus {
   node: NodeState;
   /** Why federation is paused, in words: another copy of this homeserver is online (move, don't copy). */
   federationPaused?: string;
+  /** Whether this browser has WebRTC; without it (WebKitGTK as Debian builds it) other browsers are reached only through a relay peer. */
+  webrtc: boolean;
 }
 
 /** A peer this tab's node is connected to, and how it is reached. */

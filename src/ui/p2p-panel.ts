@@ -14,6 +14,7 @@ export class P2PPanel {
   readonly offlineBadge = h('span', { class: 'offline', role: 'status', 'aria-live': 'polite', hidden: true });
   private readonly summaryState = h('span', { class: 'p2p-summary-state' });
   private readonly nodeLine = h('p', { class: 'p2p-state hint' });
+  private readonly noWebrtcLine = h('p', { class: 'no-webrtc hint', hidden: true }, 'This browser has no WebRTC: it reaches other browsers only through a relay peer, never directly.');
   private readonly peerList = h('ul', { class: 'peer-list', 'aria-label': 'Connected peers' });
   private readonly identity = h('div', { class: 'identity' });
   private readonly actions = h('div', { class: 'p2p-actions' });
@@ -30,6 +31,7 @@ export class P2PPanel {
       { class: 'p2p-panel', open: !matchMedia('(max-width: 760px)').matches },
       h('summary', {}, h('span', { class: 'p2p-title' }, 'Peers'), this.summaryState),
       this.nodeLine,
+      this.noWebrtcLine,
       this.peerList,
       h('h3', {}, 'Add a peer'),
       h('form', { class: 'inline add-peer', onsubmit: (e: Event) => void this.addPeer(e) }, this.bootstrapInput, h('button', { type: 'submit' }, 'Add')),
@@ -170,6 +172,7 @@ export class P2PPanel {
       none: 'Node not started',
     };
     this.nodeLine.textContent = stateText[state];
+    this.noWebrtcLine.hidden = this.host.status.webrtc;
     this.summaryState.textContent = state === 'running' ? ` \u00b7 ${peers.length} connected` : ` \u00b7 ${state === 'elsewhere' ? 'other tab' : state}`;
     this.peerList.replaceChildren(
       ...(peers.length === 0

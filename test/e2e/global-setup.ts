@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { buildPage } from '../../scripts/build.ts';
 import { assertChromiumInstalled } from './chromium.ts';
+import { assertFirefoxInstalled } from './firefox.ts';
+import { assertWebKitInstalled } from './webkit.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -12,10 +14,12 @@ declare module 'vitest' {
   }
 }
 
-// Fail the whole browser suite loudly, never skip it, when Chromium is missing;
+// Fail the whole browser suite loudly, never skip it, when a browser it drives (Chromium, Firefox, WebKit) is missing;
 // then build the page once for every test file.
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   assertChromiumInstalled();
+  assertFirefoxInstalled();
+  assertWebKitInstalled();
   const outDir = await mkdtemp(join(tmpdir(), 'hearth-e2e-'));
   await buildPage(outDir, { quiet: true });
   project.provide('hearthDist', outDir);

@@ -1,5 +1,5 @@
 import type { Hono } from 'hono';
-import { BodyTooLargeError, readBounded } from '../../http/bounded-body.ts';
+import { BodyTooLargeError, readRequestBounded } from '../../http/bounded-body.ts';
 import { mediaResponse, parseThumbnailQuery, parseTimeout } from '../../media/http.ts';
 import { MediaError } from '../../media/media.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
@@ -19,7 +19,7 @@ const CLIENT_V1_MEDIA = ['/_matrix/client/v1/media'];
 /** Reads an upload's bytes, refusing (413) as soon as they pass the limit: the declared length first, then as they stream in. */
 async function readUpload(c: Ctx, limit: number): Promise<Uint8Array> {
   try {
-    return (await readBounded(c.req.raw.body, limit, c.req.header('content-length'))) ?? new Uint8Array(0);
+    return (await readRequestBounded(c.req.raw, limit)) ?? new Uint8Array(0);
   } catch (error) {
     if (error instanceof BodyTooLargeError) throw new MediaError(413, 'M_TOO_LARGE', `uploads are limited to ${limit} bytes`);
     throw error;

@@ -1,0 +1,275 @@
+import type { ElementHandle, Browser as PlaywrightBrowser, Page as PlaywrightPage } from 'playwright-core';
+import type { Browser as PuppeteerBrowser, ElementHandle as PuppeteerElement, Page as PuppeteerPage } from 'puppeteer-core';
+import type { WebDriver, WebElement } from 'selenium-webdriver';
+import { launchChromium } from './chromium.ts';
+import { launchFirefox } from './firefox.ts';
+import { launchWebKit, type WebKit } from './webkit.ts';
+
+// One tab, whichever engine runs it (issue 39). Chromium is driven by playwright-core, Firefox by
+// puppeteer-core over WebDriver BiDi (playwright drives only its own patched Firefox), WebKit (WebKitGTK's
+// MiniBrowser) by selenium-webdriver over classic WebDriver (webkit.ts). The flows the
+// tests share (page-flows.ts) are written once against `Tab`; each driver supplies four primitives:
+// evaluate an expression, wait until one is truthy, click what it returned, reload. Elements are found
+// in the page by one function (`findTarget`), so "the button named Send" means the same in every engine.
+
+export type Engine = 'chromium' | 'firefox' | 'webkit';
+
+/** What to find, as a person would: a control by its label, a button by its name, or CSS with the text it shows (whitespace collapsed). */
+export type Target = { label: string } | { button: string; within?: string } | { css: string; text?: string; exactText?: string };
+
+export interface Tab {
+  readonly engine: Engine;
+  /** Runs `fn(arg)` in the page (it is sent as source: it may use nothing from outside itself). */
+  evaluate<R, A = undefined>(fn: (arg: A) => R | Promise<R>, arg?: A): Promise<Awaited<R>>;
+  /** Waits until `fn(arg)` is truthy in the page. */
+  waitForFunction<A>(fn: (arg: A) => unknown, arg: A, timeoutMs?: number): Promise<void>;
+  /** Waits until the target is shown, or (`gone`) until none is. */
+  waitFor(target: Target, options?: { gone?: boolean; timeoutMs?: number }): Promise<void>;
+  /** The target's text once it is shown. */
+  textOf(target: Target, timeoutMs?: number): Promise<string>;
+  /** Clicks the target with the driver's own input, once it is shown and enabled. */
+  click(target: Target, timeoutMs?: number): Promise<void>;
+  /** Sets a field's value as Playwright's `fill` does (the value, then `input` and `change`), once it is shown. */
+  fill(target: Target, value: string, timeoutMs?: number): Promise<void>;
+  /** Reloads and waits for the page's load event. */
+  reload(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A browser profile of its own: storage, service workers and so its own homeserver. */
+export interface Profile {
+  readonly engine: Engine;
+  newTab(url: string): Promise<Tab>;
+  close(): Promise<void>;
+}
+
+export interface EngineBrowser {
+  readonly engine: Engine;
+  newProfile(): Promise<Profile>;
+  close(): Promise<void>;
+}
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** Finds a shown element for a target; sent into the page as source, so it is self-contained. */
+function findTarget(target: Target): Element | null {
+  const norm = (text: string | null | undefined) => (text ?? '').replace(/\s+/g, ' ').trim();
+  const shown = (element: Element) => (typeof element.checkVisibility === 'function' ? element.checkVisibility() : true);
+  let candidates: Element[];
+  if ('label' in target) {
+    candidates = [...document.querySelectorAll('[aria-label]')].filter((element) => norm(element.getAttribute('aria-label')) === target.label);
+    for (const label of document.querySelectorAll('label')) {
+      if (norm(label.textContent) !== target.label) continue;
+      const control = label.htmlFor ? document.getElementById(label.htmlFor) : label.querySelector('input, textarea, select');
+      if (control) candidates.push(control);
+    }
+    for (const element of document.querySelectorAll('[aria-labelledby]')) {
+      const name = (element.getAttribute('aria-labelledby') ?? '').split(/\s+/).map((id) => norm(document.getElementById(id)?.textContent)).join(' ');
+      if (name === target.label) candidates.push(element);
+    }
+  } else if ('button' in target) {
+    const scopes: ParentNode[] = target.within ? [...document.querySelectorAll(target.within)] : [document];
+    candidates = scopes
+      .flatMap((scope) => [...scope.querySelectorAll('button, [role="button"], input[type="submit"], input[type="button"]')])
+      .filter((element) => norm(element.getAttribute('aria-label') ?? (element instanceof HTMLInputElement ? element.value : element.textContent)) === target.button);
+  } else {
+    const { exactText, text } = target;
+    candidates = [...document.querySelectorAll(target.css)].filter((element) =>
+      exactText !== undefined ? norm(element.textContent) === exactText : text === undefined || norm(element.textContent).includes(text),
+    );
+  }
+  return candidates.find(shown) ?? null;
+}
+
+/** What Playwright's `fill` does to a field; sent into the page as source. */
+function setValue(field: HTMLInputElement, value: string): void {
+  field.focus();
+  // The prototype's setter, as typing sets it (a framework may wrap the instance's).
+  Object.getOwnPropertyDescriptor(Object.getPrototypeOf(field), 'value')!.set!.call(field, value);
+  field.dispatchEvent(new Event('input', { bubbles: true }));
+  field.dispatchEvent(new Event('change', { bubbles: true }));
+}
+
+/** An expression that calls `fn` with `arg` (JSON), for drivers that take source. */
+const call = (fn: (arg: any) => unknown, arg: unknown): string => `(${fn.toString()})(${arg === undefined ? '' : JSON.stringify(arg)})`;
+const find = (target: Target) => call(findTarget, target);
+const describeTarget = (target: Target) => JSON.stringify(target);
+
+/** The four primitives a driver gives; the rest of `Tab` is built on them. */
+interface Driver {
+  evaluate(expression: string): Promise<unknown>;
+  /** Polls `expression` until it is truthy (an Error past the timeout); `click` clicks the element it returned. */
+  waitFor(expression: string, timeoutMs: number, click?: boolean): Promise<void>;
+  reload(): Promise<void>;
+  close(): Promise<void>;
+}
+
+function tabOver(engine: Engine, driver: Driver): Tab {
+  const waitFor = async (expression: string, timeoutMs: number, what: string, click = false) => {
+    try {
+      await driver.waitFor(expression, timeoutMs, click);
+    } catch (error) {
+      throw new Error(`${engine}: ${what}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+  return {
+    engine,
+    evaluate: async (fn, arg) => (await driver.evaluate(call(fn, arg))) as any,
+    waitForFunction: (fn, arg, timeoutMs = DEFAULT_TIMEOUT_MS) => waitFor(call(fn, arg), timeoutMs, `waiting for ${fn.toString().slice(0, 120)}`),
+    waitFor: (target, { gone = false, timeoutMs = DEFAULT_TIMEOUT_MS } = {}) =>
+      waitFor(gone ? `!${find(target)}` : find(target), timeoutMs, `waiting for ${describeTarget(target)}${gone ? ' to go' : ''}`),
+    textOf: async (target, timeoutMs = DEFAULT_TIMEOUT_MS) => {
+      await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
+      return String(await driver.evaluate(`${find(target)}?.textContent ?? ''`));
+    },
+    click: (target, timeoutMs = DEFAULT_TIMEOUT_MS) =>
+      waitFor(`(() => { const element = ${find(target)}; return element && !element.disabled ? element : null; })()`, timeoutMs, `clicking ${describeTarget(target)}`, true),
+    fill: async (target, value, timeoutMs = DEFAULT_TIMEOUT_MS) => {
+      await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
+      await driver.evaluate(`(${setValue.toString()})(${find(target)}, ${JSON.stringify(value)})`);
+    },
+    reload: () => driver.reload(),
+    close: () => driver.close(),
+  };
+}
+
+function logPageErrors(engine: Engine, on: (handler: (error: unknown) => void) => void): void {
+  on((error) => console.error(`[${engine} page error] ${error instanceof Error ? error.message : String(error)}`));
+}
+
+/** A Playwright page as a Tab. */
+export function playwrightTab(page: PlaywrightPage, engine: Engine = 'chromium'): Tab {
+  logPageErrors(engine, (handler) => page.on('pageerror', handler));
+  return tabOver(engine, {
+    evaluate: (expression) => page.evaluate(expression),
+    waitFor: async (expression, timeoutMs, click) => {
+      const handle = await page.waitForFunction(expression, undefined, { timeout: timeoutMs });
+      if (click) await (handle.asElement() as unknown as ElementHandle<Element>).click({ timeout: timeoutMs });
+      await handle.dispose();
+    },
+    reload: async () => void (await page.reload()),
+    close: () => page.close(),
+  });
+}
+
+/** A puppeteer page (Firefox over WebDriver BiDi) as a Tab. */
+export function puppeteerTab(page: PuppeteerPage, engine: Engine = 'firefox'): Tab {
+  logPageErrors(engine, (handler) => page.on('pageerror', handler));
+  return tabOver(engine, {
+    evaluate: (expression) => page.evaluate(expression),
+    waitFor: async (expression, timeoutMs, click) => {
+      const handle = await page.waitForFunction(expression, { timeout: timeoutMs });
+      if (click) await (handle.asElement() as PuppeteerElement<Element>).click();
+      await handle.dispose();
+    },
+    reload: async () => void (await page.reload()),
+    close: () => page.close(),
+  });
+}
+
+/**
+ * A WebDriver session (WebKit) as a Tab. Classic WebDriver has no wait of its own: the page polls the
+ * expression at each animation frame, as Playwright and puppeteer do, inside one asynchronous script.
+ */
+export function webDriverTab(session: WebDriver, engine: Engine = 'webkit'): Tab {
+  return tabOver(engine, {
+    evaluate: (expression) => session.executeScript(`return ${expression};`),
+    waitFor: async (expression, timeoutMs, click) => {
+      await session.manage().setTimeouts({ script: timeoutMs + 10_000 });
+      const found = await session.executeAsyncScript<WebElement | { failed: string }>(`
+        const done = arguments[arguments.length - 1];
+        const deadline = Date.now() + ${timeoutMs};
+        let lastError = '';
+        const check = () => {
+          let value = null;
+          try {
+            value = ${expression};
+          } catch (error) {
+            lastError = String(error);
+          }
+          if (value) done(${click ? 'value' : 'true'});
+          else if (Date.now() > deadline) done({ failed: 'Waiting failed: ${timeoutMs}ms exceeded' + (lastError && ' (' + lastError + ')') });
+          else requestAnimationFrame(check);
+        };
+        check();`);
+      if (typeof found === 'object' && found !== null && 'failed' in found) throw new Error(found.failed);
+      if (click) await (found as WebElement).click();
+    },
+    reload: () => session.navigate().refresh(),
+    close: () => session.quit(),
+  });
+}
+
+function playwrightBrowser(browser: PlaywrightBrowser): EngineBrowser {
+  return {
+    engine: 'chromium',
+    newProfile: async () => {
+      const context = await browser.newContext();
+      return {
+        engine: 'chromium',
+        newTab: async (url) => {
+          const page = await context.newPage();
+          const tab = playwrightTab(page);
+          await page.goto(url);
+          return tab;
+        },
+        close: () => context.close(),
+      };
+    },
+    close: () => browser.close(),
+  };
+}
+
+function puppeteerBrowser(browser: PuppeteerBrowser): EngineBrowser {
+  return {
+    engine: 'firefox',
+    newProfile: async () => {
+      // A WebDriver BiDi user context: storage, service workers and cookies of its own, as a profile has.
+      const context = await browser.createBrowserContext();
+      return {
+        engine: 'firefox',
+        newTab: async (url) => {
+          const page = await context.newPage();
+          const tab = puppeteerTab(page);
+          await page.goto(url);
+          return tab;
+        },
+        close: () => context.close(),
+      };
+    },
+    close: () => browser.close(),
+  };
+}
+
+function webKitBrowser(webkit: WebKit): EngineBrowser {
+  return {
+    engine: 'webkit',
+    newProfile: async () => {
+      // A WebDriver session is a MiniBrowser of its own, with its own (ephemeral) website data.
+      const session = await webkit.newSession();
+      let opened = false;
+      return {
+        engine: 'webkit',
+        newTab: async (url) => {
+          if (opened) throw new Error('one tab per WebKit profile here');
+          opened = true;
+          await session.get(url);
+          return webDriverTab(session);
+        },
+        close: () => session.quit().catch(() => {}),
+      };
+    },
+    close: () => webkit.close(),
+  };
+}
+
+export async function launchEngine(engine: Engine): Promise<EngineBrowser> {
+  switch (engine) {
+    case 'chromium':
+      return playwrightBrowser(await launchChromium());
+    case 'firefox':
+      return puppeteerBrowser(await launchFirefox());
+    case 'webkit':
+      return webKitBrowser(await launchWebKit());
+  }
+}

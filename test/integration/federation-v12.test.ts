@@ -94,6 +94,16 @@ describe('room version 12 across two Hearth servers', () => {
     expect(seen.filter((e) => e.type === 'm.room.message').map((e) => e.content.body).reverse()).toEqual([...Array.from({ length: 12 }, (_, i) => `before bob ${i}`), 'hello from b', 'hello from a']);
     expect(seen.at(-1)).toMatchObject({ type: 'm.room.create', event_id: create.event_id, room_id: roomId });
     expect(b.sent.some((x) => x.path.startsWith(`/_matrix/federation/v1/backfill/${enc(roomId)}`))).toBe(true);
+
+    // Having left, bob comes back with no server named: his server still holds the room, whose creator's server it asks.
+    expect((await b.api('POST', `${V3}/rooms/${enc(roomId)}/leave`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    await until(async () => (await a.homeserver.services.rooms.membership(roomId, bob.userId)) === 'leave');
+    const makeJoins = () => b.sent.filter((x) => x.destination === a.serverName && x.path.startsWith('/_matrix/federation/v1/make_join/')).length;
+    const before = makeJoins();
+    const back = await join(b, bob, roomId);
+    expect(back.status, JSON.stringify(back.body)).toBe(200);
+    expect(makeJoins()).toBe(before + 1);
+    await until(async () => (await a.homeserver.services.rooms.membership(roomId, bob.userId)) === 'join');
   });
 
   it('moderates with creators: power levels never list them, no one kicks or bans them, they kick and ban anyone', async () => {

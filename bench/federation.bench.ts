@@ -463,7 +463,7 @@ export async function joinBigRoom(a: BenchPeer & Reachable, b: ChildPeer, roomId
   const joinEvent = (await rooms.currentStateEvent(roomId, 'm.room.member', dave.userId))!;
   const stateBefore = (await rooms.stateAtEvent(joinEvent.event.event_id, 'before'))!;
   const stateEvents = [...(await rooms.loadStateEvents(stateBefore)).values()].map((s) => s.event.event_id);
-  const authChain = await a.homeserver.federation.component.graph.authChain([...stateEvents, joinEvent.event.event_id]);
+  const authChain = await a.homeserver.federation.component.graph.authChain([...stateEvents, joinEvent.event.event_id], (await rooms.roomVersion(roomId))!);
   return {
     joinMs,
     syncMs,

@@ -70,15 +70,15 @@ export async function run(): Promise<void> {
   const verifier = await defaultEd25519Backend();
 
   const { conflicted } = separateStateSets(forks);
-  const difference = await authDifference(forks, new EventCache(source));
+  const difference = await authDifference(forks, new EventCache(source, version));
   const resolved = await resolveState(version, forks, source, { verifier });
 
   // Interleaved rounds, so that a burst of load on the machine hits all three alike.
   const unconflicted = Array.from({ length: FORKS }, () => tip);
   const full = await timed(30, () => resolveState(version, forks, source, { verifier }));
-  const warmCache = new EventCache(source);
+  const warmCache = new EventCache(source, version);
   const warm = await timed(30, () => resolveState(version, forks, source, { verifier, cache: warmCache }));
-  const chains = await timed(30, () => authDifference(forks, new EventCache(source)));
+  const chains = await timed(30, () => authDifference(forks, new EventCache(source, version)));
   const noConflict = await timed(30, () => resolveState(version, unconflicted, source, { verifier }));
   const fullConflicted = new Set([...difference, ...[...conflicted.values()].flatMap((ids) => [...ids])]);
 

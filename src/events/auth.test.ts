@@ -244,7 +244,7 @@ describe('m.room.power_levels (rule 10)', () => {
   };
   const change = (patch: JsonObject) => powerLevels(BOB, { ...base, ...patch });
 
-  it.each(ALL)('v%s: allows the first power levels event', async (v) => {
+  it.each(range(1, 11))('v%s: allows the first power levels event', async (v) => {
     const r = new TestRoom(v);
     await r.create(ALICE);
     await r.member(ALICE, 'join');

@@ -3,7 +3,7 @@ import type { JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend } from '../crypto/ed25519.ts';
 import { verifyJsonSignature } from '../crypto/signing.ts';
 import { stateKey, type RoomEvent, type StateKey } from './event.ts';
-import { referenceIds, type PDU } from './pdu.ts';
+import { authEventIds, createEventIdOfRoom, isCreateEvent, referenceIds, roomIdOfCreateEvent, type PDU } from './pdu.ts';
 import { isValidUserId } from './identifiers.ts';
 import {
   AuthError,
@@ -16,10 +16,11 @@ import {
 } from './power-levels.ts';
 import { ROOM_VERSIONS, type RoomVersion } from './room-versions.ts';
 
-// The authorization rules for room versions 1–11 (rooms/fragments/v1-auth-rules,
-// v3-auth-rules, rooms/v6, v7, v8-auth-rules, rooms/v10, v11) and the auth events
+// The authorization rules for room versions 1–12 (rooms/fragments/v1-auth-rules,
+// v3-auth-rules, rooms/v6, v7, v8-auth-rules, rooms/v10, v11, v12) and the auth events
 // selection (server-server §Auth events selection). Rule numbers in comments are
-// those of room version 1; later versions renumber after dropping the aliases rule.
+// those of room version 1; later versions renumber after dropping the aliases rule,
+// and v12 numbers its new room ID rule 2 (so its rule 3 is v1's rule 2).
 
 export { AuthError } from './power-levels.ts';
 
@@ -55,8 +56,10 @@ function authoriserOf(content: JsonObject): string | undefined {
 }
 
 /**
- * The (type, state_key) pairs an event's auth_events must be chosen from
- * (server-server §Auth events selection). Empty for m.room.create.
+ * The (type, state_key) pairs of the state the auth rules read for an event, which its
+ * auth_events are chosen from (server-server §Auth events selection). Empty for
+ * m.room.create. The create event is always among them: from v12 the auth rules still
+ * read it, but it is implied by room_id and must not be listed (see checkAuthEvents).
  */
 export function authEventSelection(version: RoomVersion, event: SelectableEvent): [type: string, stateKey: string][] {
   if (event.type === CREATE) return [];
@@ -80,8 +83,10 @@ export function authEventSelection(version: RoomVersion, event: SelectableEvent)
 /**
  * Rule 2, on the event's own auth_events: each must be known, in the same room,
  * not rejected, of a (type, state_key) the selection allows and not duplicated,
- * and one must be the create event. `authEvents` holds (at least) the events the
- * event's auth_events name.
+ * and one must be the create event. From v12 (its rules 2 and 3) the create event
+ * must not be listed: the room ID must name an accepted one instead. `authEvents`
+ * holds (at least) the events the event's auth_events name, and from v12 the create
+ * event its room ID names (authEventIds in pdu.ts lists both).
  */
 export function checkAuthEvents(
   event: RoomEvent,
@@ -93,6 +98,7 @@ export function checkAuthEvents(
   const byId = new Map<string, RoomEvent>();
   for (const e of authEvents) byId.set(e.event_id, e);
   const allowed = new Set(authEventSelection(version, event).map(([type, key]) => stateKey(type, key)));
+  if (version.roomIdFromCreateEvent) allowed.delete(stateKey(CREATE, ''));
   const seen = new Set<StateKey>();
   for (const id of referenceIds(event.auth_events)) {
     const auth = byId.get(id);
@@ -105,7 +111,17 @@ export function checkAuthEvents(
     if (isRejected?.(id)) throw new AuthError(`auth event ${id} was rejected`);
     seen.add(key);
   }
-  if (!seen.has(stateKey(CREATE, ''))) throw new AuthError('auth events hold no m.room.create event');
+  if (!version.roomIdFromCreateEvent) {
+    if (!seen.has(stateKey(CREATE, ''))) throw new AuthError('auth events hold no m.room.create event');
+    return;
+  }
+  // v12 rule 2: the room ID is the ID of an accepted create event, with the `!` sigil.
+  const createId = createEventIdOfRoom(event.room_id);
+  const create = byId.get(createId);
+  if (!create || !isCreateEvent(create) || create.room_id !== event.room_id) {
+    throw new AuthError(`the room ID ${event.room_id} names no known m.room.create event`);
+  }
+  if (isRejected?.(createId)) throw new AuthError(`the room's m.room.create event ${createId} was rejected`);
 }
 
 /**
@@ -130,6 +146,10 @@ export async function checkEventAuth(
 
   const create = authState(CREATE, '');
   if (!create) throw new AuthError('no m.room.create event in the state');
+  // v12: the create event is the one the room ID names (checkAuthEvents checks it is accepted).
+  if (version.roomIdFromCreateEvent && create.event_id !== createEventIdOfRoom(event.room_id)) {
+    throw new AuthError(`the m.room.create event ${create.event_id} is not the one room ${event.room_id} names`);
+  }
 
   // Rule 3: m.federate.
   if (create.content['m.federate'] === false && domainOf(event.sender) !== domainOf(create.sender)) {
@@ -175,7 +195,7 @@ export async function checkEventAuth(
   }
 
   // Rule 10: m.room.power_levels.
-  if (event.type === POWER_LEVELS) checkPowerLevels(event, authState(POWER_LEVELS, ''), senderLevel, version);
+  if (event.type === POWER_LEVELS) checkPowerLevels(event, authState(POWER_LEVELS, ''), senderLevel, version, levels.creators);
 
   // Rule 11 (v1–v2 only): m.room.redaction.
   if (version.specialCaseRedactionAuth && event.type === 'm.room.redaction') {
@@ -193,7 +213,7 @@ export async function checkEventAuth(
  * current state (soft failure), are `checkEventAuth` with those states.
  *
  * @param event - the event to check
- * @param authEvents - the events its auth_events name (more are ignored)
+ * @param authEvents - the events its auth_events name, and from v12 the create event (more are ignored)
  * @param version - the room's version
  * @param verifier - checks third-party invite signatures (`defaultEd25519Backend()`)
  * @param options - `isRejected` marks auth events that were themselves rejected
@@ -217,7 +237,7 @@ export async function checkEventAgainstAuthEvents(
 ): Promise<void> {
   const list = [...authEvents];
   checkAuthEvents(event, list, version, options.isRejected);
-  const named = new Set(referenceIds(event.auth_events));
+  const named = new Set(authEventIds(event, version));
   const byKey = new Map<StateKey, RoomEvent>();
   for (const e of list) {
     if (named.has(e.event_id) && typeof e.state_key === 'string') byKey.set(stateKey(e.type, e.state_key), e);
@@ -229,7 +249,10 @@ function checkCreate(event: RoomEvent, version: RoomVersion): void {
   if (!Array.isArray(event.prev_events) || event.prev_events.length > 0) {
     throw new AuthError('m.room.create has prev_events');
   }
-  if (domainOf(event.room_id) !== domainOf(event.sender)) {
+  if (version.roomIdFromCreateEvent) {
+    // v12 rule 1.2: no room_id (the room ID is the event's own ID; asRoomEvent adds it as such).
+    if (event.room_id !== roomIdOfCreateEvent(event.event_id)) throw new AuthError('m.room.create has a room_id');
+  } else if (domainOf(event.room_id) !== domainOf(event.sender)) {
     throw new AuthError("the room ID's server is not the sender's server");
   }
   const roomVersion = event.content['room_version'];
@@ -238,6 +261,13 @@ function checkCreate(event: RoomEvent, version: RoomVersion): void {
   }
   if (version.creatorInContent && !Object.hasOwn(event.content, 'creator')) {
     throw new AuthError('m.room.create has no creator');
+  }
+  // v12 rule 1.4: additional_creators, when present, is a list of user IDs.
+  if (version.privilegedCreators && Object.hasOwn(event.content, 'additional_creators')) {
+    const additional = event.content['additional_creators'];
+    if (!Array.isArray(additional) || !additional.every((user) => typeof user === 'string' && isValidUserId(user))) {
+      throw new AuthError('additional_creators is not a list of user IDs');
+    }
   }
 }
 
@@ -409,7 +439,13 @@ async function checkThirdPartyInvite(
 
 const TOP_LEVEL_LEVELS = ['users_default', 'events_default', 'state_default', 'ban', 'redact', 'kick', 'invite'];
 
-function checkPowerLevels(event: RoomEvent, previous: RoomEvent | undefined, senderLevel: number, version: RoomVersion): void {
+function checkPowerLevels(
+  event: RoomEvent,
+  previous: RoomEvent | undefined,
+  senderLevel: number,
+  version: RoomVersion,
+  creators: readonly string[],
+): void {
   const content = event.content;
   const level = (value: unknown, where: string): number => {
     const parsed = parsePowerLevel(value, version);
@@ -437,6 +473,11 @@ function checkPowerLevels(event: RoomEvent, previous: RoomEvent | undefined, sen
       if (!isValidUserId(user)) throw new AuthError(`power levels: ${JSON.stringify(user)} is not a user ID`);
       level(value, `users[${user}]`);
     }
+  }
+  // v12 rule 10.4: creators have their (infinite) level from the create event, never from here.
+  if (version.privilegedCreators) {
+    const listed = creators.find((creator) => users && Object.hasOwn(users, creator));
+    if (listed !== undefined) throw new AuthError(`power levels: users lists ${listed}, a creator of the room`);
   }
 
   if (!previous) return;

@@ -1,5 +1,6 @@
 import type { RoomEvent } from './event.ts';
-import { referenceIds } from './pdu.ts';
+import { authEventIds } from './pdu.ts';
+import type { RoomVersion } from './room-versions.ts';
 
 /**
  * Where state resolution finds events. The room engine backs it with its store;
@@ -11,7 +12,8 @@ export interface EventSource {
   /**
    * The IDs in the event's auth chain: its auth events, theirs, and so on (not the
    * event itself). Optional: lets the room engine supply chains it has cached;
-   * without it chains are computed by walking auth_events.
+   * without it chains are computed by walking auth events (from v12 the implied
+   * create event too).
    */
   getAuthChain?(eventId: string): Promise<Iterable<string>>;
   /**
@@ -31,7 +33,11 @@ export class EventCache {
   private readonly chains = new Map<string, ReadonlySet<string>>();
   private readonly rejected = new Map<string, boolean>();
 
-  constructor(readonly source: EventSource) {}
+  /** `version`: the room's, which says whether a create event is implied by room_id (v12+). */
+  constructor(
+    readonly source: EventSource,
+    readonly version: RoomVersion,
+  ) {}
 
   /** An event already loaded, without waiting. */
   peek(id: string): RoomEvent | undefined {
@@ -99,7 +105,7 @@ export class EventCache {
       }
       // Loaded events are read without a turn of the event loop: this walk visits thousands.
       const event = this.events.has(top) ? this.peek(top) : await this.get(top);
-      const auths = event ? referenceIds(event.auth_events) : [];
+      const auths = event ? authEventIds(event, this.version) : [];
       if (!visiting.has(top)) {
         visiting.add(top);
         const todo = auths.filter((a) => !this.chains.has(a) && !visiting.has(a));

@@ -1,7 +1,10 @@
 import type { PDU } from './pdu.ts';
 
-/** A PDU together with its event ID (carried in v1–v2 PDUs, computed from v3 on). */
-export type RoomEvent = PDU & { event_id: string };
+/**
+ * A PDU together with its event ID (carried in v1–v2 PDUs, computed from v3 on) and its room
+ * ID (a v12+ create event carries none: its own ID gives it, see asRoomEvent in pdu.ts).
+ */
+export type RoomEvent = PDU & { event_id: string; room_id: string };
 
 /** A state map key: event type and state key, joined by a NUL, which neither may contain in practice. */
 export type StateKey = string;

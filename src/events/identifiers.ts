@@ -27,7 +27,12 @@ export function isValidUserId(id: string): boolean {
   return !!parts && parts.localpart.length > 0 && HISTORICAL_LOCALPART.test(parts.localpart);
 }
 
+/** A v12+ room ID: `!` and the create event's reference hash, URL-safe unpadded base64 (43 characters), no server. */
+const HASHED_ROOM_ID = /^![A-Za-z0-9_-]{43}$/;
+
+/** `!opaque:server` (room versions 1–11), or `!hash` from room version 12 (appendices §Room IDs). */
 export function isValidRoomId(id: string): boolean {
+  if (HASHED_ROOM_ID.test(id)) return true;
   const parts = parseId(id, '!');
   return !!parts && parts.localpart.length > 0;
 }

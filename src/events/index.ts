@@ -16,4 +16,5 @@ export {
   reverseTopologicalPowerOrder,
   iterativeAuthChecks,
   mainlineOrder,
+  conflictedStateSubgraph,
 } from './state-res-v2.ts';

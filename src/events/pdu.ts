@@ -4,7 +4,7 @@ import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
 import { sha256 } from '../crypto/sha256.ts';
 import { computeContentHash, signingBytes, signJson, verifyJsonSignature, verifySignedBytes, type Signatures } from '../crypto/signing.ts';
 import { redactEvent } from './redaction.ts';
-import type { RoomVersion } from './room-versions.ts';
+import { getRoomVersion, type RoomVersion } from './room-versions.ts';
 
 /** v1–v2 reference an event as [id, {sha256}]; v3+ by its ID alone. */
 export type EventReference = string | [string, { sha256?: string }];
@@ -12,7 +12,8 @@ export type EventReference = string | [string, { sha256?: string }];
 /** A persistent data unit as it travels over federation (server-server §PDUs). */
 export interface PDU {
   event_id?: string; // only in room versions 1 and 2
-  room_id: string;
+  /** Absent only from a v12+ create event, whose ID names the room (see roomIdOfPdu). */
+  room_id?: string;
   sender: string;
   origin?: string;
   origin_server_ts: number;
@@ -33,6 +34,63 @@ export function referenceId(ref: EventReference): string {
 }
 
 export const referenceIds = (refs: readonly EventReference[]): string[] => refs.map(referenceId);
+
+/** The room's create event: type m.room.create with an empty state key. */
+export const isCreateEvent = (event: { type: string; state_key?: string }): boolean => event.type === 'm.room.create' && event.state_key === '';
+
+/** v12+: the ID of the room a create event makes, its event ID with the `!` sigil (rooms/v12, rule 1.2). */
+export const roomIdOfCreateEvent = (eventId: string): string => '!' + eventId.slice(1);
+
+/** v12+: the create event a room ID names, with the `$` sigil. */
+export const createEventIdOfRoom = (roomId: string): string => '$' + roomId.slice(1);
+
+/**
+ * The IDs of an event's auth events, the create event included: from v12 it is not listed
+ * but implied by room_id, and every walk of the auth graph (auth chains, state resolution,
+ * the auth rules) must still reach it. The list as sent is referenceIds(event.auth_events).
+ */
+export function authEventIds(event: Pick<PDU, 'type' | 'state_key' | 'auth_events'> & { room_id: string }, version: RoomVersion): string[] {
+  const listed = referenceIds(event.auth_events);
+  if (!version.roomIdFromCreateEvent || isCreateEvent(event)) return listed;
+  const create = createEventIdOfRoom(event.room_id);
+  return listed.includes(create) ? listed : [...listed, create];
+}
+
+/**
+ * The room a received PDU belongs to: its room_id, or for a v12+ create event (which has
+ * none) its own ID with the `!` sigil, the version read from its content. Undefined when
+ * the PDU names no room this way.
+ */
+export function roomIdOfPdu(pdu: Pick<PDU, 'room_id' | 'type' | 'state_key' | 'content'>): string | undefined {
+  if (typeof pdu.room_id === 'string') return pdu.room_id;
+  if (!isCreateEvent(pdu)) return undefined;
+  const versionId = pdu.content['room_version'];
+  const version = typeof versionId === 'string' ? getRoomVersion(versionId) : undefined;
+  if (!version?.roomIdFromCreateEvent) return undefined;
+  const eventId = eventIdOf(pdu, version);
+  return eventId === undefined ? undefined : roomIdOfCreateEvent(eventId);
+}
+
+/**
+ * A received PDU as the room engine keeps it (a RoomEvent): with its event ID and, for a v12+ create
+ * event, the room ID its ID gives (never sent: toPdu leaves it out again). A room_id the
+ * PDU carries is kept as it is, so a v12 create event that has one fails rule 1.2.
+ */
+export function asRoomEvent(pdu: PDU, eventId: string, version: RoomVersion): PDU & { event_id: string; room_id: string } {
+  const roomId = pdu.room_id ?? (version.roomIdFromCreateEvent && isCreateEvent(pdu) ? roomIdOfCreateEvent(eventId) : '');
+  return { ...pdu, room_id: roomId, event_id: eventId };
+}
+
+/**
+ * The form of a stored event that travels and is hashed: a v12+ create event without the
+ * room ID derived from its ID (the ID was computed without it). Other fields unchanged.
+ */
+export function withoutDerivedRoomId<T extends { type: string; state_key?: string; room_id?: string; event_id?: string }>(event: T, version: RoomVersion): T {
+  if (!version.roomIdFromCreateEvent || !isCreateEvent(event) || event.event_id === undefined) return event;
+  if (event.room_id !== roomIdOfCreateEvent(event.event_id)) return event;
+  const { room_id: _derived, ...rest } = event;
+  return rest as T;
+}
 
 /** Reference hash (server-server §Calculating the reference hash for an event). */
 export function computeReferenceHash(event: object, version: RoomVersion): Uint8Array {

@@ -52,6 +52,22 @@ export function roomCreator(version: RoomVersion, create: RoomEvent | undefined)
   return typeof creator === 'string' ? creator : undefined;
 }
 
+/**
+ * The room's creators: from v12 the create event's sender and each user ID of
+ * content.additional_creators (rooms/v12); before, the one creator.
+ */
+export function roomCreators(version: RoomVersion, create: RoomEvent | undefined): string[] {
+  const creator = roomCreator(version, create);
+  if (creator === undefined) return [];
+  if (!version.privilegedCreators) return [creator];
+  const additional = create?.content['additional_creators'];
+  const others = Array.isArray(additional) ? additional.filter((u): u is string => typeof u === 'string') : [];
+  return [creator, ...others];
+}
+
+/** The level of a v12+ room creator: infinitely high, above any level an event can hold (rooms/v12). */
+export const CREATOR_POWER_LEVEL = Number.POSITIVE_INFINITY;
+
 export type NamedLevel = 'ban' | 'kick' | 'invite' | 'redact';
 const NAMED_DEFAULTS: Record<NamedLevel, number> = { ban: 50, kick: 50, invite: 0, redact: 50 };
 
@@ -66,8 +82,11 @@ export class RoomPowerLevels {
     readonly version: RoomVersion,
     /** content of the current m.room.power_levels event, if there is one */
     readonly content: JsonObject | undefined,
-    /** the room creator, who has level 100 while there is no power levels event */
-    readonly creator: string | undefined,
+    /**
+     * the room's creators (roomCreators): the one creator has level 100 while there is no
+     * power levels event (v1–v11); from v12 every creator's level is infinite
+     */
+    readonly creators: readonly string[],
   ) {}
 
   private read(where: string, value: JsonValue | undefined, fallback: number): number {
@@ -82,9 +101,14 @@ export class RoomPowerLevels {
     return isJsonObject(m) && Object.hasOwn(m, key) ? m[key] : undefined;
   }
 
-  /** A user's level: users[user], else users_default, else 0; with no power levels event, 100 for the creator. */
+  /**
+   * A user's level: from v12 infinite for a creator; else users[user], else users_default, else 0;
+   * with no power levels event, 100 for the creator.
+   */
   user(userId: string): number {
-    if (!this.content) return userId === this.creator ? 100 : 0;
+    const creator = this.creators.includes(userId);
+    if (creator && this.version.privilegedCreators) return CREATOR_POWER_LEVEL;
+    if (!this.content) return creator ? 100 : 0;
     const explicit = this.entry('users', userId);
     if (explicit !== undefined && explicit !== null) return this.read(`users[${userId}]`, explicit, 0);
     return this.read('users_default', this.content['users_default'], 0);
@@ -123,7 +147,7 @@ export function powerLevelsOf(
   lookup: (type: string, stateKey: string) => RoomEvent | undefined,
 ): RoomPowerLevels {
   const powerLevels = lookup('m.room.power_levels', '');
-  return new RoomPowerLevels(version, powerLevels?.content, roomCreator(version, lookup('m.room.create', '')));
+  return new RoomPowerLevels(version, powerLevels?.content, roomCreators(version, lookup('m.room.create', '')));
 }
 
 /** A user's power level in a room state. */

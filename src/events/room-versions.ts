@@ -1,8 +1,8 @@
 import { CodedError } from '../util/coded-error.ts';
 
 /**
- * Room versions 1–11 and every rule that differs between them
- * (spec: content/rooms/v1.md … v11.md). Code asks a RoomVersion what to do
+ * Room versions 1–12 and every rule that differs between them
+ * (spec: content/rooms/v1.md … v12.md). Code asks a RoomVersion what to do
  * instead of comparing version strings.
  */
 export interface RoomVersion {
@@ -11,7 +11,8 @@ export interface RoomVersion {
   readonly eventIdFormat: 'local' | 'base64' | 'urlsafe';
   /** v1–v2 PDUs carry prev_events/auth_events as [id, {sha256}] pairs; v3+ as plain IDs. */
   readonly eventReferences: 'pairs' | 'ids';
-  readonly stateResolution: 'v1' | 'v2';
+  /** v1 for room version 1; v2 for 2–11; v2.1 from v12 (MSC4297: the conflicted state subgraph, and step 2 from an empty state). */
+  readonly stateResolution: 'v1' | 'v2' | 'v2.1';
   readonly redaction: 'v1' | 'v6' | 'v8' | 'v9' | 'v11';
   /** v5+: a signing key must be valid at the event's origin_server_ts. */
   readonly enforceKeyValidity: boolean;
@@ -35,6 +36,16 @@ export interface RoomVersion {
   readonly redactsInContent: boolean;
   /** v1–v2: m.room.redaction has its own auth rule (redact level or same event ID domain); v3+ checks on apply. */
   readonly specialCaseRedactionAuth: boolean;
+  /**
+   * v12 (MSC4291): the room ID is the create event's ID with the `!` sigil. The create event
+   * carries no room_id, and no other event lists it in auth_events: its room_id implies it.
+   */
+  readonly roomIdFromCreateEvent: boolean;
+  /**
+   * v12 (MSC4289): the create event's sender and content.additional_creators are the room's
+   * creators, whose power level is infinite and who may not appear in power_levels.users.
+   */
+  readonly privilegedCreators: boolean;
 }
 
 const v1: RoomVersion = {
@@ -54,6 +65,8 @@ const v1: RoomVersion = {
   creatorInContent: true,
   redactsInContent: false,
   specialCaseRedactionAuth: true,
+  roomIdFromCreateEvent: false,
+  privilegedCreators: false,
 };
 const v2: RoomVersion = { ...v1, id: '2', stateResolution: 'v2' };
 const v3: RoomVersion = {
@@ -78,12 +91,17 @@ const v8: RoomVersion = { ...v7, id: '8', redaction: 'v8', restrictedJoins: true
 const v9: RoomVersion = { ...v8, id: '9', redaction: 'v9' };
 const v10: RoomVersion = { ...v9, id: '10', knockRestricted: true, integerPowerLevels: true };
 const v11: RoomVersion = { ...v10, id: '11', redaction: 'v11', creatorInContent: false, redactsInContent: true };
+const v12: RoomVersion = { ...v11, id: '12', stateResolution: 'v2.1', roomIdFromCreateEvent: true, privilegedCreators: true };
 
 export const ROOM_VERSIONS: ReadonlyMap<string, RoomVersion> = new Map(
-  [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11].map((v) => [v.id, v]),
+  [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12].map((v) => [v.id, v]),
 );
 
-/** New rooms are created in room version 10, the spec's recommended default. */
+/**
+ * New rooms are created in room version 10 unless the client asks for another. The spec now
+ * recommends 12 (rooms/_index.md, a SHOULD), and says servers may keep an older default for
+ * a while (MSC4304); the project keeps 10 until its owners choose to move.
+ */
 export const DEFAULT_ROOM_VERSION = '10';
 
 export function getRoomVersion(id: string): RoomVersion | undefined {

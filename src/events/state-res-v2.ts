@@ -3,11 +3,13 @@ import type { Ed25519Backend } from '../crypto/ed25519.ts';
 import { AuthError, authEventSelection, checkEventAuth, membershipOf } from './auth.ts';
 import { stateKey, type RoomEvent, type StateKey, type StateMap } from './event.ts';
 import type { EventCache } from './event-cache.ts';
-import { referenceIds } from './pdu.ts';
-import { RoomPowerLevels, roomCreator } from './power-levels.ts';
+import { authEventIds, referenceIds } from './pdu.ts';
+import { RoomPowerLevels, roomCreators } from './power-levels.ts';
 import type { RoomVersion } from './room-versions.ts';
 
-// State resolution v2 (rooms/fragments/v2-state-res), for room versions 2–11.
+// State resolution v2 (rooms/fragments/v2-state-res), for room versions 2–11, and v2.1
+// (rooms/v12, MSC4297) from room version 12: the full conflicted set also holds the
+// conflicted state subgraph, and the power events are checked from an empty state.
 
 const POWER_LEVELS_KEY = stateKey('m.room.power_levels', '');
 
@@ -106,18 +108,21 @@ function compareTsThenId(a: RoomEvent, b: RoomEvent): number {
   return a.origin_server_ts - b.origin_server_ts || compareCodePoints(a.event_id, b.event_id);
 }
 
-/** The sender's power level according to the event's own auth events (used by the power ordering). */
+/**
+ * The sender's power level according to the event's own auth events (used by the power
+ * ordering); from v12 a creator's is infinite, as Synapse and Ruma read it.
+ */
 async function senderPowerLevel(event: RoomEvent, cache: EventCache, version: RoomVersion): Promise<number> {
   let powerLevels: RoomEvent | undefined;
   let create: RoomEvent | undefined;
-  for (const id of referenceIds(event.auth_events)) {
+  for (const id of authEventIds(event, version)) {
     const auth = await cache.get(id);
     if (auth?.state_key !== '') continue;
     if (auth.type === 'm.room.power_levels') powerLevels = auth;
     else if (auth.type === 'm.room.create') create = auth;
   }
   try {
-    return new RoomPowerLevels(version, powerLevels?.content, roomCreator(version, create)).user(event.sender);
+    return new RoomPowerLevels(version, powerLevels?.content, roomCreators(version, create)).user(event.sender);
   } catch (e) {
     if (e instanceof AuthError) return 0; // a malformed level counts as none
     throw e;
@@ -187,7 +192,7 @@ export async function reverseTopologicalPowerOrder(
     const edges = new Set<string>();
     graph.set(id, edges);
     const event = await cache.get(id);
-    for (const a of event ? referenceIds(event.auth_events) : []) {
+    for (const a of event ? authEventIds(event, version) : []) {
       if (!fullConflicted.has(a)) continue;
       edges.add(a);
       if (!graph.has(a)) stack.push(a);
@@ -248,7 +253,7 @@ export async function iterativeAuthChecks(
     const event = await cache.get(id);
     if (!event || typeof event.state_key !== 'string') continue;
     const authState = new Map<StateKey, RoomEvent>();
-    for (const authId of referenceIds(event.auth_events)) {
+    for (const authId of authEventIds(event, version)) {
       const auth = await cache.get(authId);
       if (!auth || typeof auth.state_key !== 'string' || (await cache.isRejected(authId))) continue;
       authState.set(stateKey(auth.type, auth.state_key), auth);
@@ -268,7 +273,7 @@ export async function iterativeAuthChecks(
   return state;
 }
 
-/** The power levels event among an event's auth events, if any. */
+/** The power levels event among an event's auth events, if any (never the implied create event, so only those listed). */
 async function powerLevelsAuthEvent(event: RoomEvent, cache: EventCache): Promise<RoomEvent | undefined> {
   for (const id of referenceIds(event.auth_events)) {
     const auth = await cache.get(id);
@@ -326,7 +331,45 @@ export async function mainlineOrder(
   return keyed.map((k) => k.event.event_id);
 }
 
-/** State resolution v2: the resolution of a set of room states. */
+/**
+ * The conflicted state subgraph (v2.1, rooms/v12): every event on a path of auth events
+ * from one conflicted event to another, both ends included. That is each conflicted event,
+ * and each event of their auth chains that reaches a conflicted event in turn. Which do is
+ * worked out once per event, bottom up, over the auth edges among those chains.
+ */
+export async function conflictedStateSubgraph(conflicted: ReadonlySet<string>, cache: EventCache, version: RoomVersion): Promise<Set<string>> {
+  const below = new Set<string>();
+  for (const id of conflicted) for (const a of cache.knownChain(id) ?? (await cache.authChain(id))) below.add(a);
+  const reaches = new Map<string, boolean>();
+  for (const id of conflicted) reaches.set(id, true);
+  const authEventsWithin = async (id: string): Promise<string[]> => {
+    const event = await cache.get(id);
+    return event ? authEventIds(event, version).filter((a) => below.has(a) || conflicted.has(a)) : [];
+  };
+  // Depth-first, with a stack of its own: an auth chain can be thousands of events deep.
+  for (const start of below) {
+    if (reaches.has(start)) continue;
+    const stack: { id: string; children: string[] }[] = [{ id: start, children: await authEventsWithin(start) }];
+    const onStack = new Set([start]);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      const next = top.children.find((c) => !reaches.has(c) && !onStack.has(c));
+      if (next !== undefined) {
+        stack.push({ id: next, children: await authEventsWithin(next) });
+        onStack.add(next);
+        continue;
+      }
+      reaches.set(top.id, top.children.some((c) => reaches.get(c) === true));
+      onStack.delete(top.id);
+      stack.pop();
+    }
+  }
+  const subgraph = new Set(conflicted);
+  for (const id of below) if (reaches.get(id)) subgraph.add(id);
+  return subgraph;
+}
+
+/** State resolution v2 (and from room version 12, v2.1): the resolution of a set of room states. */
 export async function resolveStateV2(
   version: RoomVersion,
   stateSets: readonly StateMap[],
@@ -337,15 +380,19 @@ export async function resolveStateV2(
   const { unconflicted, conflicted } = split;
   if (conflicted.size === 0) return unconflicted;
 
-  const full = new Set<string>();
-  for (const ids of conflicted.values()) for (const id of ids) full.add(id);
+  const conflictedIds = new Set<string>();
+  for (const ids of conflicted.values()) for (const id of ids) conflictedIds.add(id);
+  const full = new Set(conflictedIds);
   for (const id of await authDifference(stateSets, cache, split)) full.add(id);
+  const v21 = version.stateResolution === 'v2.1';
+  if (v21) for (const id of await conflictedStateSubgraph(conflictedIds, cache, version)) full.add(id);
   await cache.load(full);
   for (const id of full) if (!cache.peek(id)) full.delete(id); // unknown events take no part
 
   const powerEvents = [...full].filter((id) => isPowerEvent(cache.peek(id)!));
   const sortedPower = await reverseTopologicalPowerOrder(powerEvents, full, cache, version);
-  const partial = await iterativeAuthChecks(version, sortedPower, unconflicted, cache, verifier);
+  // v2.1 checks the power events from nothing but their own auth events, not the unconflicted state.
+  const partial = await iterativeAuthChecks(version, sortedPower, v21 ? new Map() : unconflicted, cache, verifier);
 
   const picked = new Set(sortedPower);
   const rest = [...full].filter((id) => !picked.has(id));

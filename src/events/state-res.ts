@@ -14,7 +14,8 @@ export interface ResolveOptions {
 
 /**
  * Resolves the state of a room from the states of its forks: the v1 algorithm for
- * room version 1, v2 for every later version (rooms/v1 and rooms/fragments/v2-state-res).
+ * room version 1, v2 for versions 2–11, v2.1 from 12 (rooms/v1, rooms/fragments/v2-state-res
+ * and rooms/v12).
  * The answer does not depend on the order of the state sets.
  *
  * @param version - the room's version, e.g. `requireRoomVersion('10')`
@@ -39,7 +40,7 @@ export async function resolveState(
 ): Promise<StateMap> {
   if (stateSets.length === 0) return new Map();
   const verifier = options.verifier ?? (await defaultEd25519Backend());
-  const cache = options.cache ?? new EventCache(source);
+  const cache = options.cache ?? new EventCache(source, version);
   return version.stateResolution === 'v1'
     ? resolveStateV1(version, stateSets, cache, verifier)
     : resolveStateV2(version, stateSets, cache, verifier);

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
-import { verifyEventSignature, computeEventId, eventIdOf, contentHashMatches, signNewEvent, referenceIds, type PDU } from '../events/pdu.ts';
+import { verifyEventSignature, computeEventId, eventIdOf, contentHashMatches, signNewEvent, referenceIds, roomIdOfPdu, authEventIds, asRoomEvent, type PDU } from '../events/pdu.ts';
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomEvent } from '../events/event.ts';
 import { getRoomVersion, ROOM_VERSIONS, type RoomVersion } from '../events/room-versions.ts';
@@ -212,10 +212,11 @@ export class Federation {
     const results: Record<string, { error?: string }> = {};
     const byRoom = new Map<string, PDU[]>();
     for (const pdu of pdus) {
-      if (!isPduShaped(pdu)) continue; // no event ID to report it under
-      const list = byRoom.get(pdu.room_id) ?? [];
-      list.push(pdu);
-      byRoom.set(pdu.room_id, list);
+      const roomId = isPduShaped(pdu) ? roomIdOfPdu(pdu) : undefined;
+      if (roomId === undefined) continue; // no event ID to report it under
+      const list = byRoom.get(roomId) ?? [];
+      list.push(pdu as PDU);
+      byRoom.set(roomId, list);
     }
     await Promise.all([...byRoom].map(async ([roomId, list]) => {
       const version = await this.options.rooms.roomVersion(roomId);
@@ -301,20 +302,21 @@ export class Federation {
     await this.refuseImpostor(pdu, eventId);
     const known = await rooms.getEvent(eventId);
     if (known && !known.outlier) return known;
-    await this.fetchMissingAuth(origin, pdu, eventId);
+    await this.fetchMissingAuth(origin, pdu, eventId, version);
+    const roomId = roomOf(pdu);
     const missingPrev = await this.missingPrevEvents(pdu);
     if (missingPrev.length > 0) {
       try {
-        const { events } = await this.client.getMissingEvents(origin, pdu.room_id, {
-          earliest_events: await rooms.forwardExtremities(pdu.room_id),
+        const { events } = await this.client.getMissingEvents(origin, roomId, {
+          earliest_events: await rooms.forwardExtremities(roomId),
           latest_events: [eventId],
           limit: MISSING_EVENTS_LIMIT,
           min_depth: 0,
         });
         for (const missing of [...events].filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
           const id = eventIdOf(missing, version);
-          if (!id || missing.room_id !== pdu.room_id || (await rooms.getEvent(id))?.outlier === false) continue;
-          await this.fetchMissingAuth(origin, missing, id);
+          if (!id || roomIdOfPdu(missing) !== roomId || (await rooms.getEvent(id))?.outlier === false) continue;
+          await this.fetchMissingAuth(origin, missing, id, version);
           if ((await this.missingPrevEvents(missing)).length > 0) await this.receiveWithState(origin, missing, id, false);
           else await rooms.receiveEvent(missing);
         }
@@ -337,13 +339,14 @@ export class Federation {
     return missing;
   }
 
-  private async fetchMissingAuth(origin: string, pdu: PDU, eventId: string): Promise<void> {
+  private async fetchMissingAuth(origin: string, pdu: PDU, eventId: string, version: RoomVersion): Promise<void> {
     const { rooms } = this.options;
     const unknown = [];
-    for (const id of referenceIds(pdu.auth_events)) if (!(await rooms.getEvent(id))) unknown.push(id);
+    for (const id of authEventIds(asRoomEvent(pdu, eventId, version), version)) if (!(await rooms.getEvent(id))) unknown.push(id);
     if (unknown.length === 0) return;
-    const { auth_chain } = await this.client.eventAuth(origin, pdu.room_id, eventId).catch(unfilled(`/event_auth from ${origin}`));
-    await this.storeOutliers(pdu.room_id, inHand(Array.isArray(auth_chain) ? auth_chain : []));
+    const roomId = roomOf(pdu);
+    const { auth_chain } = await this.client.eventAuth(origin, roomId, eventId).catch(unfilled(`/event_auth from ${origin}`));
+    await this.storeOutliers(roomId, inHand(Array.isArray(auth_chain) ? auth_chain : []));
   }
 
   /**
@@ -352,16 +355,17 @@ export class Federation {
    * a join we mostly hold them all: a big room's /state is the size of its send_join answer.
    */
   private async receiveWithState(origin: string, pdu: PDU, eventId: string, backfilled: boolean): Promise<StoredEvent> {
+    const roomId = roomOf(pdu);
     // A server that does not serve /state_ids (or fails it) is asked for /state.
-    const ids = await this.client.stateIds(origin, pdu.room_id, eventId).catch(() => ({ pdu_ids: undefined, auth_chain_ids: undefined }));
+    const ids = await this.client.stateIds(origin, roomId, eventId).catch(() => ({ pdu_ids: undefined, auth_chain_ids: undefined }));
     if (Array.isArray(ids.pdu_ids) && Array.isArray(ids.auth_chain_ids) && ids.pdu_ids.every((id) => typeof id === 'string')) {
       const unknown = await this.options.rooms.unknownEvents([...ids.pdu_ids, ...ids.auth_chain_ids].filter((id) => typeof id === 'string'));
       if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
     }
-    const { pdus, auth_chain } = await this.client.state(origin, pdu.room_id, eventId).catch(unfilled(`/state from ${origin}`));
+    const { pdus, auth_chain } = await this.client.state(origin, roomId, eventId).catch(unfilled(`/state from ${origin}`));
     // An answer without them says nothing of the event: it is not checked against an empty state.
     if (!pdus || !auth_chain) throw new GapNotFilled(503, 'M_UNKNOWN', `/state from ${origin} has no pdus or auth chain`);
-    const stateBefore = await this.storeStateAndAuthChain(pdu.room_id, pdus, auth_chain);
+    const stateBefore = await this.storeStateAndAuthChain(roomId, pdus, auth_chain);
     return this.options.rooms.receiveEvent(pdu, { stateBefore, backfilled });
   }
 
@@ -380,7 +384,7 @@ export class Federation {
         } catch {
           return undefined; // an element that is not JSON is no PDU
         }
-        return isPduShaped(pdu) && pdu.room_id === roomId ? pdu : undefined;
+        return isPduShaped(pdu) && roomIdOfPdu(pdu) === roomId ? pdu : undefined;
       },
     });
     for (const answer of answers) {
@@ -586,11 +590,11 @@ export class Federation {
       }
       for (const pdu of pdus.filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
         const id = eventIdOf(pdu, version);
-        if (!id || pdu.room_id !== roomId) continue;
+        if (!id || roomIdOfPdu(pdu) !== roomId) continue;
         const known = await rooms.getEvent(id);
         if (known && !known.outlier) continue;
         try {
-          await this.fetchMissingAuth(server, pdu, id);
+          await this.fetchMissingAuth(server, pdu, id, version);
           let stored: StoredEvent;
           if (pdu.type === 'm.room.create') stored = await rooms.receiveEvent(pdu, { backfilled: true, stateBefore: [] });
           else if ((await this.missingPrevEvents(pdu)).length > 0) stored = await this.receiveWithState(server, pdu, id, true);
@@ -611,6 +615,13 @@ export class Federation {
     // Every server failed (or had nothing): the caller answers with what is held.
     return added;
   }
+}
+
+/** The room a PDU of a transaction or an answer is in; one that names none is refused. */
+function roomOf(pdu: PDU): string {
+  const roomId = roomIdOfPdu(pdu);
+  if (roomId === undefined) throw new RoomError('bad_event', 'the event names no room');
+  return roomId;
 }
 
 /** Events read by index, parsed when read: a JsonElements from a big answer, or an array in hand. */

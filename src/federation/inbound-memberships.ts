@@ -118,10 +118,10 @@ async function acceptMembership(deps: InboundMembershipDeps, request: SendMember
 
 /** send_join (v2): the join goes in, and the joining server gets the room's state before it with its auth chain. */
 export async function sendJoin(deps: InboundMembershipDeps, request: SendMembershipRequest): Promise<SendJoinAnswer> {
-  const { version, pdu, eventId } = await acceptMembership(deps, request, 'join');
+  const { version, pdu, eventId, stored } = await acceptMembership(deps, request, 'join');
   const state = await deps.rooms.loadStateEvents((await deps.rooms.stateAtEvent(eventId, 'before')) ?? new Map());
   const stateEvents = [...state.values()].map((s) => s.event);
-  const authChain = await deps.federation.graph.authChainOf([...stateEvents, pdu]);
+  const authChain = await deps.federation.graph.authChainOf([...stateEvents, stored.event], version);
   return {
     origin: deps.serverName,
     state: stateEvents.map((e) => toPdu(e, version)),
@@ -139,6 +139,6 @@ export async function sendLeave(deps: InboundMembershipDeps, request: SendMember
 
 /** send_knock: the knock goes in, and the knocking server gets the room's stripped state. */
 export async function sendKnock(deps: InboundMembershipDeps, request: SendMembershipRequest): Promise<{ knock_room_state: Record<string, unknown>[] }> {
-  const { pdu } = await acceptMembership(deps, request, 'knock');
-  return { knock_room_state: await deps.rooms.strippedState(pdu.room_id) };
+  await acceptMembership(deps, request, 'knock');
+  return { knock_room_state: await deps.rooms.strippedState(request.roomId) };
 }

@@ -1,4 +1,4 @@
-import { referenceIds, type PDU } from '../events/pdu.ts';
+import { asRoomEvent, authEventIds, eventIdOf, referenceIds, type PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { RoomError } from '../rooms/errors.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
@@ -13,9 +13,12 @@ import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
  * its history or the room as it is now, is refused.
  */
 export async function takeInviteIntoRoom(rooms: Rooms, pdu: PDU, version: RoomVersion): Promise<StoredEvent | undefined> {
-  const held = await rooms.roomVersion(pdu.room_id);
-  if (held?.id !== version.id || !(await rooms.joinedServers(pdu.room_id)).includes(rooms.serverName)) return undefined;
-  for (const id of referenceIds(pdu.auth_events)) if (!(await rooms.getEvent(id))) return undefined;
+  const roomId = pdu.room_id;
+  const eventId = eventIdOf(pdu, version);
+  if (roomId === undefined || eventId === undefined) return undefined;
+  const held = await rooms.roomVersion(roomId);
+  if (held?.id !== version.id || !(await rooms.joinedServers(roomId)).includes(rooms.serverName)) return undefined;
+  for (const id of authEventIds(asRoomEvent(pdu, eventId, version), version)) if (!(await rooms.getEvent(id))) return undefined;
   for (const id of referenceIds(pdu.prev_events)) {
     const stored = await rooms.getEvent(id);
     if (!stored || stored.outlier) return undefined;

@@ -134,7 +134,10 @@ export class Memberships {
     return content;
   }
 
-  /** Servers to reach a room through: those given, whoever invited us, the room ID's server. */
+  /**
+   * Servers to reach a room through: those given, whoever invited us, the room ID's server, or
+   * (a v12 room ID names none) the creator's of a room we hold, as the appendix suggests.
+   */
   private async serversFor(userId: string, roomId: string, via: string[]): Promise<string[]> {
     const servers = [...via];
     const local = await this.rooms.localMembership(userId, roomId);
@@ -144,6 +147,8 @@ export class Memberships {
     }
     const colon = roomId.indexOf(':');
     if (colon > 0) servers.push(roomId.slice(colon + 1));
+    const create = colon > 0 ? undefined : await this.rooms.currentStateEvent(roomId, 'm.room.create', '');
+    if (create) servers.push(serverNameOf(create.event.sender));
     return [...new Set(servers)].filter((s) => s !== this.serverName && isValidServerName(s));
   }
 }

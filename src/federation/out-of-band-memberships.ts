@@ -23,7 +23,7 @@ export async function receiveRescindedInvite(
   const membership = pdu.content['membership'];
   const invitee = pdu.state_key;
   if (pdu.type !== 'm.room.member' || typeof invitee !== 'string' || invitee === pdu.sender || (membership !== 'leave' && membership !== 'ban')) return undefined;
-  if (serverNameOf(invitee) !== rooms.serverName) return undefined;
+  if (serverNameOf(invitee) !== rooms.serverName || pdu.room_id === undefined) return undefined;
   const local = await rooms.localMembership(invitee, pdu.room_id);
   const invite = local?.membership === 'invite' ? await rooms.getEvent(local.eventId) : undefined;
   if (!invite || invite.event.sender !== pdu.sender || !referenceIds(pdu.auth_events).includes(invite.event.event_id)) return undefined;

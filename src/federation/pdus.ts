@@ -2,13 +2,16 @@ import { encodeBase64 } from '../crypto/base64.ts';
 import type { SigningKey } from '../crypto/ed25519.ts';
 import { signingBytes } from '../crypto/signing.ts';
 import type { RoomEvent } from '../events/event.ts';
-import type { PDU } from '../events/pdu.ts';
+import { withoutDerivedRoomId, type PDU } from '../events/pdu.ts';
 import { redactEvent } from '../events/redaction.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 
-/** An event as it travels: no event_id from v3 on (receivers derive it), no local unsigned data. */
+/**
+ * An event as it travels: no event_id from v3 on (receivers derive it), no room_id on a v12+
+ * create event (its ID is the room's), no local unsigned data.
+ */
 export function toPdu(event: RoomEvent, version: RoomVersion): PDU {
-  const { event_id: eventId, unsigned: _unsigned, ...rest } = event;
+  const { event_id: eventId, unsigned: _unsigned, ...rest } = withoutDerivedRoomId(event, version);
   return (version.eventIdFormat === 'local' ? { ...rest, event_id: eventId } : rest) as PDU;
 }
 
@@ -23,12 +26,15 @@ export async function countersignEvent<T extends PDU>(event: T, version: RoomVer
 const isReference = (ref: unknown): boolean => typeof ref === 'string' || (Array.isArray(ref) && typeof ref[0] === 'string');
 const isOptionalString = (value: unknown): boolean => value === undefined || typeof value === 'string';
 
-/** The shape every PDU must have before anything else looks at it. */
+/**
+ * The shape every PDU must have before anything else looks at it. Only a create event may
+ * lack room_id (v12+, where its ID names the room: roomIdOfPdu).
+ */
 export function isPduShaped(value: unknown): value is PDU {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const pdu = value as Record<string, unknown>;
   return (
-    typeof pdu['room_id'] === 'string' &&
+    (typeof pdu['room_id'] === 'string' || (pdu['room_id'] === undefined && pdu['type'] === 'm.room.create' && pdu['state_key'] === '')) &&
     typeof pdu['sender'] === 'string' &&
     typeof pdu['type'] === 'string' &&
     typeof pdu['origin_server_ts'] === 'number' &&

@@ -1,4 +1,4 @@
-import type { PDU } from '../events/pdu.ts';
+import { isCreateEvent, roomIdOfCreateEvent, type PDU } from '../events/pdu.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { backoffDelay, isRefusal, type BackoffPolicy } from '../util/backoff.ts';
 import { FederationRequestError, type FederationClient, type TransactionBody } from './client.ts';
@@ -91,7 +91,7 @@ export class OutgoingQueues {
       (items.pdus ?? []).forEach((pdu, i) => {
         const eventId = items.eventIds?.[i] ?? pdu.event_id ?? null;
         tx.run("INSERT INTO federation_outbox (destination, kind, json, event_id, sender, room_id) VALUES (?, 'pdu', ?, ?, ?, ?)", [
-          destination, JSON.stringify(pdu), eventId, eventId === null ? null : pdu.sender, eventId === null ? null : pdu.room_id,
+          destination, JSON.stringify(pdu), eventId, eventId === null ? null : pdu.sender, eventId === null ? null : (pdu.room_id ?? (isCreateEvent(pdu) ? roomIdOfCreateEvent(eventId) : null)),
         ]);
       });
       for (const edu of items.edus ?? []) tx.run("INSERT INTO federation_outbox (destination, kind, json) VALUES (?, 'edu', ?)", [destination, JSON.stringify(edu)]);

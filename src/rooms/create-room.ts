@@ -1,7 +1,9 @@
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import { randomString, type RandomBytes } from '../crypto/random.ts';
-import { serverNameOf } from '../events/identifiers.ts';
+import { isValidUserId, serverNameOf } from '../events/identifiers.ts';
+import { isJsonObject } from '../events/power-levels.ts';
 import { DEFAULT_ROOM_VERSION, requireRoomVersion } from '../events/room-versions.ts';
+import { RoomError } from './errors.ts';
 import type { EventTemplate, Rooms, StoredEvent } from './rooms.ts';
 
 export type RoomPreset = 'private_chat' | 'public_chat' | 'trusted_private_chat';
@@ -34,7 +36,12 @@ export function newRoomId(random: RandomBytes, serverName: string): string {
   return `!${randomString(random, 18, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ')}:${serverName}`;
 }
 
-/** The events that make a new room, in the order the spec gives. */
+/**
+ * The events that make a new room, in the order the spec gives. From v12 the creator, and
+ * with `trusted_private_chat` the invitees too (as additional_creators, client-server
+ * §Creation), have infinite power and are left out of the power levels' users; changing
+ * the room's version (m.room.tombstone) needs 150, above every other default.
+ */
 export function creationEvents(request: CreateRoomRequest): EventTemplate[] {
   const version = requireRoomVersion(request.room_version ?? DEFAULT_ROOM_VERSION);
   const sender = request.creator;
@@ -44,13 +51,28 @@ export function creationEvents(request: CreateRoomRequest): EventTemplate[] {
   const createContent: JsonObject = { ...(request.creation_content ?? {}), room_version: version.id };
   if (version.creatorInContent) createContent['creator'] = sender;
   else delete createContent['creator'];
+  const creators = [sender];
+  if (version.privilegedCreators) {
+    const given = createContent['additional_creators'];
+    if (given !== undefined && !(Array.isArray(given) && given.every((u) => typeof u === 'string' && isValidUserId(u)))) {
+      throw new RoomError('bad_event', 'creation_content.additional_creators must be a list of user IDs');
+    }
+    const additional = new Set((given as string[] | undefined) ?? []);
+    if (preset === 'trusted_private_chat') for (const invitee of request.invite ?? []) additional.add(invitee);
+    additional.delete(sender);
+    if (given !== undefined || additional.size > 0) createContent['additional_creators'] = [...additional];
+    creators.push(...additional);
+  }
 
   const member: JsonObject = { membership: 'join' };
   if (request.creatorProfile.displayname !== undefined) member['displayname'] = request.creatorProfile.displayname;
   if (request.creatorProfile.avatar_url !== undefined) member['avatar_url'] = request.creatorProfile.avatar_url;
 
-  const users: JsonObject = { [sender]: 100 };
-  if (preset === 'trusted_private_chat') for (const invitee of request.invite ?? []) users[invitee] = 100;
+  const users: JsonObject = {};
+  if (!version.privilegedCreators) {
+    users[sender] = 100;
+    if (preset === 'trusted_private_chat') for (const invitee of request.invite ?? []) users[invitee] = 100;
+  }
   const powerLevels: JsonObject = {
     users,
     users_default: 0,
@@ -60,7 +82,7 @@ export function creationEvents(request: CreateRoomRequest): EventTemplate[] {
       'm.room.history_visibility': 100,
       'm.room.canonical_alias': 50,
       'm.room.avatar': 50,
-      'm.room.tombstone': 100,
+      'm.room.tombstone': version.privilegedCreators ? 150 : 100,
       'm.room.server_acl': 100,
       'm.room.encryption': 100,
     },
@@ -73,6 +95,11 @@ export function creationEvents(request: CreateRoomRequest): EventTemplate[] {
     notifications: { room: 50 },
     ...(request.power_level_content_override ?? {}),
   };
+  const overriddenUsers = powerLevels['users'];
+  const listedCreator = version.privilegedCreators && isJsonObject(overriddenUsers) ? creators.find((c) => Object.hasOwn(overriddenUsers, c)) : undefined;
+  if (listedCreator !== undefined) {
+    throw new RoomError('bad_event', `power_level_content_override.users lists ${listedCreator}, a creator of a room ${version.id}, whose level is infinite`);
+  }
 
   const presetState = PRESET_STATE[preset];
   const templates: EventTemplate[] = [
@@ -106,9 +133,9 @@ export function creationEvents(request: CreateRoomRequest): EventTemplate[] {
   return templates;
 }
 
+/** Creates a room; before v12 its ID is random, from v12 its create event's. */
 export async function createRoom(rooms: Rooms, random: RandomBytes, request: CreateRoomRequest): Promise<{ roomId: string; events: StoredEvent[] }> {
-  const roomId = newRoomId(random, rooms.serverName);
-  const version = request.room_version ?? DEFAULT_ROOM_VERSION;
-  const events = await rooms.createRoom(roomId, version, creationEvents(request));
-  return { roomId, events };
+  const version = requireRoomVersion(request.room_version ?? DEFAULT_ROOM_VERSION);
+  const events = await rooms.createRoom(version.roomIdFromCreateEvent ? undefined : newRoomId(random, rooms.serverName), version.id, creationEvents(request));
+  return { roomId: events[0]!.event.room_id, events };
 }

@@ -1,5 +1,6 @@
-import { referenceIds } from '../events/pdu.ts';
+import { authEventIds, referenceIds } from '../events/pdu.ts';
 import type { RoomEvent } from '../events/event.ts';
+import type { RoomVersion } from '../events/room-versions.ts';
 import type { Rooms, StoredEvent } from './rooms.ts';
 
 /**
@@ -10,31 +11,35 @@ import type { Rooms, StoredEvent } from './rooms.ts';
 export class RoomGraph {
   constructor(private readonly rooms: Rooms) {}
 
-  /** Every event in the auth chains of the given events, not the events themselves; oldest first by depth. */
-  async authChain(eventIds: Iterable<string>): Promise<RoomEvent[]> {
+  /**
+   * Every event in the auth chains of the given events (of a room of this version), not the
+   * events themselves; oldest first by depth. From v12 the chains hold the create event, which
+   * auth_events imply.
+   */
+  async authChain(eventIds: Iterable<string>, version: RoomVersion): Promise<RoomEvent[]> {
     const start: RoomEvent[] = [];
     for (const id of new Set(eventIds)) {
       const stored = await this.rooms.getEvent(id);
       if (stored) start.push(stored.event);
     }
-    return this.authChainOf(start);
+    return this.authChainOf(start, version);
   }
 
   /**
    * The same from events in hand (a room's state, loaded already): a state of 20,000 events is
    * not read a second time, one by one, through a cache smaller than it.
    */
-  async authChainOf(events: Iterable<Pick<RoomEvent, 'auth_events'>>): Promise<RoomEvent[]> {
+  async authChainOf(events: Iterable<RoomEvent>, version: RoomVersion): Promise<RoomEvent[]> {
     const seen = new Map<string, RoomEvent>();
     const pending: string[] = [];
-    for (const event of events) pending.push(...referenceIds(event.auth_events));
+    for (const event of events) pending.push(...authEventIds(event, version));
     while (pending.length > 0) {
       const id = pending.pop()!;
       if (seen.has(id)) continue;
       const stored = await this.rooms.getEvent(id);
       if (!stored) continue;
       seen.set(id, stored.event);
-      pending.push(...referenceIds(stored.event.auth_events));
+      pending.push(...authEventIds(stored.event, version));
     }
     return [...seen.values()].sort((a, b) => a.depth - b.depth);
   }

@@ -3,7 +3,7 @@ import { randomToken } from '../crypto/random.ts';
 import { authEventSelection, checkEventAuth } from '../events/auth.ts';
 import { stateKey, type RoomEvent, type StateKey } from '../events/event.ts';
 import { byteLength, MAX_ID_BYTES } from '../events/identifiers.ts';
-import { signNewEvent, type PDU } from '../events/pdu.ts';
+import { asRoomEvent, isCreateEvent, signNewEvent, withoutDerivedRoomId, type PDU } from '../events/pdu.ts';
 import { AuthError } from '../events/power-levels.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { RoomError, roomNotFound } from './errors.ts';
@@ -24,12 +24,23 @@ export type StateLookup = (key: StateKey) => Promise<RoomEvent | undefined>;
 export class EventBuilder {
   constructor(private readonly store: RoomStore) {}
 
-  /** A signed event built from a template, refused (`RoomError('forbidden')`) when the auth rules do not allow it. */
-  async build(roomId: string, version: RoomVersion, template: EventTemplate, prevEvents: RoomEvent[], lookup: StateLookup): Promise<RoomEvent> {
+  /**
+   * A signed event built from a template, refused (`RoomError('forbidden')`) when the auth rules
+   * do not allow it. `roomId` is undefined only for a v12+ create event, whose ID gives the room's.
+   * `originServerTs` replaces the clock's time (another try at a v12+ room ID already taken).
+   */
+  async build(
+    roomId: string | undefined,
+    version: RoomVersion,
+    template: EventTemplate,
+    prevEvents: RoomEvent[],
+    lookup: StateLookup,
+    originServerTs?: number,
+  ): Promise<RoomEvent> {
     const { serverName, keyId, signingKey } = this.store.options;
-    const { unsigned, authEvents } = await this.skeleton(roomId, version, template, prevEvents, lookup);
+    const { unsigned, authEvents } = await this.skeleton(roomId, version, template, prevEvents, lookup, originServerTs);
     const signed = await signNewEvent(unsigned, version, serverName, keyId, signingKey);
-    const event = { ...(signed.event as unknown as PDU), event_id: signed.eventId } as RoomEvent;
+    const event = asRoomEvent(signed.event as unknown as PDU, signed.eventId, version);
     checkEventSize(event, version);
     await this.authorise(event, version, authEvents);
     return event;
@@ -69,13 +80,18 @@ export class EventBuilder {
     }
   }
 
-  /** The fields of a new event other than hashes and signatures. */
+  /**
+   * The fields of a new event other than hashes and signatures, and the events the auth rules
+   * read for it. From v12 the create event is among those but not listed in auth_events (its
+   * room_id implies it), and the create event itself has no room_id.
+   */
   private async skeleton(
-    roomId: string,
+    roomId: string | undefined,
     version: RoomVersion,
     template: EventTemplate,
     prevEvents: RoomEvent[],
     lookup: StateLookup,
+    originServerTs?: number,
   ): Promise<{ unsigned: Record<string, unknown>; authEvents: RoomEvent[] }> {
     const { serverName } = this.store.options;
     const authEvents: RoomEvent[] = [];
@@ -84,17 +100,22 @@ export class EventBuilder {
       const event = await lookup(stateKey(type, key));
       if (event && !authEvents.includes(event)) authEvents.push(event);
     }
+    const listed = version.roomIdFromCreateEvent ? authEvents.filter((e) => !isCreateEvent(e)) : authEvents;
     const reference = (e: RoomEvent) => (version.eventReferences === 'pairs' ? ([e.event_id, { sha256: e.hashes.sha256 }] as [string, { sha256: string }]) : e.event_id);
     const unsigned: Record<string, unknown> = {
-      room_id: roomId,
       sender: template.sender,
       type: template.type,
       content: template.content,
-      origin_server_ts: this.store.options.now(),
+      origin_server_ts: originServerTs ?? this.store.options.now(),
       depth: Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, ...prevEvents.map((e) => e.depth)) + 1),
       prev_events: prevEvents.slice(0, MAX_PREV_EVENTS).map(reference),
-      auth_events: authEvents.map(reference),
+      auth_events: listed.map(reference),
     };
+    const namesRoom = version.roomIdFromCreateEvent && isCreateEvent(partial);
+    if (namesRoom !== (roomId === undefined)) {
+      throw new Error(namesRoom ? `a room ${version.id} create event carries no room_id` : `a ${template.type} event needs its room ID`);
+    }
+    if (roomId !== undefined) unsigned['room_id'] = roomId;
     if (template.state_key !== undefined) unsigned['state_key'] = template.state_key;
     if (!version.redactsInContent && template.redacts !== undefined) unsigned['redacts'] = template.redacts;
     if (version.redaction !== 'v11') unsigned['origin'] = serverName;
@@ -109,8 +130,9 @@ export class EventBuilder {
  */
 export function checkEventSize(event: RoomEvent, version: RoomVersion, encodedBytes?: number): void {
   if (encodedBytes === undefined) {
-    const { event_id: _id, ...pdu } = event;
-    const body = version.eventIdFormat === 'local' ? event : pdu;
+    const sent = withoutDerivedRoomId(event, version);
+    const { event_id: _id, ...pdu } = sent;
+    const body = version.eventIdFormat === 'local' ? sent : pdu;
     try {
       encodedBytes = utf8(canonicalJson(body, { strict: version.strictCanonicalJson })).length;
     } catch (e) {

@@ -30,19 +30,44 @@ export class LocalWrites {
 
   /**
    * Creates a room: stores its version, then builds and stores the given events
-   * (the first must be m.room.create) in one atomic transaction.
+   * (the first must be m.room.create) in one atomic transaction. Before v12 the caller
+   * chooses the room ID; from v12 it is the create event's (`roomId` undefined), found in
+   * the stored events' room_id.
    */
-  async createRoom(roomId: string, versionId: string, templates: EventTemplate[]): Promise<StoredEvent[]> {
+  async createRoom(roomId: string | undefined, versionId: string, templates: EventTemplate[]): Promise<StoredEvent[]> {
     const version = requireRoomVersion(versionId);
-    const write = await this.store.lock.run(roomId, async () => {
-      if (await this.store.writerHead(roomId)) throw new RoomError('bad_event', `room ${roomId} already exists`);
-      const head: RoomHead = { version, current: undefined, extremities: [] };
-      return this.buildAndStore(roomId, head, templates, undefined, (tx) => {
-        tx.run('INSERT INTO rooms (room_id, room_version, created_ts) VALUES (?, ?, ?)', [roomId, version.id, this.store.options.now()]);
+    const head: RoomHead = { version, current: undefined, extremities: [] };
+    const insertRoom = (id: string) => (tx: WriteTransaction) => {
+      tx.run('INSERT INTO rooms (room_id, room_version, created_ts) VALUES (?, ?, ?)', [id, version.id, this.store.options.now()]);
+    };
+    if (!version.roomIdFromCreateEvent) {
+      if (roomId === undefined) throw new Error(`a room ${version.id} needs a room ID`);
+      const write = await this.store.lock.run(roomId, async () => {
+        if (await this.store.writerHead(roomId)) throw new RoomError('bad_event', `room ${roomId} already exists`);
+        return this.buildAndStore(roomId, head, templates, undefined, insertRoom(roomId));
       });
-    });
-    await write.durable;
-    return write.stored;
+      await write.durable;
+      return write.stored;
+    }
+    if (roomId !== undefined) throw new Error(`a room ${version.id}'s ID is its create event's`);
+    const [createTemplate, ...rest] = templates;
+    if (!createTemplate) throw new Error('a room starts with its create event');
+    // The create event's hash is the room ID: the same user creating two rooms alike in the
+    // same millisecond would make one ID twice. Another try, a millisecond earlier, makes
+    // another (as Synapse does).
+    const now = this.store.options.now();
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const create = await this.builder.build(undefined, version, createTemplate, [], async () => undefined, now - attempt);
+      const id = create.room_id;
+      const write = await this.store.lock.run(id, async () => {
+        if (await this.store.writerHead(id)) return undefined;
+        return this.buildAndStore(id, head, rest, undefined, insertRoom(id), undefined, [create]);
+      });
+      if (!write) continue;
+      await write.durable;
+      return write.stored;
+    }
+    throw new RoomError('bad_event', 'the room ID this create event gives is taken');
   }
 
   /**
@@ -91,18 +116,21 @@ export class LocalWrites {
     txn: TransactionKey | undefined,
     before?: (tx: WriteTransaction) => void,
     countersign?: Countersign,
+    builtAlready: RoomEvent[] = [],
   ): Promise<RoomWrite> {
-    // Build every event against the state as it evolves, before touching the database.
-    const built: RoomEvent[] = [];
+    // Build every event against the state as it evolves, before touching the database
+    // (after those built already: a v12 room's create event, built to learn the room's ID).
+    const built: RoomEvent[] = [...builtAlready];
     const state: NidState = head.current?.state ?? new Map();
     const pendingByKey = new Map<StateKey, RoomEvent>();
+    for (const event of builtAlready) if (isStateEvent(event)) pendingByKey.set(stateKey(event.type, event.state_key!), event);
     const lookup = async (key: StateKey): Promise<RoomEvent | undefined> => {
       const pending = pendingByKey.get(key);
       if (pending) return pending;
       const nid = state.get(key);
       return nid === undefined ? undefined : (await this.store.getEventByNid(nid))?.event;
     };
-    let prevEvents = await this.builder.eventsOf(head.extremities);
+    let prevEvents = builtAlready.length > 0 ? builtAlready.slice(-1) : await this.builder.eventsOf(head.extremities);
     for (const template of templates) {
       const event = await this.builder.build(roomId, head.version, template, prevEvents, lookup);
       built.push(event);

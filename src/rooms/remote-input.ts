@@ -1,7 +1,19 @@
 import { checkEventAgainstAuthEvents, checkEventAuth, authEventSelection, requiredSignatureServers } from '../events/auth.ts';
 import { isStateEvent, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
 import { CanonicalJsonError } from '../crypto/canonical-json.ts';
-import { computeEventId, eventIdFromSigningBytes, eventIdOf, receivedEventForms, referenceIds, verifyEventSignatureOver, type PDU, type ReceivedEventForms } from '../events/pdu.ts';
+import {
+  asRoomEvent,
+  authEventIds,
+  computeEventId,
+  eventIdFromSigningBytes,
+  eventIdOf,
+  receivedEventForms,
+  referenceIds,
+  roomIdOfPdu,
+  verifyEventSignatureOver,
+  type PDU,
+  type ReceivedEventForms,
+} from '../events/pdu.ts';
 import { AuthError } from '../events/power-levels.ts';
 import { redactEvent } from '../events/redaction.ts';
 import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
@@ -53,15 +65,17 @@ export class RemoteInput {
    * events that pass against their own state but not the room's current state are soft-failed.
    */
   async receiveEvent(pdu: PDU, options: ReceiveOptions = {}): Promise<StoredEvent> {
+    const roomId = roomIdOfPdu(pdu);
+    if (roomId === undefined) throw new RoomError('bad_event', 'the event names no room');
     if (options.outlier) {
       // One outlier is a batch of one: a single path checks and stores outliers.
-      const [answer] = await this.receiveOutliers(pdu.room_id, [pdu]);
+      const [answer] = await this.receiveOutliers(roomId, [pdu]);
       if (!answer) throw new RoomError('bad_event', 'the event is too malformed to have an ID');
       if (answer.refused) throw answer.refused;
       return (await this.store.getEvent(answer.eventId))!;
     }
     try {
-      return await this.receive(pdu, options);
+      return await this.receive(roomId, pdu, options);
     } catch (e) {
       // The same event arrived twice at once: the first one stored it.
       if (e instanceof RepeatedTransaction) return (await this.store.getEvent(e.eventId))!;
@@ -105,15 +119,16 @@ export class RemoteInput {
           continue;
         }
         firstIndex.set(eventId, index);
-        answers[index] = pdu.room_id === roomId ? { eventId } : { eventId, refused: new RoomError('bad_event', `event ${eventId} is of another room`) };
-        if (pdu.room_id === roomId) window.push({ index, pdu, eventId });
+        const ofRoom = (pdu.room_id ?? asRoomEvent(pdu, eventId, version).room_id) === roomId;
+        answers[index] = ofRoom ? { eventId } : { eventId, refused: new RoomError('bad_event', `event ${eventId} is of another room`) };
+        if (ofRoom) window.push({ index, pdu, eventId });
       }
       const held = await this.heldIds(window.map((w) => w.eventId));
       await Promise.all(window.filter((w) => !held.has(w.eventId)).map(async ({ index, pdu, eventId }) => {
         try {
           const { event, tampered } = await this.checkRemoteEventForms(pdu, version, eventId);
           // A tampered event is kept as its redacted form, which a second read would not give.
-          checked.set(eventId, { index, authIds: sharedAuthIds(referenceIds(event.auth_events)), depth: event.depth, ...(tampered ? { redacted: event } : {}) });
+          checked.set(eventId, { index, authIds: sharedAuthIds(authEventIds(event, version)), depth: event.depth, ...(tampered ? { redacted: event } : {}) });
         } catch (e) {
           if (!(e instanceof RoomError)) throw e;
           answers[index] = { eventId, refused: e };
@@ -134,7 +149,7 @@ export class RemoteInput {
       for (let from = 0; from < ordered.length; from += OUTLIERS_PER_WRITE) {
         const rows: { fields: EventRowFields; json: string; rejected: string | null }[] = [];
         for (const [eventId, entry] of ordered.slice(from, from + OUTLIERS_PER_WRITE)) {
-          const event = entry.redacted ?? ({ ...events.read(entry.index)!, event_id: eventId } as RoomEvent);
+          const event = entry.redacted ?? asRoomEvent(events.read(entry.index)!, eventId, version);
           const auth = await Promise.all(entry.authIds.map(async (id) => authEvents.get(id) ?? (await this.store.getEvent(id))));
           if (auth.some((e) => !e)) {
             answers[entry.index] = { eventId, refused: new RoomError('missing_events', `auth events of ${eventId} are unknown`) };
@@ -170,8 +185,7 @@ export class RemoteInput {
     return held;
   }
 
-  private async receive(pdu: PDU, options: ReceiveOptions): Promise<StoredEvent> {
-    const roomId = pdu.room_id;
+  private async receive(roomId: string, pdu: PDU, options: ReceiveOptions): Promise<StoredEvent> {
     // Signatures and hashes need no room state: they are checked while earlier
     // events wait for or hold the room lock, so several events are verified at
     // once. The lock is queued for at once, so events keep the order they came in.
@@ -194,8 +208,8 @@ export class RemoteInput {
       const promote = existing !== undefined && existing.outlier && !existing.rejected;
       if (existing && !promote) return done(existing);
 
-      // Auth against the event's own auth events (which must all be known).
-      const authIds = referenceIds(event.auth_events);
+      // Auth against the event's own auth events (which must all be known), from v12 the implied create event too.
+      const authIds = authEventIds(event, head.version);
       const authEvents = await Promise.all(authIds.map((id) => this.store.getEvent(id)));
       if (authEvents.some((e) => !e)) throw new RoomError('missing_events', `auth events of ${event.event_id} are unknown`);
       const ownRejection = await this.ownAuthReason(event, authEvents as StoredEvent[], head.version);
@@ -277,7 +291,7 @@ export class RemoteInput {
       throw e;
     }
     const eventId = givenId ?? (version.eventIdFormat === 'local' ? computeEventId(pdu, version) : eventIdFromSigningBytes(forms.signingBytes, version.eventIdFormat));
-    let event = { ...pdu, event_id: eventId } as RoomEvent;
+    let event = asRoomEvent(pdu, eventId, version);
     checkEventSize(event, version, forms.byteLength);
     for (const origin of requiredSignatureServers(version, event)) {
       const keys = Object.keys(pdu.signatures?.[origin] ?? {}).filter((k) => k.startsWith('ed25519:'));

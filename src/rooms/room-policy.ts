@@ -9,7 +9,7 @@ export type PolicyRooms = Pick<Rooms, 'roomVersion' | 'currentStateEvent'>;
 /**
  * The power levels in force in a room's current state, read as the room's version reads them
  * (stringy and floaty levels in the old versions; the creator from the create event's sender
- * from v11, from `content.creator` before).
+ * from v11, from `content.creator` before; from v12 the creators' level is infinite).
  */
 export async function currentPowerLevels(rooms: PolicyRooms, roomId: string): Promise<RoomPowerLevels> {
   const version = (await rooms.roomVersion(roomId)) ?? getRoomVersion(DEFAULT_ROOM_VERSION)!;

@@ -64,8 +64,11 @@ export class Rooms extends RoomReads {
 
   // ------------------------------------------------ the send path (local-writes.ts)
 
-  /** Creates a room: its version, then the given events (m.room.create first), atomically. */
-  createRoom(roomId: string, versionId: string, templates: EventTemplate[]): Promise<StoredEvent[]> {
+  /**
+   * Creates a room: its version, then the given events (m.room.create first), atomically. From
+   * v12 the room ID is the create event's (`roomId` undefined; the events' room_id says it).
+   */
+  createRoom(roomId: string | undefined, versionId: string, templates: EventTemplate[]): Promise<StoredEvent[]> {
     return this.writes.createRoom(roomId, versionId, templates);
   }
 

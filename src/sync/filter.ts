@@ -6,7 +6,7 @@ import { isValidRoomId, isValidUserId } from '../events/identifiers.ts';
 // Senders and rooms must be IDs, as Synapse checks: a filter naming `alice` or `#room:x` would
 // match nothing, silently. Room IDs of room version 12 carry no server name.
 const userIds = z.array(z.string().refine(isValidUserId, 'not a user ID'));
-const roomIds = z.array(z.string().refine((id) => isValidRoomId(id) || /^![A-Za-z0-9_-]{43}$/.test(id), 'not a room ID'));
+const roomIds = z.array(z.string().refine(isValidRoomId, 'not a room ID'));
 
 const eventFilterShape = {
   limit: z.number().int().min(0).optional(),

@@ -28,7 +28,7 @@ describe('discovery', () => {
     expect(versions.body.versions).toContain('v1.12');
     const capabilities = await api(server, 'GET', '/_matrix/client/v3/capabilities', { token: alice.accessToken });
     expect(capabilities.body.capabilities['m.room_versions'].default).toBe('10');
-    expect(Object.keys(capabilities.body.capabilities['m.room_versions'].available)).toEqual(['1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11']);
+    expect(Object.keys(capabilities.body.capabilities['m.room_versions'].available)).toEqual(['1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12']);
     const wellKnown = await api(server, 'GET', '/.well-known/matrix/client', { unchecked: true });
     expect(wellKnown.body['m.homeserver'].base_url).toBe(server.url);
   });

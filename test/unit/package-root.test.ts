@@ -24,7 +24,8 @@ describe('package root', () => {
     // The default the entry exports is one it supports.
     expect(requireRoomVersion(DEFAULT_ROOM_VERSION).id).toBe(DEFAULT_ROOM_VERSION);
     expect(getRoomVersion('11')?.id).toBe('11');
-    expect(getRoomVersion('12')).toBeUndefined();
+    expect(getRoomVersion('12')?.id).toBe('12');
+    expect(getRoomVersion('13')).toBeUndefined();
     expect(() => requireRoomVersion('nope')).toThrow(/not supported/);
   });
 

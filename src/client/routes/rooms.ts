@@ -91,9 +91,12 @@ export function roomRoutes(app: Hono<Env>): void {
   on(app, 'POST', '/rooms/:roomId/upgrade', async (c) => {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
-    const body = await parseBody(c, z.object({ new_version: z.string() }).loose());
+    const body = await parseBody(c, z.object({ new_version: z.string(), additional_creators: z.array(z.string()).optional() }).loose());
+    for (const user of body.additional_creators ?? []) requireUserId(user);
     const services = c.get('services');
-    const { replacementRoom } = await upgradeRoom(services.rooms, services.users, services.random, { roomId, userId: session.userId, newVersion: body.new_version });
+    const { replacementRoom } = await upgradeRoom(services.rooms, services.users, services.random, {
+      roomId, userId: session.userId, newVersion: body.new_version, additionalCreators: body.additional_creators,
+    });
     return c.json({ replacement_room: replacementRoom });
   });
 

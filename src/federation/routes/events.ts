@@ -77,7 +77,7 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
     const nids = await rooms.stateAtEvent(eventId, 'before');
     if (!nids) throw notFound(`no state is known at ${eventId}`);
     const state = [...(await rooms.loadStateEvents(nids)).values()].map((s) => s.event);
-    const authChain = await federation.graph.authChainOf(state);
+    const authChain = await federation.graph.authChainOf(state, version);
     return { version, state, authChain };
   };
   app.get('/_matrix/federation/v1/state/:roomId', async (c) => {
@@ -93,7 +93,7 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
     const roomId = c.req.param('roomId');
     const version = await roomForOrigin(c, roomId);
     await eventInRoom(c, roomId, c.req.param('eventId'));
-    const chain = await c.get('services').federation.graph.authChain([c.req.param('eventId')]);
+    const chain = await c.get('services').federation.graph.authChain([c.req.param('eventId')], version);
     return c.json({ auth_chain: chain.map((e) => toPdu(e, version)) });
   });
 

@@ -43,10 +43,11 @@ export function membershipRoutes(app: Hono<FederationEnv>): void {
 
   const invite = async (c: FederationCtx, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]) => {
     const { federation, rooms } = c.get('services');
-    if (!isPduShaped(pdu) || pdu.room_id !== c.req.param('roomId')) throw new MatrixError(400, 'M_BAD_JSON', 'the invite is not an event for this room');
+    const roomId = c.req.param('roomId')!;
+    if (!isPduShaped(pdu) || pdu.room_id !== roomId) throw new MatrixError(400, 'M_BAD_JSON', 'the invite is not an event for this room');
     // A room we hold has its ACL; for one we do not, the inviting server is all we know of it.
-    const held = await rooms.roomVersion(pdu.room_id);
-    if (held) await requireAllowedByAcl(c, pdu.room_id);
+    const held = await rooms.roomVersion(roomId);
+    if (held) await requireAllowedByAcl(c, roomId);
     // v1 names no version: the room's when we hold it, else 1 (v1 is for rooms of versions 1 and 2,
     // whose events differ only in state resolution, which an invite does not use).
     return { event: await federation.receiveInvite(c.get('origin'), roomVersion ?? held?.id ?? '1', pdu, inviteRoomState) };

@@ -1,5 +1,7 @@
 // Builds real room events for tests and benchmarks: content hashes, Ed25519
-// signatures from each server's key, v1–v2 reference pairs and v3+ event IDs.
+// signatures from each server's key, v1–v2 reference pairs and v3+ event IDs, and from
+// v12 the room ID its create event's hash gives (the create event itself implied, not
+// listed, in the others' auth events).
 import { encodeBase64 } from '../../../src/crypto/base64.ts';
 import type { JsonObject } from '../../../src/crypto/canonical-json.ts';
 import { defaultEd25519Backend, type Ed25519Backend, type SigningKey } from '../../../src/crypto/ed25519.ts';
@@ -7,8 +9,10 @@ import { sha256 } from '../../../src/crypto/sha256.ts';
 import { utf8 } from '../../../src/crypto/canonical-json.ts';
 import { signJson } from '../../../src/crypto/signing.ts';
 import {
+  asRoomEvent,
   authEventSelection,
   checkEventAuth,
+  isCreateEvent,
   computeEventId,
   computeReferenceHash,
   hashAndSignEvent,
@@ -59,7 +63,8 @@ export interface EventFields {
 /** A room under construction: tracks its state and builds events that fit it. */
 export class TestRoom {
   readonly version: RoomVersion;
-  readonly roomId: string;
+  /** `!room:server`; from v12 the create event's ID with `!` once it is built, `!` until then. */
+  roomId: string;
   /** Every event built in this room and its branches. */
   readonly events: Map<string, RoomEvent>;
   state: StateMap = new Map();
@@ -68,7 +73,7 @@ export class TestRoom {
 
   constructor(versionId: string, readonly server = 'example.org', shared?: TestRoom) {
     this.version = requireRoomVersion(versionId);
-    this.roomId = `!room:${server}`;
+    this.roomId = shared?.roomId ?? (this.version.roomIdFromCreateEvent ? '!' : `!room:${server}`);
     this.events = shared?.events ?? new Map();
     this.clock = shared?.clock ?? { counter: 0, ts: 1_700_000_000_000 };
   }
@@ -76,6 +81,7 @@ export class TestRoom {
   /** An independent copy: its own events map, state, extremity and clock (events themselves are immutable). */
   copy(): TestRoom {
     const room = new TestRoom(this.version.id, this.server);
+    room.roomId = this.roomId;
     for (const [id, event] of this.events) room.events.set(id, event);
     room.state = new Map(this.state);
     room.extremity = [...this.extremity];
@@ -110,14 +116,16 @@ export class TestRoom {
   /** Builds (hashes and signs) an event without adding it to the room. */
   async build(fields: EventFields): Promise<RoomEvent> {
     const prevs = fields.prev_events ?? this.extremity;
+    const implied = this.version.roomIdFromCreateEvent;
     const auths =
       fields.auth_events ??
       authEventSelection(this.version, { type: fields.type, sender: fields.sender, state_key: fields.state_key, content: fields.content ?? {} })
+        .filter(([type, key]) => !(implied && isCreateEvent({ type, state_key: key })))
         .map(([type, key]) => this.state.get(stateKey(type, key)))
         .filter((id): id is string => id !== undefined);
     const depth = Math.max(0, ...prevs.map((id) => this.events.get(id)?.depth ?? 0)) + 1;
     const draft: Record<string, unknown> = {
-      room_id: this.roomId,
+      ...(implied && isCreateEvent(fields) ? {} : { room_id: this.roomId }),
       sender: fields.sender,
       origin: domainOf(fields.sender),
       origin_server_ts: this.clock.ts++,
@@ -136,11 +144,12 @@ export class TestRoom {
       signed = await hashAndSignEvent(signed, this.version, server, KEY_ID, await keyFor(server));
     }
     const pdu = signed as unknown as PDU;
-    return { ...pdu, event_id: computeEventId(pdu, this.version) };
+    return asRoomEvent(pdu, computeEventId(pdu, this.version), this.version);
   }
 
   /** Adds an event to the room (no auth check): it becomes the extremity and, if state, part of the state. */
   add(event: RoomEvent): RoomEvent {
+    if (this.version.roomIdFromCreateEvent && isCreateEvent(event) && this.roomId === '!') this.roomId = event.room_id;
     this.events.set(event.event_id, event);
     this.extremity = [event.event_id];
     if (typeof event.state_key === 'string') this.state.set(stateKey(event.type, event.state_key), event.event_id);
@@ -180,11 +189,11 @@ export class TestRoom {
     return this.send({ type: 'm.room.join_rules', sender, state_key: '', content: { join_rule: joinRule, ...content } });
   }
 
-  /** create, creator join, power levels (creator 100 plus `users`), join rules. */
+  /** create, creator join, power levels (creator 100, except from v12 where creators are not listed, plus `users`), join rules. */
   async bootstrap(creator: string, joinRule = 'public', users: JsonObject = {}): Promise<this> {
     await this.create(creator);
     await this.member(creator, 'join');
-    await this.powerLevels(creator, { users: { [creator]: 100, ...users } });
+    await this.powerLevels(creator, { users: { ...(this.version.privilegedCreators ? {} : { [creator]: 100 }), ...users } });
     await this.joinRules(creator, joinRule);
     return this;
   }

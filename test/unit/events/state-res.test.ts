@@ -6,10 +6,10 @@ import { defaultEd25519Backend } from '../../../src/crypto/ed25519.ts';
 import { checkEventAgainstAuthEvents, authEventSelection } from '../../../src/events/auth.ts';
 import { splitStateKey, stateKey, type RoomEvent, type StateMap } from '../../../src/events/event.ts';
 import { EventCache, type EventSource } from '../../../src/events/event-cache.ts';
-import { referenceIds } from '../../../src/events/pdu.ts';
+import { asRoomEvent, authEventIds, isCreateEvent, referenceIds } from '../../../src/events/pdu.ts';
 import { requireRoomVersion } from '../../../src/events/room-versions.ts';
 import { resolveState } from '../../../src/events/state-res.ts';
-import { authDifference, iterativeAuthChecks } from '../../../src/events/state-res-v2.ts';
+import { authDifference, conflictedStateSubgraph, iterativeAuthChecks } from '../../../src/events/state-res-v2.ts';
 
 // The classic state resolution scenarios (test/fixtures/state-res, generated from
 // scenarios.ts), order independence, and the hooks the room engine uses.
@@ -30,7 +30,9 @@ const fixturesDir = fileURLToPath(new URL('../../fixtures/state-res/', import.me
 const fixtures = readdirSync(fixturesDir)
   .filter((f) => f.endsWith('.json'))
   .sort()
-  .map((file) => ({ file, ...(JSON.parse(readFileSync(fixturesDir + file, 'utf8')) as Fixture) }));
+  .map((file) => ({ file, ...(JSON.parse(readFileSync(fixturesDir + file, 'utf8')) as Fixture) }))
+  // As the room engine holds them: a v12 create event with the room ID its ID gives.
+  .map((fixture) => ({ ...fixture, events: fixture.events.map((e) => asRoomEvent(e, e.event_id, requireRoomVersion(fixture.room_version))) }));
 
 const sourceOf = (events: Iterable<RoomEvent>): EventSource => {
   const byId = new Map([...events].map((e) => [e.event_id, e]));
@@ -87,13 +89,14 @@ describe.each(fixtures)('$file: $title', (fixture) => {
     const byId = new Map(fixture.events.map((e) => [e.event_id, e]));
     const before = fixture.resolve_before ? await statesBefore(fixture, fixture.room_version) : undefined;
     for (const event of fixture.events) {
-      const authEvents = referenceIds(event.auth_events).map((id) => byId.get(id)!);
+      const authEvents = authEventIds(event, version).map((id) => byId.get(id)!);
       const check = checkEventAgainstAuthEvents(event, authEvents, version, verifier);
       if (fixture.unauthorised?.includes(event.event_id)) await expect(check).rejects.toThrow();
       else await expect(check, event.event_id).resolves.toBeUndefined();
       if (before) {
         const state = before.get(event.event_id)!;
         const selected = authEventSelection(version, event)
+          .filter(([type, key]) => !(version.roomIdFromCreateEvent && isCreateEvent({ type, state_key: key })))
           .map(([type, key]) => state.get(stateKey(type, key)))
           .filter((id): id is string => id !== undefined);
         expect(new Set(referenceIds(event.auth_events)), event.event_id).toEqual(new Set(selected));
@@ -140,7 +143,7 @@ async function randomForks(versionId: string, seed: number): Promise<{ room: Tes
       { type: 'm.room.name', sender, state_key: '', content: { name: `n${step}` } },
       { type: 'm.room.member', sender, state_key: target, content: { membership: pick(['join', 'leave', 'ban', 'invite']) } },
       { type: 'm.room.join_rules', sender, state_key: '', content: { join_rule: pick(['public', 'invite']) } },
-      { type: 'm.room.power_levels', sender, state_key: '', content: { users: { [alice]: 100, [sender]: level, [target]: pick([0, 50]) } } },
+      { type: 'm.room.power_levels', sender, state_key: '', content: { users: { ...(room.version.privilegedCreators ? {} : { [alice]: 100 }), [sender]: level, [target]: pick([0, 50]) } } },
     ]);
     const event = await fork.build(fields);
     try {
@@ -154,7 +157,7 @@ async function randomForks(versionId: string, seed: number): Promise<{ room: Tes
 }
 
 describe('order independence', () => {
-  it.each(['1', '2', '6', '10', '11'])('v%s: random forked rooms resolve the same whatever the order of the state sets', async (v) => {
+  it.each(['1', '2', '6', '10', '11', '12'])('v%s: random forked rooms resolve the same whatever the order of the state sets', async (v) => {
     const version = requireRoomVersion(v);
     for (let seed = 1; seed <= 4; seed++) {
       const { room, states } = await randomForks(v, seed * 7919 + Number(v));
@@ -178,10 +181,32 @@ describe('auth difference', () => {
     const forkB = room.branch();
     const topic = await forkA.send({ type: 'm.room.topic', sender: bob, state_key: '', content: { topic: 'a' } }); // cites Bob's join
     const name = await forkB.send({ type: 'm.room.name', sender: alice, state_key: '', content: { name: 'b' } }); // does not
-    const difference = await authDifference([forkA.state, forkB.state], new EventCache(room.source()));
+    const difference = await authDifference([forkA.state, forkB.state], new EventCache(room.source(), room.version));
     // Bob's join is in both states: under the literal "auth chain excludes the event" it would be in the difference.
     expect(difference.has(bobJoin.event_id)).toBe(false);
     expect(difference).toEqual(new Set([topic.event_id, name.event_id]));
+  });
+});
+
+describe('conflicted state subgraph (v2.1, room version 12)', () => {
+  it('holds the events on auth paths between conflicted events, ends included, and nothing off them', async () => {
+    const alice = '@alice:example.org';
+    const room = await new TestRoom('12').bootstrap(alice);
+    const create = room.lookup('m.room.create', '')!;
+    const join = room.lookup('m.room.member', alice)!;
+    const pl0 = room.lookup('m.room.power_levels', '')!;
+    const pl1 = await room.powerLevels(alice, { users: { '@bob:example.org': 10 } });
+    const pl2 = await room.powerLevels(alice, { users: { '@bob:example.org': 20 } });
+    const topic = await room.send({ type: 'm.room.topic', sender: alice, state_key: '', content: { topic: 'off the path' } });
+    const cache = new EventCache(room.source(), room.version);
+    // The create event is implied, not listed, but every auth chain reaches it.
+    expect(referenceIds(pl2.auth_events)).not.toContain(create.event_id);
+    expect(await cache.authChain(pl2.event_id)).toContain(create.event_id);
+    const subgraph = await conflictedStateSubgraph(new Set([pl0.event_id, pl2.event_id]), cache, room.version);
+    expect(subgraph).toEqual(new Set([pl0.event_id, pl1.event_id, pl2.event_id]));
+    for (const off of [create, join, topic]) expect(subgraph.has(off.event_id)).toBe(false);
+    // The topic cites pl2, which cites pl1: pl2 lies between them.
+    expect(await conflictedStateSubgraph(new Set([topic.event_id, pl1.event_id]), cache, room.version)).toEqual(new Set([topic.event_id, pl2.event_id, pl1.event_id]));
   });
 });
 
@@ -189,7 +214,7 @@ describe('hooks for the room engine', () => {
   it('uses getAuthChain when given and reaches the same answer', async () => {
     const fixture = fixtures.find((f) => f.file === 'mainline-sort.json')!;
     const byId = new Map(fixture.events.map((e) => [e.event_id, e]));
-    const chains = new EventCache(sourceOf(fixture.events));
+    const chains = new EventCache(sourceOf(fixture.events), requireRoomVersion(fixture.room_version));
     let asked = 0;
     const source: EventSource = {
       getEvent: async (id) => byId.get(id),
@@ -221,7 +246,7 @@ describe('hooks for the room engine', () => {
     withoutPowerLevels.delete(stateKey('m.room.power_levels', ''));
     withoutPowerLevels.delete(stateKey('m.room.topic', ''));
     const run = (rejected: boolean) =>
-      iterativeAuthChecks(version, [topic.event_id], withoutPowerLevels, new EventCache({ ...room.source(), isRejected: (id) => rejected && id === promote.event_id }), verifier);
+      iterativeAuthChecks(version, [topic.event_id], withoutPowerLevels, new EventCache({ ...room.source(), isRejected: (id) => rejected && id === promote.event_id }, version), verifier);
     expect((await run(false)).get(stateKey('m.room.topic', ''))).toBe(topic.event_id);
     expect((await run(true)).get(stateKey('m.room.topic', ''))).toBeUndefined();
   });

@@ -21,8 +21,12 @@ export interface DeviceListSource {
   userDevices(server: string, userId: string, signal?: AbortSignal): Promise<Record<string, unknown>>;
 }
 
-/** Short: a peer that failed once is tried again soon, and at once when it reconnects. */
-export const DEFAULT_DEVICE_LIST_BACKOFF: BackoffPolicy = { initialMs: 1_000, refusedMs: 30_000, maxMs: 5 * 60_000 };
+/**
+ * Short: a peer that failed is tried again after 2 s, doubling up to a minute, and at once when
+ * it reconnects. A refusal waits no longer than a failure: what a server refuses about one user
+ * fails that user alone (below), and a server that refuses us outright is as likely to be back.
+ */
+export const DEFAULT_DEVICE_LIST_BACKOFF: BackoffPolicy = { initialMs: 2_000, refusedMs: 2_000, maxMs: 60_000 };
 
 export interface RemoteDeviceListsOptions {
   db: Database;
@@ -67,10 +71,15 @@ interface ServerQueue {
 /** A server refused or failed: the user's cached list stays, marked stale. */
 export class DeviceListResyncError extends Error {
   override name = 'DeviceListResyncError';
+  /** The server answered for this user alone (it knows no such user, or refused the request as bad): the rest of its users go on. */
+  userOnly = false;
   constructor(readonly server: string, message: string, readonly errcode = 'M_UNKNOWN') {
     super(message);
   }
 }
+
+/** Answers about one user rather than the server: it does not know them (404), or the request for them is bad (400). */
+const USER_ONLY_STATUSES = new Set([400, 404]);
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -277,7 +286,7 @@ export class RemoteDeviceLists {
           for (const w of waiters) w.resolve();
         } catch (error) {
           for (const w of waiters) w.reject(error);
-          if (error instanceof DeviceListResyncError && error.errcode === 'M_NOT_FOUND') continue; // that user only
+          if (error instanceof DeviceListResyncError && error.userOnly) continue;
           // The server failed: back off, keep this user and the rest waiting (they stay stale)
           // for the retry when the backoff ends.
           queue.waiting.add(userId);
@@ -317,10 +326,13 @@ export class RemoteDeviceLists {
       await this.userLock.run(userId, async () => this.markStale(userId, await this.get(userId)));
       const status = (error as { status?: unknown }).status;
       const errcode = (error as { errcode?: unknown }).errcode;
-      if (status === 404 || errcode === 'M_NOT_FOUND') throw new DeviceListResyncError(server, `${server} knows no ${userId}`, 'M_NOT_FOUND');
-      throw Object.assign(new DeviceListResyncError(server, error instanceof Error ? error.message : String(error), typeof errcode === 'string' ? errcode : 'M_UNKNOWN'), {
-        status, retryAfterMs: (error as { retryAfterMs?: unknown }).retryAfterMs,
-      });
+      const failure = status === 404 || errcode === 'M_NOT_FOUND'
+        ? new DeviceListResyncError(server, `${server} knows no ${userId}`, 'M_NOT_FOUND')
+        : Object.assign(new DeviceListResyncError(server, error instanceof Error ? error.message : String(error), typeof errcode === 'string' ? errcode : 'M_UNKNOWN'), {
+          status, retryAfterMs: (error as { retryAfterMs?: unknown }).retryAfterMs,
+        });
+      failure.userOnly = typeof status === 'number' && USER_ONLY_STATUSES.has(status);
+      throw failure;
     }
     const next = parseUserDevices(userId, answer);
     // Of a user who shares no room with ours, no updates will come: the list is good for this answer only.

@@ -270,4 +270,20 @@ describe('device lists against a scripted remote server (not Hearth), over HTTPS
     expect(down.device_keys[bob]).toEqual(up.device_keys[bob]);
     expect(Object.keys(down.failures)).toEqual([remote.name]);
   });
+
+  it('one user the remote refuses a request about does not hold up its other users', async () => {
+    const refused = `@refused:${remote.name}`;
+    const fine = `@fine:${remote.name}`;
+    const roomId = await createRoom(alice);
+    for (const userId of [refused, fine]) await remote.joinRoom(host.name, roomId, userId);
+    remote.answerAlways('GET', userDevicesPath(refused), () => ({ status: 400, body: { errcode: 'M_INVALID_PARAM', error: 'not for you' } }));
+    remote.answerAlways('GET', userDevicesPath(fine), () => devicesAnswer(fine, 1, [{ device_id: 'D1', keys: { device_keys: {} } }]));
+    const answer = await keysQuery(alice, { [refused]: [], [fine]: [] });
+    expect(Object.keys(answer.device_keys[fine] ?? {})).toEqual(['D1']);
+    expect(Object.keys(answer.failures)).toEqual([remote.name]);
+    // And the server is not backing off: a new user of it is asked at once.
+    const later = `@later:${remote.name}`;
+    remote.answerAlways('GET', userDevicesPath(later), () => devicesAnswer(later, 1, [{ device_id: 'D9', keys: { device_keys: {} } }]));
+    expect(Object.keys((await keysQuery(alice, { [later]: [] })).device_keys[later] ?? {})).toEqual(['D9']);
+  });
 });

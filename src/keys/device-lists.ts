@@ -166,10 +166,14 @@ export class RemoteDeviceLists {
     for (const userId of userIds) tx.run('UPDATE remote_device_lists SET stale = 1 WHERE user_id = ?', [userId]);
   }
 
-  /** Applies an m.device_list_update from `origin` (dropped when the user is not of that server). */
+  /**
+   * Applies an m.device_list_update from `origin`. Dropped when the user is not of that server,
+   * or shares no room with ours (as Synapse drops it): their list is stale already (unshared),
+   * and is resynced when someone asks, so an update must not make us fetch lists for strangers.
+   */
   async receiveUpdate(origin: string, update: DeviceListUpdateEdu): Promise<void> {
     const userId = update.user_id;
-    if (serverNameOf(userId) !== origin || this.options.isLocal(userId)) return;
+    if (serverNameOf(userId) !== origin || this.options.isLocal(userId) || !(await this.options.sharesRoom(userId))) return;
     const resync = await this.userLock.run(userId, async () => {
       const list = await this.get(userId);
       if (list && update.stream_id <= list.streamId) return false; // seen already

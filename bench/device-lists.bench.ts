@@ -280,8 +280,107 @@ export async function run(): Promise<void> {
   }
   const elapsed = performance.now() - started;
   a.onConnect = () => {};
+  report('peers meet → E2EE-ready', `two peers over libp2p TCP on 127.0.0.1, durable files, from A's onPeerConnected; ${ROUNDS} rounds each after ${WARMUP_ROUNDS} warm-up, a device added on B while apart; ${(elapsed / 1000).toFixed(1)} s`, rows);
+
+  // The last variant left B's queue asleep in its long backoff: as if A had just reconnected, wake it.
+  a.forward = b.forward = true;
+  b.homeserver.federation.peerConnected(a.homeserver.serverName);
+  await recoveries(a, b, alice, bob);
   await b.close();
   await a.close();
+}
 
-  report('peers meet → E2EE-ready', `two peers over libp2p TCP on 127.0.0.1, durable files, from A's onPeerConnected; ${ROUNDS} rounds each after ${WARMUP_ROUNDS} warm-up, a device added on B while apart; ${(elapsed / 1000).toFixed(1)} s`, rows);
+/**
+ * The two ways a list goes wrong while peers stay connected, each from the moment it is
+ * noticed to the new device listed by alice's /keys/query, beside a /keys/query answered from
+ * the list A holds (the same request, no resync), measured in turns:
+ * - a missing update: B's m.device_list_update for bob's new device is lost (A's intake skips
+ *   it); the next, for that device's keys, names it as prev_id (time zero: A takes that one);
+ * - a rejoin: alice leaves the only room she shares with bob, he adds a device (B tells A
+ *   nothing: no room is shared), and alice joins again (time zero: her /join answered).
+ */
+async function recoveries(a: Peer, b: Peer, alice: Account, bob: Account): Promise<void> {
+  const bName = b.homeserver.serverName;
+  const query = () => call(a.url, 'POST', '/_matrix/client/v3/keys/query', alice.token, { device_keys: { [bob.userId]: [] } });
+  const listed = async (deviceId: string) => (await query()).device_keys?.[bob.userId]?.[deviceId] !== undefined;
+  const room = (await call(a.url, 'POST', '/_matrix/client/v3/createRoom', alice.token, { preset: 'public_chat' })).room_id as string;
+  await call(b.url, 'POST', `/_matrix/client/v3/join/${enc(room)}?via=${a.homeserver.serverName}`, bob.token, {});
+  let bobSince = (await call(b.url, 'GET', '/_matrix/client/v3/sync?timeout=0', bob.token)).next_batch as string;
+  /** Long-polls bob's /sync until the room's timeline shows the user's membership. */
+  const untilBobSees = async (roomId: string, userId: string, membership: string) => {
+    for (;;) {
+      const body = await call(b.url, 'GET', `/_matrix/client/v3/sync?timeout=10000&since=${bobSince}`, bob.token);
+      bobSince = body.next_batch;
+      if ((body.rooms?.join?.[roomId]?.timeline?.events ?? []).some((e: Json) => e.type === 'm.room.member' && e.state_key === userId && e.content?.membership === membership)) return;
+    }
+  };
+  /** Polls /keys/query until the device is listed: each answer waits for the resync in flight, so this waits on it, not on a clock. */
+  const untilListed = async (deviceId: string, deadline: number) => {
+    while (performance.now() < deadline) if (await listed(deviceId)) return performance.now();
+    return undefined;
+  };
+
+  // A's intake of m.device_list_update, seen: the next one can be lost (as if in transit), and each arrival timed.
+  const lists = a.homeserver.services.keys.remoteLists;
+  const receiveUpdate = lists.receiveUpdate.bind(lists);
+  let loseNext: (() => void) | undefined;
+  let arrived: ((at: number) => void) | undefined;
+  lists.receiveUpdate = async (origin, update) => {
+    if (loseNext) return void (loseNext(), (loseNext = undefined));
+    arrived?.(performance.now());
+    return receiveUpdate(origin, update);
+  };
+
+  const cached: number[] = [];
+  const missing: number[] = [];
+  const rejoin: number[] = [];
+  const joins: number[] = [];
+  let missed = 0;
+  for (let i = 0; i < WARMUP_ROUNDS + ROUNDS; i++) {
+    const warm = i < WARMUP_ROUNDS;
+    // From the list A holds, fresh.
+    let t = performance.now();
+    await query();
+    if (!warm) cached.push(performance.now() - t);
+
+    // A new device's update lost on the way, then its keys' update, whose prev_id names the lost one.
+    const dropped = new Promise<void>((resolve) => (loseNext = resolve));
+    const lost = await login(b, 'bob');
+    await dropped;
+    const noticed = new Promise<number>((resolve) => (arrived = resolve));
+    await uploadKeys(b, lost);
+    const t0 = await noticed;
+    arrived = undefined;
+    const ready = await untilListed(lost.deviceId, t0 + ROUND_DEADLINE_MS);
+    if (ready === undefined) missed++;
+    else if (!warm) missing.push(ready - t0);
+
+    // Apart in no room, then together again.
+    await call(a.url, 'POST', `/_matrix/client/v3/rooms/${enc(room)}/leave`, alice.token, {});
+    await untilBobSees(room, alice.userId, 'leave');
+    const meanwhile = await login(b, 'bob');
+    await uploadKeys(b, meanwhile);
+    t = performance.now();
+    await call(a.url, 'POST', `/_matrix/client/v3/join/${enc(room)}?via=${bName}`, alice.token, {});
+    const joined = performance.now();
+    const usable = await untilListed(meanwhile.deviceId, joined + ROUND_DEADLINE_MS);
+    if (usable === undefined) missed++;
+    else if (!warm) {
+      rejoin.push(usable - joined);
+      joins.push(joined - t);
+    }
+  }
+  lists.receiveUpdate = receiveUpdate;
+  const sorted = (xs: number[]) => [...xs].sort((x, y) => x - y);
+  const base = percentile(sorted(cached), 50);
+  const row = (label: string, xs: number[]): Row => {
+    const p50 = percentile(sorted(xs), 50);
+    return [label, p50, 'ms p50', `${(p50 / base).toFixed(1)}× the cached /keys/query; max ${sorted(xs).at(-1)?.toFixed(0) ?? '–'} ms`];
+  };
+  report('device lists recover', `the same two peers, connected; ${ROUNDS} rounds after ${WARMUP_ROUNDS} warm-up${missed ? `; ${missed} not ready within ${ROUND_DEADLINE_MS / 1000} s` : ''}`, [
+    ['/keys/query answered from the list A holds (the baseline)', base, 'ms p50', `max ${sorted(cached).at(-1)?.toFixed(0)} ms`],
+    row('a missing update detected → the resynced list lists the lost device', missing),
+    row('a rejoin answered → the device added while apart listed', rejoin),
+    ['  the rejoin itself (make_join, send_join through B)', percentile(sorted(joins), 50), 'ms p50', ''],
+  ]);
 }

@@ -286,4 +286,25 @@ describe('device lists against a scripted remote server (not Hearth), over HTTPS
     remote.answerAlways('GET', userDevicesPath(later), () => devicesAnswer(later, 1, [{ device_id: 'D9', keys: { device_keys: {} } }]));
     expect(Object.keys((await keysQuery(alice, { [later]: [] })).device_keys[later] ?? {})).toEqual(['D9']);
   });
+
+  it("updates applied in stream order: a deletion removes the device, duplicates and older stream IDs change nothing, and an update about another server's user is ignored", async () => {
+    const bob = `@bob:${remote.name}`;
+    const roomId = await createRoom(alice);
+    await remote.joinRoom(host.name, roomId, bob);
+    const keys = (deviceId: string) => ({ user_id: bob, device_id: deviceId, algorithms: ['m.olm.v1.curve25519-aes-sha2'], keys: { [`ed25519:${deviceId}`]: deviceId }, signatures: {} });
+    remote.answerAlways('GET', userDevicesPath(bob), () => devicesAnswer(bob, 1, [{ device_id: 'D1', keys: keys('D1') }, { device_id: 'D2', keys: keys('D2') }]));
+    expect(Object.keys((await keysQuery(alice, { [bob]: [] })).device_keys[bob]).sort()).toEqual(['D1', 'D2']);
+
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: bob, device_id: 'D2', stream_id: 2, prev_id: [1], deleted: true });
+    expect(Object.keys((await keysQuery(alice, { [bob]: [] })).device_keys[bob])).toEqual(['D1']);
+    // The same update again, and one older than what we hold: nothing comes back.
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: bob, device_id: 'D2', stream_id: 2, prev_id: [1], deleted: true });
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: bob, device_id: 'D2', stream_id: 1, keys: keys('D2') });
+    expect(Object.keys((await keysQuery(alice, { [bob]: [] })).device_keys[bob])).toEqual(['D1']);
+    // The remote speaking for alice's server's user is not heard.
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: alice.userId, device_id: 'FORGED', stream_id: 1, keys: keys('FORGED') });
+    expect(Object.keys((await keysQuery(alice, { [alice.userId]: [] })).device_keys[alice.userId] ?? {})).not.toContain('FORGED');
+    // No resync was needed for any of it: one /user/devices in all.
+    expect(remote.received.filter(isUserDevices(bob)).length).toBe(1);
+  });
 });

@@ -15,12 +15,6 @@ import { startSynapse, stopAllSynapses, SYNAPSE_VERSION, type SynapseServer } fr
 
 const PASSWORD = 'correct horse battery staple';
 
-/**
- * Synapse 1.163 makes room version 12 rooms by default.
- * TODO(room v12): drop this once Hearth implements room version 12 (issue 35, item 9), so that
- * rooms made on Synapse are the ones its users get.
- */
-const SYNAPSE_ROOM_VERSION = { room_version: '10' };
 
 let tls: TestTls;
 let synapse: SynapseServer;
@@ -33,8 +27,6 @@ interface Side {
   server: { name: string; url: string; fetch: typeof fetch };
   account: Account;
   client: sdk.MatrixClient;
-  /** What createRoom needs on this server besides the test's own options. */
-  roomDefaults: Partial<sdk.ICreateRoomOpts>;
 }
 
 let onSynapse: Side;
@@ -74,8 +66,8 @@ beforeAll(async () => {
   tls = await createTestTls();
   [synapse, hearth] = await Promise.all([startSynapse({ tls }), spawnHttpsHearth(tls)]);
   const [sam, hana] = await Promise.all([register(synapse, 'sam', PASSWORD), register(hearth, 'hana', PASSWORD)]);
-  onSynapse = { label: `Synapse ${SYNAPSE_VERSION}`, server: synapse, account: sam, client: await client(synapse, sam), roomDefaults: SYNAPSE_ROOM_VERSION };
-  onHearth = { label: 'Hearth', server: hearth, account: hana, client: await client(hearth, hana), roomDefaults: {} };
+  onSynapse = { label: `Synapse ${SYNAPSE_VERSION}`, server: synapse, account: sam, client: await client(synapse, sam) };
+  onHearth = { label: 'Hearth', server: hearth, account: hana, client: await client(hearth, hana) };
 });
 
 // A failing test shows what each server logged while it ran.
@@ -101,7 +93,7 @@ describe.each([
 ])('a room $direction', ({ creator: creatorSide, joiner: joinerSide, hearthResident }) => {
   it('joined by ID (through the creator’s server), with messages both ways', async () => {
     const [creator, joiner] = [creatorSide(), joinerSide()];
-    const { room_id: roomId } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'By ID' });
+    const { room_id: roomId } = await creator.client.createRoom({ preset: sdk.Preset.PublicChat, name: 'By ID' });
     await joiner.client.joinRoom(roomId, { viaServers: [creator.server.name] });
     await waitFor(creator.client, () => membership(creator.client, roomId, joiner.account.userId) === 'join', 15_000, `the join on ${creator.label}`);
     await waitFor(joiner.client, () => joiner.client.getRoom(roomId)?.name === 'By ID', 15_000, `the room's state on ${joiner.label}`);
@@ -113,7 +105,7 @@ describe.each([
   it('joined by alias, with messages both ways', async () => {
     const [creator, joiner] = [creatorSide(), joinerSide()];
     const localpart = `alias-${creator === onSynapse ? 'synapse' : 'hearth'}`;
-    const { room_id: roomId } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, room_alias_name: localpart, name: 'By alias' });
+    const { room_id: roomId } = await creator.client.createRoom({ preset: sdk.Preset.PublicChat, room_alias_name: localpart, name: 'By alias' });
     const joined = await joiner.client.joinRoom(`#${localpart}:${creator.server.name}`);
     expect(joined.roomId).toBe(roomId);
     await waitFor(creator.client, () => membership(creator.client, roomId, joiner.account.userId) === 'join', 15_000, `the join on ${creator.label}`);
@@ -124,7 +116,7 @@ describe.each([
 
   it('an invite to the other server, accepted', async () => {
     const [inviter, invitee] = [creatorSide(), joinerSide()];
-    const { room_id: roomId } = await inviter.client.createRoom({ ...inviter.roomDefaults, preset: sdk.Preset.PrivateChat, name: 'Accepted' });
+    const { room_id: roomId } = await inviter.client.createRoom({ preset: sdk.Preset.PrivateChat, name: 'Accepted' });
     await inviter.client.invite(roomId, invitee.account.userId);
     await waitFor(invitee.client, () => invitee.client.getRoom(roomId)?.getMyMembership() === 'invite', 15_000, `the invite on ${invitee.label}`);
     // The invite carries the room's stripped state, so the invitee sees the name before joining.
@@ -136,7 +128,7 @@ describe.each([
 
   it('an invite to the other server, rejected', async () => {
     const [inviter, invitee] = [creatorSide(), joinerSide()];
-    const { room_id: roomId } = await inviter.client.createRoom({ ...inviter.roomDefaults, preset: sdk.Preset.PrivateChat, name: 'Rejected' });
+    const { room_id: roomId } = await inviter.client.createRoom({ preset: sdk.Preset.PrivateChat, name: 'Rejected' });
     await inviter.client.invite(roomId, invitee.account.userId);
     await waitFor(invitee.client, () => invitee.client.getRoom(roomId)?.getMyMembership() === 'invite', 15_000, `the invite on ${invitee.label}`);
     await invitee.client.leave(roomId);
@@ -147,7 +139,6 @@ describe.each([
   it('a knock from the other server, let in by an invite', async () => {
     const [creator, knocker] = [creatorSide(), joinerSide()];
     const { room_id: roomId } = await creator.client.createRoom({
-      ...creator.roomDefaults,
       name: 'Porch',
       initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'knock' } }],
     });
@@ -166,9 +157,8 @@ describe.each([
   // send_join does not countersign, so a remote member of the allowed room cannot join (issue 35, item 1).
   (hearthResident ? it.fails : it)('a restricted room: a member of the allowed room joins through the creator’s server (join_authorised_via_users_server), someone else is refused', async () => {
     const [creator, joiner] = [creatorSide(), joinerSide()];
-    const { room_id: club } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Club' });
+    const { room_id: club } = await creator.client.createRoom({ preset: sdk.Preset.PublicChat, name: 'Club' });
     const { room_id: annex } = await creator.client.createRoom({
-      ...creator.roomDefaults,
       name: 'Annex',
       initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'restricted', allow: [{ type: 'm.room_membership', room_id: club }] } }],
     });
@@ -191,7 +181,7 @@ describe.each([
 
   it('history from before the join is paged back through the creator’s server (backfill), with /context around an old event', async () => {
     const [creator, joiner] = [creatorSide(), joinerSide()];
-    const { room_id: roomId } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Archive' });
+    const { room_id: roomId } = await creator.client.createRoom({ preset: sdk.Preset.PublicChat, name: 'Archive' });
     const sent: string[] = [];
     for (let i = 1; i <= 30; i++) sent.push(await send(creator, roomId, 'm.room.message', { msgtype: 'm.text', body: `old ${i}` }));
     await joiner.client.joinRoom(roomId, { viaServers: [creator.server.name] });
@@ -220,7 +210,7 @@ describe.each([
 
   it('relations across servers: a reaction and a thread reply from the joiner, an edit from the creator, related on both', async () => {
     const [creator, joiner] = [creatorSide(), joinerSide()];
-    const { room_id: roomId } = await creator.client.createRoom({ ...creator.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Relations' });
+    const { room_id: roomId } = await creator.client.createRoom({ preset: sdk.Preset.PublicChat, name: 'Relations' });
     await joiner.client.joinRoom(roomId, { viaServers: [creator.server.name] });
     const { event_id: root } = await creator.client.sendTextMessage(roomId, 'the root');
     await waitFor(joiner.client, () => joiner.client.getRoom(roomId)?.findEventById(root), 15_000, `the root on ${joiner.label}`);
@@ -253,7 +243,7 @@ describe.each([
 
   beforeAll(async () => {
     const [sender, receiver] = [senderSide(), receiverSide()];
-    ({ room_id: roomId } = await sender.client.createRoom({ ...sender.roomDefaults, preset: sdk.Preset.PublicChat, name: 'Lounge' }));
+    ({ room_id: roomId } = await sender.client.createRoom({ preset: sdk.Preset.PublicChat, name: 'Lounge' }));
     await receiver.client.joinRoom(roomId, { viaServers: [sender.server.name] });
     await waitFor(sender.client, () => membership(sender.client, roomId, receiver.account.userId) === 'join', 15_000, `the join on ${sender.label}`);
   });
@@ -314,7 +304,7 @@ describe('end-to-end encryption with Rust crypto on both servers', () => {
   }, 90_000);
 
   it('a DM made on Synapse with a Hearth user: messages decrypt on the other side', async () => {
-    const roomId = await startEncryptedRoom(samE2ee, hanaE2ee, { ...SYNAPSE_ROOM_VERSION, is_direct: true });
+    const roomId = await startEncryptedRoom(samE2ee, hanaE2ee, { is_direct: true });
     await samE2ee.sendTextMessage(roomId, 'a secret made on Synapse');
     await until(hanaE2ee, () => decryptedBodies(hanaE2ee, roomId).includes('a secret made on Synapse'), 'the secret decrypted on Hearth');
     await hanaE2ee.sendTextMessage(roomId, 'a secret answered from Hearth');

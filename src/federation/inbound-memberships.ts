@@ -1,6 +1,6 @@
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomEvent } from '../events/event.ts';
-import { computeEventId, type PDU } from '../events/pdu.ts';
+import { computeEventId, receivedEventForms, type PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import type { RoomGraph } from '../rooms/dag.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
@@ -26,6 +26,8 @@ export interface InboundMembershipDeps {
     /** Hands an accepted event on to the room's other servers. */
     forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
     graph: Pick<RoomGraph, 'authChain' | 'authChainOf'>;
+    /** Whether a server's signature on an event verifies. */
+    signedBy(pdu: PDU, version: RoomVersion, server: string): Promise<boolean>;
   };
   /** Whether the room's server ACL lets the server take part (`acl.ts`). */
   serverAllowed(roomId: string, serverName: string): Promise<boolean>;
@@ -109,7 +111,13 @@ export interface SendMembershipRequest {
  */
 async function acceptMembership(deps: InboundMembershipDeps, request: SendMembershipRequest, membership: RemoteMembership): Promise<{ version: RoomVersion; pdu: PDU; eventId: string; stored: StoredEvent }> {
   const version = await residentRoom(deps, request.origin, request.roomId);
-  const { pdu, eventId } = membershipEvent(request.origin, version, request.body, request.roomId, request.eventId, membership);
+  const sent = membershipEvent(request.origin, version, request.body, request.roomId, request.eventId, membership);
+  const { eventId } = sent;
+  // JSON the room's version forbids (a float from v6 on) is 400 M_BAD_JSON, before any signature is looked at.
+  receivedEventForms(sent.pdu, version);
+  // An event its sender's server did not sign is no request of theirs: 403, as Synapse answers (the room engine would say 400).
+  if (!(await deps.federation.signedBy(sent.pdu, version, request.origin))) throw forbidden(`the ${membership} is not signed by ${request.origin}`);
+  const { pdu } = sent;
   const stored = await deps.rooms.receiveEvent(pdu);
   if (stored.rejected || stored.softFailed) throw forbidden(`the ${membership} is not allowed: ${stored.rejected ?? 'the room no longer allows it'}`);
   await deps.federation.forward(stored.event, version, request.origin);

@@ -75,6 +75,8 @@ export interface ScriptedRemote {
   answerNext(method: string, pattern: RegExp, respond: Responder): Promise<RemoteRequest>;
   /** Every request matching is answered by `respond`, unless a scripted answer takes it first. */
   answerAlways(method: string, pattern: RegExp, respond: Responder): void;
+  /** What the remote answers to a request by default, with no script: for a script that alters it. */
+  defaultAnswer(request: RemoteRequest): Promise<RemoteAnswer>;
   /** Resolves with the first request (received already, or to come) that `matches`. */
   waitFor(matches: (request: RemoteRequest) => boolean): Promise<RemoteRequest>;
   /** Resolves once a PDU that `matches` has arrived in a transaction (or has already). */
@@ -106,8 +108,12 @@ export interface ScriptedRemote {
   close(): Promise<void>;
 }
 
-/** A remote on 127.0.0.1 with an OS-chosen port, serving the test's leaf and trusting its CA. */
-export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Promise<ScriptedRemote> {
+/**
+ * A remote on 127.0.0.1 with an OS-chosen port, serving the test's leaf and trusting its CA, named
+ * `localhost:PORT`, or `127.0.0.1:PORT` with `host` (an IP literal: a server ACL can tell it from a
+ * Hearth host named localhost, ACLs ignoring ports).
+ */
+export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, options: { host?: 'localhost' | '127.0.0.1' } = {}): Promise<ScriptedRemote> {
   const keys = await ServerSigningKeys.open({ storage: memorySigningKeyStorage(), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
   /** One-time answers, oldest first, tried before the standing ones. */
   const scripted: Route[] = [];
@@ -161,7 +167,7 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Pr
     socket.once('close', () => sockets.delete(socket));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  name = `localhost:${(server.address() as AddressInfo).port}`;
+  name = `${options.host ?? 'localhost'}:${(server.address() as AddressInfo).port}`;
   const transport: HttpsFederationTransport = createHttpsFederationTransport({ extraCa: [tls.ca.cert] });
   const client = new FederationClient(transport, name, keys.keyId, keys.signingKey);
 
@@ -319,6 +325,8 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Pr
     });
   }
 
+  // What it answers unscripted: the routes above, before any test adds its own.
+  const defaults = [...standing];
   return {
     name,
     keys,
@@ -327,6 +335,10 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Pr
     rooms,
     answerNext: (method, pattern, respond) => new Promise((resolve) => void scripted.push({ method, pattern, respond, answered: resolve })),
     answerAlways: (method, pattern, respond) => void standing.unshift({ method, pattern, respond }),
+    defaultAnswer: async (request) => {
+      const route = defaults.find((r) => r.method === request.method && r.pattern.test(request.path));
+      return route ? route.respond(request) : NOT_FOUND;
+    },
     waitFor,
     waitForPdu: (matches) => inTransactions((body) => (body?.pdus ?? []) as PDU[], matches),
     waitForEdu: (matches) => inTransactions((body) => (body?.edus ?? []) as { edu_type: string; content: any }[], matches),

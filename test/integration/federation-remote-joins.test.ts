@@ -340,3 +340,59 @@ describe('server ACLs, against a server named by its IP literal', () => {
     }
   });
 });
+
+describe('restricted rooms with Hearth as the resident server', () => {
+  async function restrictedPair(): Promise<{ club: string; annex: string }> {
+    const club = await createRoom(alice);
+    const annex = await createRoom(alice, {
+      preset: 'private_chat',
+      initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'restricted', allow: [{ type: 'm.room_membership', room_id: club }] } }],
+    });
+    return { club, annex };
+  }
+
+  it('a remote member of the allowed room joins, vouched for by a local user who may invite and countersigned; a remote user in no allowed room is refused at make_join', async () => {
+    const { club, annex } = await restrictedPair();
+    const bob = `@bob:${remote.name}`;
+    const outsider = `@outsider:${remote.name}`;
+    const refused = await remote.call(host.name, 'GET', `/_matrix/federation/v1/make_join/${enc(annex)}/${enc(outsider)}?ver=10`);
+    expect([refused.status, refused.body.errcode], JSON.stringify(refused.body)).toEqual([403, 'M_FORBIDDEN']);
+
+    await remote.joinRoom(host.name, club, bob);
+    const join = await remote.joinRoom(host.name, annex, bob);
+    expect(join.content).toMatchObject({ membership: 'join', join_authorised_via_users_server: alice.userId });
+    expect(Object.keys(join.signatures)).toEqual(expect.arrayContaining([remote.name, host.name]));
+    expect(await untilMembership(alice, annex, bob, 'join')).toMatchObject({ join_authorised_via_users_server: alice.userId });
+  });
+
+  it('send_join checks again: a join naming another server’s authoriser, or by a user who left the allowed room meanwhile, is refused', async () => {
+    const { club, annex } = await restrictedPair();
+    const bob = `@bob:${remote.name}`;
+    await remote.joinRoom(host.name, club, bob);
+    const made = await remote.call(host.name, 'GET', `/_matrix/federation/v1/make_join/${enc(annex)}/${enc(bob)}?ver=10`);
+    expect(made.body.event.content.join_authorised_via_users_server).toBe(alice.userId);
+
+    const theirs = await fromTemplate({ ...made.body.event, content: { membership: 'join', join_authorised_via_users_server: `@friend:${remote.name}` } }, '10');
+    const notOurs = await remote.call(host.name, 'PUT', `/_matrix/federation/v2/send_join/${enc(annex)}/${enc(theirs.eventId)}`, theirs.event);
+    expect([notOurs.status, notOurs.body.errcode], JSON.stringify(notOurs.body)).toEqual([403, 'M_FORBIDDEN']);
+
+    await remote.sendEvent(club, { type: 'm.room.member', sender: bob, state_key: bob, content: { membership: 'leave' } });
+    await untilMembership(alice, club, bob, 'leave');
+    const { event, eventId } = await fromTemplate(made.body.event, '10');
+    const left = await remote.call(host.name, 'PUT', `/_matrix/federation/v2/send_join/${enc(annex)}/${enc(eventId)}`, event);
+    expect([left.status, left.body.errcode], JSON.stringify(left.body)).toEqual([403, 'M_FORBIDDEN']);
+    expect((await memberContent(alice, annex, bob)).status).toBe(404);
+  });
+
+  it('a local member of the allowed room joins, vouched for by a local user who may invite; a local user in no allowed room is refused', async () => {
+    const { club, annex } = await restrictedPair();
+    const dave = await register(host, `dave${userCount}`);
+    const eve = await register(host, `eve${userCount}`);
+    expect((await clientJoin(dave, club)).status).toBe(200);
+    const joined = await clientJoin(dave, annex);
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    expect((await memberContent(alice, annex, dave.userId)).body).toMatchObject({ membership: 'join', join_authorised_via_users_server: alice.userId });
+    const refused = await clientJoin(eve, annex);
+    expect([refused.status, refused.body.errcode], JSON.stringify(refused.body)).toEqual([403, 'M_FORBIDDEN']);
+  });
+});

@@ -246,11 +246,14 @@ describe('invites: Hearth inviting to a server that is not Hearth', () => {
 });
 
 describe('joins and invites into Hearth from a server that is not Hearth', () => {
-  it('a join with no signature or a bad one is refused with 403 M_FORBIDDEN on v1 and v2; signed, v1 answers [200, {...}]', async () => {
+  it('a join with no signature or a bad one is refused with 403 M_FORBIDDEN on v1 and v2, one with a float 400 M_BAD_JSON; signed, v1 answers [200, {...}]', async () => {
     const roomId = await createRoom(alice);
     const bob = `@bob:${remote.name}`;
     const made = await remote.call(host.name, 'GET', `/_matrix/federation/v1/make_join/${enc(roomId)}/${enc(bob)}?ver=10`);
     expect(made.status, JSON.stringify(made.body)).toBe(200);
+    const floating = await fromTemplate({ ...made.body.event, content: { ...made.body.event.content, bad_val: 1.1 } }, '10');
+    const notJson = await remote.call(host.name, 'PUT', `/_matrix/federation/v2/send_join/${enc(roomId)}/${enc(floating.eventId)}`, floating.event);
+    expect([notJson.status, notJson.body.errcode], JSON.stringify(notJson.body)).toEqual([400, 'M_BAD_JSON']);
     const fake = { [remote.name]: { [remote.keys.keyId]: 'a'.repeat(86) } };
     for (const signatures of [{}, fake]) {
       const { event, eventId } = await fromTemplate(made.body.event, '10', signatures);

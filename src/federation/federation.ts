@@ -1,8 +1,7 @@
 import type { Hono } from 'hono';
-import type { JsonObject } from '../crypto/canonical-json.ts';
+import { CanonicalJsonError, type JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
 import { verifyEventSignature, computeEventId, eventIdOf, contentHashMatches, signNewEvent, referenceIds, receivedEventForms, type PDU } from '../events/pdu.ts';
-import { CanonicalJsonError } from '../crypto/canonical-json.ts';
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomEvent } from '../events/event.ts';
 import { getRoomVersion, ROOM_VERSIONS, type RoomVersion } from '../events/room-versions.ts';

@@ -1,4 +1,4 @@
-import { Hono, type MiddlewareHandler } from 'hono';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { MatrixError, matrixErrorResponse, unrecognized } from '../http/matrix-error.ts';
 import { readRequestBody } from '../http/request-body.ts';
@@ -11,19 +11,20 @@ import { apiMatrixError } from './api-error.ts';
 import { queryRoutes } from './routes/queries.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 import { GapNotFilled } from './transaction-gaps.ts';
-import { parseAuthorization, verifyRequest } from './x-matrix.ts';
+import { MALFORMED, parseAuthorization, verifyRequest } from './x-matrix.ts';
 import { IMPLEMENTATION } from '../util/version.ts';
 
 /** Bodies above this are refused before they are parsed (a transaction of 50 PDUs of 64 KiB fits). */
 export const MAX_FEDERATION_BODY_BYTES = 4 * 1024 * 1024;
 
 const unauthorized = (message: string) => new MatrixError(401, 'M_UNAUTHORIZED', message);
+const malformed = (message: string) => new MatrixError(400, 'M_UNAUTHORIZED', message);
 
 /**
  * Paths served without X-Matrix: the key server and the notary's key queries, the version, and OpenID's userinfo (asked by
  * widgets and integration managers, which are not servers; the token is the credential).
  */
-const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|key\/v2\/query(\/[^/]*)?|federation\/v1\/version|federation\/v1\/openid\/userinfo)\/?$/;
+const UNAUTHENTICATED = /^\/_matrix\/(key\/v2\/server(\/[^/]*)?|key\/v2\/query(\/[^/]*){0,2}|federation\/v1\/version|federation\/v1\/openid\/userinfo)\/?$/;
 
 /**
  * The server-server API as one Request → Response function. Every request but the
@@ -53,9 +54,11 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
     if (UNAUTHENTICATED.test(url.pathname)) return next();
 
     const credentials = parseAuthorization(c.req.header('authorization'));
-    if (!credentials) throw unauthorized('missing or malformed X-Matrix Authorization header');
-    // Before any key is fetched for it: a name that is none would be put into a key server's URL.
-    if (!isValidServerName(credentials.origin)) throw unauthorized('the X-Matrix origin is not a server name');
+    if (!credentials) throw unauthorized('missing X-Matrix Authorization header');
+    // A header that is X-Matrix but no valid one is a bad request (400, still M_UNAUTHORIZED, as Synapse answers it).
+    if (credentials === MALFORMED) throw malformed('malformed X-Matrix Authorization header: it needs an origin, a key and a sig');
+    // Before any key is fetched for it: a name that is none (`localhost:http`, whose port is no number) would be put into a key server's URL.
+    if (!isValidServerName(credentials.origin)) throw malformed('the X-Matrix origin is not a server name');
     // A transport that authenticated the peer (libp2p) names it, and the origin must be that peer;
     // one that did not (HTTPS) names none, and the signature below is all the authentication.
     const remote = c.env.remoteServerName;
@@ -82,11 +85,15 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
   app.get('/_matrix/key/v2/server', async (c) => c.json(await services.keyRing.serverKeys()));
   app.get('/_matrix/key/v2/server/:keyId', async (c) => c.json(await services.keyRing.serverKeys()));
   // The notary (server-server §Querying keys through another server): a key ring that is one (ServerKeys) answers.
-  app.get('/_matrix/key/v2/query/:serverName', async (c) => {
+  // The key ID after the server name is the form before Matrix 1.6 (which servers still ask, as Synapse still serves it).
+  const notaryGet = async (c: Context<FederationEnv>) => {
     if (!services.keyRing.notaryQuery) throw unrecognized();
     const minimum = c.req.query('minimum_valid_until_ts');
-    return c.json(await services.keyRing.notaryQuery(c.req.param('serverName'), minimum && /^\d+$/.test(minimum) ? Number(minimum) : undefined));
-  });
+    const keyId = c.req.param('keyId');
+    return c.json(await services.keyRing.notaryQuery(c.req.param('serverName')!, minimum && /^\d+$/.test(minimum) ? Number(minimum) : undefined, keyId ? [keyId] : undefined));
+  };
+  app.get('/_matrix/key/v2/query/:serverName', notaryGet);
+  app.get('/_matrix/key/v2/query/:serverName/:keyId', notaryGet);
   app.post('/_matrix/key/v2/query', async (c) => {
     if (!services.keyRing.notaryBatch) throw unrecognized();
     return c.json(await services.keyRing.notaryBatch(c.get('body')));

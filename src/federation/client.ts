@@ -19,9 +19,22 @@ export class FederationRequestError extends Error {
     message: string,
     /** From Retry-After or retry_after_ms, when the server asked us to wait. */
     readonly retryAfterMs?: number,
+    /** The error's JSON object as the server answered it (`room_version` of M_INCOMPATIBLE_ROOM_VERSION, say); undefined when it answered none. */
+    readonly details?: Record<string, unknown>,
   ) {
     super(message);
   }
+}
+
+/**
+ * Whether a server answered that it does not serve an endpoint (server-server §API standards since
+ * Matrix 1.6: 404 or 405 `M_UNRECOGNIZED`; older servers answer 404 with no JSON, or 400
+ * `M_UNRECOGNIZED`, as Synapse counts them), so that the older form of the endpoint is worth a try.
+ */
+export function isUnknownEndpoint(error: unknown): boolean {
+  if (!(error instanceof FederationRequestError)) return false;
+  if (error.status === 404 || error.status === 405) return error.details === undefined || error.errcode === 'M_UNRECOGNIZED';
+  return error.status === 400 && error.errcode === 'M_UNRECOGNIZED';
 }
 
 export interface MakeMembershipResponse {
@@ -74,17 +87,19 @@ export class FederationClient {
     destination: string,
     method: 'GET' | 'PUT' | 'POST',
     path: string,
-    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal; maxResponseBytes?: number } = {},
+    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; signal?: AbortSignal; maxResponseBytes?: number; v1Answer?: boolean } = {},
   ): Promise<T> {
     const response = await this.signedExchange(destination, method, path, options);
     const text = await response.text();
+    if (!response.ok) throw requestError(destination, method, path, response, text);
     let body: unknown;
     try {
       body = text === '' ? {} : JSON.parse(text);
     } catch {
       throw new FederationRequestError(destination, response.status, 'M_NOT_JSON', `${method} ${path}: the response is not JSON`);
     }
-    if (!response.ok) throw requestError(destination, method, path, response, text);
+    // The v1 send_join, send_leave and invite answer `[200, body]` (their old definitions; the spec kept them until MSC4376).
+    if (options.v1Answer) body = Array.isArray(body) && body.length === 2 && body[0] === 200 ? body[1] : undefined;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw new FederationRequestError(destination, response.status, 'M_BAD_JSON', `${method} ${path}: the response is not a JSON object`);
     }
@@ -100,13 +115,14 @@ export class FederationClient {
     method: 'GET' | 'PUT',
     path: string,
     arrayKeys: readonly string[],
-    options: { query?: Record<string, string | string[] | undefined>; body?: unknown },
+    options: { query?: Record<string, string | string[] | undefined>; body?: unknown; v1Answer?: boolean },
   ): Promise<SplitJsonObject> {
     const response = await this.signedExchange(destination, method, path, { ...options, maxResponseBytes: ROOM_STATE_ANSWER_BYTES });
     if (!response.ok) throw requestError(destination, method, path, response, await response.text());
     try {
       // Read as it came (one buffer, from the transport's bodyOver), not copied again.
-      return splitJsonObject((await readBounded(response.body, ROOM_STATE_ANSWER_BYTES)) ?? new Uint8Array(), arrayKeys);
+      const bytes = (await readBounded(response.body, ROOM_STATE_ANSWER_BYTES)) ?? new Uint8Array();
+      return splitJsonObject(options.v1Answer ? v1AnswerBody(bytes) : bytes, arrayKeys);
     } catch (error) {
       if (!(error instanceof SyntaxError)) throw error;
       throw new FederationRequestError(destination, response.status, 'M_NOT_JSON', `${method} ${path}: the response is not a JSON object (${error.message})`);
@@ -147,17 +163,27 @@ export class FederationClient {
     return this.request(destination, 'GET', `/_matrix/federation/v1/make_join/${enc(roomId)}/${enc(userId)}`, { query: { ver: versions } });
   }
 
+  /** send_join v2, or v1 when the server does not serve v2 (as Synapse falls back). */
   async sendJoin(destination: string, roomId: string, eventId: string, event: PDU): Promise<SendJoinResponse> {
-    const { fields, arrays } = await this.requestElements(destination, 'PUT', `/_matrix/federation/v2/send_join/${enc(roomId)}/${enc(eventId)}`, ['state', 'auth_chain'], { body: event });
-    return { state: arrays.get('state'), auth_chain: arrays.get('auth_chain'), event: fields['event'] };
+    const path = (v: string) => `/_matrix/federation/${v}/send_join/${enc(roomId)}/${enc(eventId)}`;
+    const split = await this.requestElements(destination, 'PUT', path('v2'), ['state', 'auth_chain'], { body: event }).catch((error: unknown) => {
+      if (!isUnknownEndpoint(error)) throw error;
+      return this.requestElements(destination, 'PUT', path('v1'), ['state', 'auth_chain'], { body: event, v1Answer: true });
+    });
+    return { state: split.arrays.get('state'), auth_chain: split.arrays.get('auth_chain'), event: split.fields['event'] };
   }
 
   makeLeave(destination: string, roomId: string, userId: string): Promise<MakeMembershipResponse> {
     return this.request(destination, 'GET', `/_matrix/federation/v1/make_leave/${enc(roomId)}/${enc(userId)}`);
   }
 
-  sendLeave(destination: string, roomId: string, eventId: string, event: PDU): Promise<Record<string, unknown>> {
-    return this.request(destination, 'PUT', `/_matrix/federation/v2/send_leave/${enc(roomId)}/${enc(eventId)}`, { body: event });
+  /** send_leave v2, or v1 when the server does not serve v2. */
+  async sendLeave(destination: string, roomId: string, eventId: string, event: PDU): Promise<Record<string, unknown>> {
+    const path = (v: string) => `/_matrix/federation/${v}/send_leave/${enc(roomId)}/${enc(eventId)}`;
+    return this.request(destination, 'PUT', path('v2'), { body: event }).catch((error: unknown) => {
+      if (!isUnknownEndpoint(error)) throw error;
+      return this.request(destination, 'PUT', path('v1'), { body: event, v1Answer: true });
+    });
   }
 
   makeKnock(destination: string, roomId: string, userId: string, versions: string[]): Promise<MakeMembershipResponse> {
@@ -170,6 +196,11 @@ export class FederationClient {
 
   invite(destination: string, roomId: string, eventId: string, body: { room_version: string; event: PDU; invite_room_state: unknown[] }): Promise<{ event: PDU }> {
     return this.request(destination, 'PUT', `/_matrix/federation/v2/invite/${enc(roomId)}/${enc(eventId)}`, { body });
+  }
+
+  /** The v1 invite, for servers without v2 and rooms of versions 1 and 2: the event is the body, the stripped state in its `unsigned`. */
+  inviteV1(destination: string, roomId: string, eventId: string, event: PDU, inviteRoomState: unknown[]): Promise<{ event: PDU }> {
+    return this.request(destination, 'PUT', `/_matrix/federation/v1/invite/${enc(roomId)}/${enc(eventId)}`, { body: { ...event, unsigned: { invite_room_state: inviteRoomState } }, v1Answer: true });
   }
 
   event(destination: string, eventId: string): Promise<{ pdus: PDU[] }> {
@@ -264,11 +295,26 @@ export class FederationClient {
   }
 }
 
+/**
+ * The object inside a v1 answer's `[200, {...}]`, as a view of the same bytes: only its bounds are
+ * found here; splitJsonObject checks that it is one JSON object.
+ */
+function v1AnswerBody(bytes: Uint8Array): Uint8Array {
+  const text = new TextDecoder().decode(bytes.subarray(0, 32));
+  const head = /^\s*\[\s*200\s*,\s*/.exec(text);
+  let end = bytes.length;
+  while (end > 0 && /\s/.test(String.fromCharCode(bytes[end - 1]!))) end--;
+  if (!head || bytes[end - 1] !== 0x5d) throw new SyntaxError('a v1 answer is [200, {...}]');
+  return bytes.subarray(new TextEncoder().encode(head[0]).length, end - 1);
+}
+
 /** A refusal from another server, with its errcode and how long it asks us to wait (Retry-After or retry_after_ms). */
 function requestError(destination: string, method: string, path: string, response: Response, text: string): FederationRequestError {
   let error: { errcode?: unknown; error?: unknown; retry_after_ms?: unknown } = {};
+  let details: Record<string, unknown> | undefined;
   try {
-    error = (JSON.parse(text) as typeof error | null) ?? {};
+    const parsed = JSON.parse(text) as unknown;
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) details = error = parsed as Record<string, unknown>;
   } catch {
     // not JSON: the status says enough
   }
@@ -280,5 +326,6 @@ function requestError(destination: string, method: string, path: string, respons
     typeof error.errcode === 'string' ? error.errcode : 'M_UNKNOWN',
     `${method} ${path} → ${response.status}: ${typeof error.error === 'string' ? error.error : text.slice(0, 200)}`,
     retryAfterMs,
+    details,
   );
 }

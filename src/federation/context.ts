@@ -23,6 +23,10 @@ export interface InboundFederation {
   receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU>;
   /** Passes an event this server accepted (a join, leave or knock sent to it) on to the rest of the room. */
   forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
+  /** Whether a server's signature on an event verifies, under any of its key IDs. */
+  signedBy(pdu: PDU, version: RoomVersion, server: string): Promise<boolean>;
+  /** The event with this server's signature added. */
+  countersign(pdu: PDU, version: RoomVersion): Promise<PDU>;
 }
 
 /** What the federation media routes need of the media repository (src/media: Media). */

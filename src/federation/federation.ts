@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
-import type { JsonObject } from '../crypto/canonical-json.ts';
+import { CanonicalJsonError, type JsonObject } from '../crypto/canonical-json.ts';
 import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
-import { verifyEventSignature, computeEventId, eventIdOf, contentHashMatches, signNewEvent, referenceIds, roomIdOfPdu, authEventIds, asRoomEvent, type PDU } from '../events/pdu.ts';
+import { verifyEventSignature, computeEventId, eventIdOf, contentHashMatches, signNewEvent, referenceIds, receivedEventForms, roomIdOfPdu, authEventIds, asRoomEvent, type PDU } from '../events/pdu.ts';
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomEvent } from '../events/event.ts';
 import { getRoomVersion, ROOM_VERSIONS, type RoomVersion } from '../events/room-versions.ts';
@@ -20,7 +20,7 @@ import { createFederationApp } from './app.ts';
 import { asJoinError, checkTemplate, FederationJoinError, unique } from './templates.ts';
 import { GapNotFilled, UndoneTransactions, unfilled, type TransactionAnswer } from './transaction-gaps.ts';
 import { serverAllowedInRoom } from './acl.ts';
-import { FederationClient, FederationRequestError, type SendJoinResponse } from './client.ts';
+import { FederationClient, FederationRequestError, isUnknownEndpoint, type SendJoinResponse } from './client.ts';
 import type { JsonElements } from '../util/json-elements.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
@@ -372,7 +372,7 @@ export class Federation {
   /**
    * Checks and stores events without state (auth chains, a join's state), each after its auth
    * events, read (and parsed) one window at a time; answers each one's ID, in order, where it
-   * is a PDU of the room.
+   * is a PDU of the room that was stored (or held already), undefined where it was refused.
    */
   async storeOutliers(roomId: string, events: Elements): Promise<(string | undefined)[]> {
     const answers = await this.options.rooms.receiveOutliers(roomId, {
@@ -388,10 +388,10 @@ export class Federation {
       },
     });
     for (const answer of answers) {
-      // A bad event in a chain is left out; whatever needed it is then refused too.
+      // A bad event in a chain is left out (a bad signature, say); whatever needed it is then refused too.
       if (answer?.refused) this.options.log(`federation: outlier ${answer.eventId} refused: ${answer.refused.message}`);
     }
-    return answers.map((answer) => answer?.eventId);
+    return answers.map((answer) => (answer && !answer.refused ? answer.eventId : undefined));
   }
 
   /** Stores a state and its auth chain as outliers; answers the state's event IDs. */
@@ -439,11 +439,27 @@ export class Federation {
     const stateIds = await this.storeStateAndAuthChain(roomId, response.state, response.auth_chain);
     // Stored: the answer (17.5 MiB for a room of 10,000 members) is let go before the join is placed.
     response.state = response.auth_chain = undefined;
+    await this.requireCreateInState(sent, stateIds, version);
     // The resident server may have added its signature (restricted joins); it is still our event.
     const join = response.event && isPduShaped(response.event) && eventIdOf(response.event, version) === eventId ? response.event : sent;
     const stored = await this.options.rooms.receiveEvent(join, { stateBefore: stateIds, ownJoin: true });
     if (stored.rejected) throw new FederationJoinError(403, 'M_FORBIDDEN', `the join was refused here: ${stored.rejected}`);
     return stored;
+  }
+
+  /**
+   * A room's state must hold its create event, of the version make_join named (server-server
+   * §Joining rooms); the join names it among its auth events (from v12 implies it), so the few of
+   * those are all we read.
+   */
+  private async requireCreateInState(join: PDU, stateIds: string[], version: RoomVersion): Promise<void> {
+    const inState = new Set(stateIds);
+    const authIds = authEventIds({ ...join, room_id: roomOf(join) }, version);
+    const authEvents = await Promise.all(authIds.filter((id) => inState.has(id)).map((id) => this.options.rooms.getEvent(id)));
+    const create = authEvents.find((e) => e?.event.type === 'm.room.create' && e.event.state_key === '');
+    if (!create) throw new FederationJoinError(502, 'M_BAD_JSON', 'the send_join answer has no m.room.create in its state');
+    const created = create.event.content['room_version'] ?? '1';
+    if (created !== version.id) throw new FederationJoinError(502, 'M_BAD_JSON', `the room was created as version ${JSON.stringify(created)}, but make_join said ${version.id}`);
   }
 
   /** Fills a make_* template in as the joining (leaving, knocking) server and signs it. */
@@ -524,18 +540,26 @@ export class Federation {
   async countersignInvite(event: RoomEvent, version: RoomVersion): Promise<RoomEvent> {
     const destination = serverNameOf(event.state_key!);
     const inviteRoomState = await this.options.rooms.strippedState(event.room_id, event.sender);
-    const { event: signed } = await this.client.invite(destination, event.room_id, event.event_id, {
-      room_version: version.id,
-      event: toPdu(event, version),
-      invite_room_state: inviteRoomState,
+    const pdu = toPdu(event, version);
+    const { event: signed } = await this.client.invite(destination, event.room_id, event.event_id, { room_version: version.id, event: pdu, invite_room_state: inviteRoomState }).catch((error: unknown) => {
+      if (!isUnknownEndpoint(error)) throw error;
+      // A server without v2 can take v1, which names no room version: only for rooms whose events are v1's (versions 1 and 2), as Synapse does.
+      if (version.eventIdFormat !== 'local') throw new FederationJoinError(400, 'M_UNSUPPORTED_ROOM_VERSION', `${destination} serves only the v1 invite, which cannot carry a room of version ${version.id}`);
+      return this.client.inviteV1(destination, event.room_id, event.event_id, pdu, inviteRoomState);
     });
     if (!isPduShaped(signed)) throw new FederationJoinError(502, 'M_BAD_JSON', 'the invite came back malformed');
     if (!(await this.signedBy(signed, version, destination))) throw new FederationJoinError(403, 'M_FORBIDDEN', `${destination} did not sign the invite`);
     return { ...(signed as unknown as RoomEvent), event_id: event.event_id };
   }
 
+  /** The event with our signature added (a restricted join we vouch for, an invite we accept). */
+  countersign(pdu: PDU, version: RoomVersion): Promise<PDU> {
+    const { serverName, keyId, signingKey } = this.options;
+    return countersignEvent(pdu, version, serverName, keyId, signingKey);
+  }
+
   /** Whether a server's signature on an event verifies, under any of its key IDs. */
-  private async signedBy(pdu: PDU, version: RoomVersion, server: string): Promise<boolean> {
+  async signedBy(pdu: PDU, version: RoomVersion, server: string): Promise<boolean> {
     for (const keyId of Object.keys(pdu.signatures?.[server] ?? {})) {
       const key = await this.keyRing.verifyKey(server, keyId, pdu.origin_server_ts);
       if (key && (await verifyEventSignature(pdu, version, server, keyId, key, this.options.ed25519))) return true;
@@ -545,20 +569,31 @@ export class Federation {
 
   /** Accepts an invite of a local user from another server (PUT /invite v2): check, countersign, keep. */
   async receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU> {
-    const { rooms, users, serverName, keyId, signingKey } = this.options;
-    const version = this.versionOf(roomVersion);
+    const { rooms, users } = this.options;
+    const version = getRoomVersion(roomVersion);
+    if (!version) throw new FederationJoinError(400, 'M_INCOMPATIBLE_ROOM_VERSION', `room version ${roomVersion} is not supported here`, { room_version: roomVersion });
+    // The whole event must be JSON its version allows (v6+: integers within ±(2^53−1), no floats), not only what is signed.
+    try {
+      receivedEventForms(pdu, version);
+    } catch (error) {
+      if (error instanceof CanonicalJsonError) throw new RoomError('bad_event', `the invite is not valid JSON for room version ${version.id}: ${error.message}`);
+      throw error;
+    }
     const eventId = eventIdOf(pdu, version);
     if (!eventId) throw new RoomError('bad_event', 'the invite has no valid event ID');
     if (pdu.type !== 'm.room.member' || pdu.content['membership'] !== 'invite' || typeof pdu.state_key !== 'string') {
       throw new RoomError('bad_event', 'not an invite');
     }
-    if (!users.isLocal(pdu.state_key) || !(await users.exists(pdu.state_key))) throw new RoomError('not_found', `no user ${pdu.state_key} here`);
+    if (!users.isLocal(pdu.state_key)) throw new RoomError('not_found', `${pdu.state_key} is not a user of this server`);
     if (serverNameOf(pdu.sender) !== origin) throw new RoomError('forbidden', 'the inviter is not from the server that sent the invite');
     if (!(await this.signedBy(pdu, version, origin))) throw new RoomError('forbidden', "the invite is not signed by its sender's server");
     if (!contentHashMatches(pdu)) throw new RoomError('bad_event', 'the invite\'s content hash does not match');
-    const signed = await countersignEvent(pdu, version, serverName, keyId, signingKey);
-    // In a room we are in, the invite takes its place in the room now (`invites.ts`); elsewhere it is kept for /sync.
+    const signed = await this.countersign(pdu, version);
+    // In a room we are in, the invite takes its place in the room now (`invites.ts`): it is a room event like any
+    // other, which reaches us by /send too, whoever it names (Synapse does not ask whether the invitee exists at all).
     if (await takeInviteIntoRoom(rooms, signed, version)) return signed;
+    // Elsewhere it is kept for the invitee's /sync, so there must be one.
+    if (!(await users.exists(pdu.state_key))) throw new RoomError('not_found', `no user ${pdu.state_key} here`);
     const stripped = inviteRoomState.filter((e) => typeof e === 'object' && e !== null) as JsonObject[];
     await rooms.recordRemoteMembership({
       ...(signed as unknown as RoomEvent),

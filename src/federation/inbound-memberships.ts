@@ -1,11 +1,12 @@
 import { serverNameOf } from '../events/identifiers.ts';
 import type { RoomEvent } from '../events/event.ts';
-import { computeEventId, type PDU } from '../events/pdu.ts';
+import { computeEventId, receivedEventForms, type PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import type { RoomGraph } from '../rooms/dag.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { isPduShaped, toPdu } from './pdus.ts';
+import { joinAuthoriser, needsVouching } from './restricted-joins.ts';
 
 /** A make_ or send_ request from another server that we refuse, with its status and errcode. */
 export class InboundMembershipError extends CodedError {
@@ -26,6 +27,10 @@ export interface InboundMembershipDeps {
     /** Hands an accepted event on to the room's other servers. */
     forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
     graph: Pick<RoomGraph, 'authChain' | 'authChainOf'>;
+    /** Whether a server's signature on an event verifies. */
+    signedBy(pdu: PDU, version: RoomVersion, server: string): Promise<boolean>;
+    /** The event with our signature added (a restricted join we vouch for). */
+    countersign(pdu: PDU, version: RoomVersion): Promise<PDU>;
   };
   /** Whether the room's server ACL lets the server take part (`acl.ts`). */
   serverAllowed(roomId: string, serverName: string): Promise<boolean>;
@@ -72,7 +77,10 @@ export async function makeMembership(
   if (membership !== 'leave' && !(request.supportedVersions ?? ['1']).includes(version.id)) {
     throw new InboundMembershipError(400, 'M_INCOMPATIBLE_ROOM_VERSION', `the room is version ${version.id}`, { room_version: version.id });
   }
-  const { event } = await deps.rooms.prepareEvent(roomId, { type: 'm.room.member', sender: userId, state_key: userId, content: { membership } });
+  // A restricted room's join names the user of ours who vouches for it (refused here when the joiner is in no allowed room).
+  const authoriser = membership === 'join' ? await joinAuthoriser(deps.rooms, roomId, userId) : undefined;
+  const content = { membership, ...(authoriser ? { join_authorised_via_users_server: authoriser } : {}) };
+  const { event } = await deps.rooms.prepareEvent(roomId, { type: 'm.room.member', sender: userId, state_key: userId, content });
   return { room_version: version.id, event };
 }
 
@@ -109,11 +117,32 @@ export interface SendMembershipRequest {
  */
 async function acceptMembership(deps: InboundMembershipDeps, request: SendMembershipRequest, membership: RemoteMembership): Promise<{ version: RoomVersion; pdu: PDU; eventId: string; stored: StoredEvent }> {
   const version = await residentRoom(deps, request.origin, request.roomId);
-  const { pdu, eventId } = membershipEvent(request.origin, version, request.body, request.roomId, request.eventId, membership);
+  const sent = membershipEvent(request.origin, version, request.body, request.roomId, request.eventId, membership);
+  const { eventId } = sent;
+  // JSON the room's version forbids (a float from v6 on) is 400 M_BAD_JSON, before any signature is looked at.
+  receivedEventForms(sent.pdu, version);
+  // An event its sender's server did not sign is no request of theirs: 403, as Synapse answers (the room engine would say 400).
+  if (!(await deps.federation.signedBy(sent.pdu, version, request.origin))) throw forbidden(`the ${membership} is not signed by ${request.origin}`);
+  const pdu = membership === 'join' ? await vouchedFor(deps, version, request.roomId, sent.pdu) : sent.pdu;
   const stored = await deps.rooms.receiveEvent(pdu);
   if (stored.rejected || stored.softFailed) throw forbidden(`the ${membership} is not allowed: ${stored.rejected ?? 'the room no longer allows it'}`);
   await deps.federation.forward(stored.event, version, request.origin);
   return { version, pdu, eventId, stored };
+}
+
+/**
+ * A join that names one of our users as its authoriser (a restricted room's, from our make_join):
+ * checked again (the joiner must still be in an allowed room) and countersigned, which the auth
+ * rules require of the authoriser's server. We vouch for no other server's users.
+ */
+async function vouchedFor(deps: InboundMembershipDeps, version: RoomVersion, roomId: string, pdu: PDU): Promise<PDU> {
+  const authoriser = pdu.content['join_authorised_via_users_server'];
+  if (!version.restrictedJoins || authoriser === undefined) return pdu;
+  if (typeof authoriser !== 'string' || serverNameOf(authoriser) !== deps.serverName) {
+    throw forbidden(`${deps.serverName} vouches only for joins authorised by its own users, not ${String(authoriser)}`);
+  }
+  await needsVouching(deps.rooms, roomId, pdu.sender);
+  return deps.federation.countersign(pdu, version);
 }
 
 /** send_join (v2): the join goes in, and the joining server gets the room's state before it with its auth chain. */
@@ -126,7 +155,8 @@ export async function sendJoin(deps: InboundMembershipDeps, request: SendMembers
     origin: deps.serverName,
     state: stateEvents.map((e) => toPdu(e, version)),
     auth_chain: authChain.map((e) => toPdu(e, version)),
-    event: pdu,
+    // The join as it went in: with our signature when we vouched for it.
+    event: toPdu(stored.event, version),
     members_omitted: false,
     servers_in_room: await deps.rooms.joinedServers(request.roomId),
   };

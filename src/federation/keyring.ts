@@ -15,7 +15,7 @@ const KEY_VALIDITY_MS = 7 * 24 * 60 * 60 * 1000;
 export interface VerifyKeys {
   verifyKey(serverName: string, keyId: string, at?: number): Promise<Uint8Array | undefined>;
   serverKeys(): Promise<Record<string, unknown>>;
-  notaryQuery?(serverName: string, minimumValidUntilTs?: number): Promise<{ server_keys: Record<string, unknown>[] }>;
+  notaryQuery?(serverName: string, minimumValidUntilTs?: number, keyIds?: string[]): Promise<{ server_keys: Record<string, unknown>[] }>;
   notaryBatch?(body: unknown): Promise<{ server_keys: Record<string, unknown>[] }>;
 }
 

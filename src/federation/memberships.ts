@@ -4,6 +4,7 @@ import { isValidServerName, serverNameOf } from '../events/identifiers.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import type { Users } from '../users/users.ts';
 import type { Federation } from './federation.ts';
+import { joinAuthoriser } from './restricted-joins.ts';
 
 /**
  * Membership changes of local users, wherever the room lives: in rooms our server
@@ -47,7 +48,9 @@ export class Memberships {
   async join(userId: string, roomId: string, via: string[], extra: JsonObject): Promise<StoredEvent | undefined> {
     if (await this.inRoom(roomId)) {
       if ((await this.rooms.membership(roomId, userId)) === 'join') return undefined;
-      return this.sendMembership(userId, roomId, userId, 'join', extra);
+      // A restricted room lets in a member of an allowed room, vouched for by one of ours who may invite.
+      const authoriser = await joinAuthoriser(this.rooms, roomId, userId);
+      return this.sendMembership(userId, roomId, userId, 'join', authoriser ? { ...extra, join_authorised_via_users_server: authoriser } : extra);
     }
     const servers = await this.serversFor(userId, roomId, via);
     if (servers.length === 0) {

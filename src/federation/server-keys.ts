@@ -215,12 +215,18 @@ export class ServerKeys {
 
   // ------------------------------------------------------------------ notary
 
-  /** GET /_matrix/key/v2/query/{serverName}: the server's key documents, countersigned by us; [] when none can be had. */
-  async notaryQuery(serverName: string, minimumValidUntilTs?: number): Promise<{ server_keys: Record<string, unknown>[] }> {
-    return { server_keys: await this.notarised(serverName, minimumValidUntilTs ?? this.options.now()) };
+  /**
+   * GET /_matrix/key/v2/query/{serverName} (and the older `/{serverName}/{keyId}`): the server's key
+   * documents, countersigned by us; [] when none can be had.
+   */
+  async notaryQuery(serverName: string, minimumValidUntilTs?: number, keyIds?: string[]): Promise<{ server_keys: Record<string, unknown>[] }> {
+    return { server_keys: await this.notarised(serverName, minimumValidUntilTs ?? this.options.now(), keyIds) };
   }
 
-  /** POST /_matrix/key/v2/query: the same for several servers; servers with nothing to give are left out. */
+  /**
+   * POST /_matrix/key/v2/query: the same for several servers, each for the key IDs it names (all of
+   * its keys when it names none); servers with nothing to give are left out.
+   */
   async notaryBatch(body: unknown): Promise<{ server_keys: Record<string, unknown>[] }> {
     const query = isObject(body) ? body['server_keys'] : undefined;
     if (!isObject(query)) throw new CodedError(400, 'M_BAD_JSON', 'server_keys must be an object');
@@ -229,28 +235,40 @@ export class ServerKeys {
     const out: Record<string, unknown>[] = [];
     for (const [serverName, criteria] of servers) {
       if (!isValidServerName(serverName) || !isObject(criteria)) throw new CodedError(400, 'M_BAD_JSON', `bad query for ${JSON.stringify(serverName)}`);
-      let minimum = this.options.now();
+      // The requester says how long the keys must be valid to be of use; the spec's default is now.
+      let minimum: number | undefined;
       for (const criterion of Object.values(criteria)) {
         const ts = isObject(criterion) ? criterion['minimum_valid_until_ts'] : undefined;
-        if (typeof ts === 'number') minimum = Math.max(minimum, ts);
+        if (typeof ts === 'number') minimum = Math.max(minimum ?? ts, ts);
       }
-      out.push(...(await this.notarised(serverName, minimum)));
+      const keyIds = Object.keys(criteria);
+      out.push(...(await this.notarised(serverName, minimum ?? this.options.now(), keyIds.length > 0 ? keyIds : undefined)));
     }
     return { server_keys: out };
   }
 
-  /** The documents to give for a server: fetched again unless one kept is valid long enough; what is kept when it cannot be. */
-  private async notarised(serverName: string, minimumValidUntilTs: number): Promise<Record<string, unknown>[]> {
+  /**
+   * The documents to give for a server, those holding one of `keyIds` when it names some: fetched again
+   * unless one kept is valid long enough. A fetch adds to what is kept and never takes a key away, so a
+   * key the origin no longer lists (or an answer that fails) leaves the document that had it served.
+   */
+  private async notarised(serverName: string, minimumValidUntilTs: number, keyIds?: string[]): Promise<Record<string, unknown>[]> {
     const { serverName: us, signingKeys, store } = this.options;
     if (!isValidServerName(serverName)) throw new CodedError(400, 'M_INVALID_PARAM', `${JSON.stringify(serverName)} is not a server name`);
     if (serverName === us) return [await this.serverKeys()];
-    let documents = await store.documentsOf(serverName);
+    const holdsAsked = (document: JsonObject) => keyIds === undefined || keyIds.some((keyId) => holdsKey(document, keyId));
+    let documents = (await store.documentsOf(serverName)).filter(holdsAsked);
     if (!documents.some((d) => typeof d['valid_until_ts'] === 'number' && d['valid_until_ts'] >= minimumValidUntilTs)) {
       await this.fetchDirectly(serverName);
-      documents = await store.documentsOf(serverName);
+      documents = (await store.documentsOf(serverName)).filter(holdsAsked);
     }
     return Promise.all(documents.map((d) => signJson(d, us, signingKeys.keyId, signingKeys.signingKey)));
   }
+}
+
+/** Whether a key document lists a key ID, current or old. */
+function holdsKey(document: JsonObject, keyId: string): boolean {
+  return [document['verify_keys'], document['old_verify_keys']].some((keys) => isObject(keys) && Object.hasOwn(keys, keyId));
 }
 
 /** A KeyFetcher over a federation transport: both endpoints are plain JSON, no X-Matrix. */

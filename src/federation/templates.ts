@@ -29,7 +29,9 @@ export function asJoinError(error: unknown): Error {
   if (error instanceof FederationJoinError) return error;
   if (error instanceof FederationRequestError) {
     const status = error.status >= 400 && error.status < 500 ? error.status : 502;
-    return new FederationJoinError(status, error.errcode, error.message);
+    // The room version the server needs, for a client to say so (or to upgrade).
+    const roomVersion = error.errcode === 'M_INCOMPATIBLE_ROOM_VERSION' ? error.details?.['room_version'] : undefined;
+    return new FederationJoinError(status, error.errcode, error.message, typeof roomVersion === 'string' ? { room_version: roomVersion } : {});
   }
   if (error instanceof RoomError) return error;
   return new FederationJoinError(502, 'M_UNKNOWN', error instanceof Error ? error.message : String(error));

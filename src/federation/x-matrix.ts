@@ -35,25 +35,31 @@ export async function authorizationHeader(
   return `X-Matrix origin="${origin}",destination="${destination}",key="${keyId}",sig="${signature}"`;
 }
 
-/** Parses an X-Matrix Authorization header; undefined when it is not one or is malformed. */
-export function parseAuthorization(header: string | undefined | null): XMatrixCredentials | undefined {
+/** An Authorization header that says X-Matrix but does not hold its origin, key and signature. */
+export const MALFORMED = 'malformed';
+
+/**
+ * Parses an X-Matrix Authorization header: undefined when there is none (or another scheme),
+ * MALFORMED when it is X-Matrix but lacks what it must carry.
+ */
+export function parseAuthorization(header: string | undefined | null): XMatrixCredentials | typeof MALFORMED | undefined {
   if (!header) return undefined;
-  const match = /^X-Matrix\s+(.*)$/i.exec(header.trim());
+  const match = /^X-Matrix(?:\s+(.*))?$/i.exec(header.trim());
   if (!match) return undefined;
   const params = new Map<string, string>();
   // param = name "=" ( token / quoted-string ), separated by commas (RFC 9110 auth-param).
   const pattern = /\s*([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s"]*))\s*(?:,|$)/gy;
-  const rest = match[1]!;
+  const rest = match[1] ?? '';
   let m: RegExpExecArray | null;
   while (pattern.lastIndex < rest.length && (m = pattern.exec(rest))) {
     const value = m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!;
     params.set(m[1]!.toLowerCase(), value);
   }
-  if (pattern.lastIndex < rest.length && rest.slice(pattern.lastIndex).trim() !== '') return undefined;
+  if (pattern.lastIndex < rest.length && rest.slice(pattern.lastIndex).trim() !== '') return MALFORMED;
   const origin = params.get('origin');
   const key = params.get('key');
   const sig = params.get('sig');
-  if (!origin || !key || !sig) return undefined;
+  if (!origin || !key || !sig) return MALFORMED;
   return { origin, destination: params.get('destination'), key, sig };
 }
 

@@ -3,7 +3,7 @@ import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
 import type { TransactionBody } from '../federation/client.ts';
 import type { Edu } from '../federation/queue.ts';
 import { transactionSchema } from '../federation/routes/transactions.ts';
-import { authorizationHeader, parseAuthorization, verifyRequest } from '../federation/x-matrix.ts';
+import { authorizationHeader, MALFORMED, parseAuthorization, verifyRequest } from '../federation/x-matrix.ts';
 
 /**
  * A sealed letter: the complete signed request the sender would have sent the
@@ -73,7 +73,7 @@ export async function openLetter(
     throw new LetterRejected('the letter\'s transaction ID is not valid percent-encoding');
   }
   const credentials = parseAuthorization(authorization);
-  if (!credentials) throw new LetterRejected('the letter has no well-formed X-Matrix authorization');
+  if (!credentials || credentials === MALFORMED) throw new LetterRejected('the letter has no well-formed X-Matrix authorization');
   // Required here (optional on a direct request, where the connection says who it is for).
   if (credentials.destination !== destination) throw new LetterRejected(`the letter is addressed to ${credentials.destination ?? 'nobody'}, not ${destination}`);
   if (credentials.origin === destination) throw new LetterRejected('a letter may not claim to come from its destination');

@@ -4,7 +4,7 @@ import { authEventSelection, checkEventAuth } from '../events/auth.ts';
 import { stateKey, type RoomEvent, type StateKey } from '../events/event.ts';
 import { byteLength, MAX_ID_BYTES } from '../events/identifiers.ts';
 import { asRoomEvent, isCreateEvent, signNewEvent, withoutDerivedRoomId, type PDU } from '../events/pdu.ts';
-import { AuthError } from '../events/power-levels.ts';
+import { AuthError, domainOf } from '../events/power-levels.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { RoomError, roomNotFound } from './errors.ts';
 import type { RoomStore } from './room-store.ts';
@@ -61,7 +61,10 @@ export class EventBuilder {
     };
     const prevEvents = await this.eventsOf(head.extremities);
     const { unsigned, authEvents } = await this.skeleton(roomId, head.version, template, prevEvents, lookup);
-    await this.authorise(unsigned as unknown as RoomEvent, head.version, authEvents);
+    // Checked as it will be once signed: a restricted join's authoriser's server (us, the resident) signs it at send_join.
+    const authoriser = (unsigned['content'] as { join_authorised_via_users_server?: unknown } | undefined)?.join_authorised_via_users_server;
+    const signatures = typeof authoriser === 'string' ? { [domainOf(authoriser)]: { 'ed25519:at_send_join': '' } } : {};
+    await this.authorise({ ...unsigned, signatures } as unknown as RoomEvent, head.version, authEvents);
     return { version: head.version, event: unsigned };
   }
 

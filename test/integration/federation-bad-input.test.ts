@@ -101,10 +101,10 @@ describe('bad federation input over libp2p', () => {
     expect(await huge.json()).toMatchObject({ errcode: 'M_TOO_LARGE' });
   });
 
-  it('refuses an invite in an unknown room version', async () => {
+  it('refuses an invite in an unknown room version with M_INCOMPATIBLE_ROOM_VERSION, as /invite v2 defines it', async () => {
     const { pdu, eventId } = await message(mallory.userId, 'not an invite');
     const error = await refused(clientAs(attacker.homeserver.serverName, attackerKey).invite(victim.homeserver.serverName, roomId, eventId, { room_version: '999', event: pdu, invite_room_state: [] }));
-    expect([error.status, error.errcode]).toEqual([400, 'M_UNSUPPORTED_ROOM_VERSION']);
+    expect([error.status, error.errcode, error.details?.['room_version']]).toEqual([400, 'M_INCOMPATIBLE_ROOM_VERSION', '999']);
   });
 
   it('keeps none of: a forged event signature, a bad content hash, an event failing auth, an event claiming to be ours', async () => {

@@ -114,8 +114,8 @@ describe('joins through a resident server', () => {
       return new Response(JSON.stringify(body), { status: response.status, headers: { 'content-type': 'application/json' } });
     };
     await b.api('POST', `/_matrix/client/v3/join/${enc(roomId)}?server_name=${enc(a.serverName)}`, { token: bob.accessToken, body: {}, unchecked: true });
-    // What B signed and sent. Whether A then takes it is A's part, countersigning the join it
-    // authorised, which Hearth does not do yet; test/interop joins a Synapse's restricted room.
+    // What B signed and sent. Whether A then takes it is A's part (countersigning the join it
+    // authorised): test/integration/federation-remote-joins.test.ts and test/interop test that.
     const sendJoin = b.sent.find((x) => x.path.includes('/send_join/'));
     expect(sendJoin?.request.content).toMatchObject({ membership: 'join', join_authorised_via_users_server: alice.userId });
     expect(sendJoin?.request.auth_events).toContain(aliceJoin);

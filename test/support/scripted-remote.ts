@@ -19,6 +19,7 @@ import { redactEvent } from '../../src/events/redaction.ts';
 import { requireRoomVersion } from '../../src/events/room-versions.ts';
 import { FederationClient } from '../../src/federation/client.ts';
 import { memorySigningKeyStorage, ServerSigningKeys } from '../../src/federation/signing-keys.ts';
+import { authorizationHeader } from '../../src/federation/x-matrix.ts';
 import { createHttpsFederationTransport, type HttpsFederationTransport } from '../../src/node/https-federation.ts';
 import type { TestTls } from './https-hosts.ts';
 
@@ -74,18 +75,30 @@ export interface ScriptedRemote {
   answerNext(method: string, pattern: RegExp, respond: Responder): Promise<RemoteRequest>;
   /** Every request matching is answered by `respond`, unless a scripted answer takes it first. */
   answerAlways(method: string, pattern: RegExp, respond: Responder): void;
+  /** What the remote answers to a request by default, with no script: for a script that alters it. */
+  defaultAnswer(request: RemoteRequest): Promise<RemoteAnswer>;
   /** Resolves with the first request (received already, or to come) that `matches`. */
   waitFor(matches: (request: RemoteRequest) => boolean): Promise<RemoteRequest>;
   /** Resolves once a PDU that `matches` has arrived in a transaction (or has already). */
   waitForPdu(matches: (pdu: PDU) => boolean): Promise<PDU>;
   /** Resolves once an EDU that `matches` has arrived in a transaction (or has already). */
   waitForEdu(matches: (edu: { edu_type: string; content: any }) => boolean): Promise<{ edu_type: string; content: any }>;
+  /**
+   * One signed request to `destination`, its answer raw (a v1 endpoint's `[200, {...}]`, an error):
+   * signed as `origin` when given (a name that is no server name, say), else as this server.
+   */
+  call(destination: string, method: 'GET' | 'PUT' | 'POST', path: string, body?: unknown, options?: { origin?: string }): Promise<{ status: number; body: any }>;
   /** Sends one EDU to `destination` in a transaction of its own. */
   sendEdu(destination: string, eduType: string, content: Record<string, unknown>): Promise<void>;
   /** A new room on this server, created by `creator` (a user of this server), public to join. */
   createRoom(creator: string, options?: { version?: string }): Promise<string>;
-  /** `userId` (of this server) joins `roomId` through `via`: make_join, send_join. */
-  joinRoom(via: string, roomId: string, userId: string): Promise<void>;
+  /**
+   * `userId` (of this server) joins `roomId` through `via`: make_join, send_join (v2). The join kept
+   * is the resident's copy when it answers one (countersigned, for a restricted room); resolves with it.
+   */
+  joinRoom(via: string, roomId: string, userId: string): Promise<PDU>;
+  /** Signs an event of this server's for a room the remote holds, built on its latest event, without taking it or sending it anywhere. */
+  signEvent(roomId: string, event: { type: string; sender: string; content: Record<string, unknown>; state_key?: string }): Promise<{ eventId: string; pdu: PDU }>;
   /** A new event by a user of this server, on top of the room's latest, sent to every other server in the room. */
   sendEvent(roomId: string, event: { type: string; sender: string; content: Record<string, unknown>; state_key?: string }): Promise<string>;
   /** `sender` (of this server) invites `target` of `destination` to a room the remote is in: /v2/invite, then the signed invite to the room's other servers. */
@@ -95,8 +108,12 @@ export interface ScriptedRemote {
   close(): Promise<void>;
 }
 
-/** A remote on 127.0.0.1 with an OS-chosen port, serving the test's leaf and trusting its CA. */
-export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Promise<ScriptedRemote> {
+/**
+ * A remote on 127.0.0.1 with an OS-chosen port, serving the test's leaf and trusting its CA, named
+ * `localhost:PORT`, or `127.0.0.1:PORT` with `host` (an IP literal: a server ACL can tell it from a
+ * Hearth host named localhost, ACLs ignoring ports).
+ */
+export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, options: { host?: 'localhost' | '127.0.0.1' } = {}): Promise<ScriptedRemote> {
   const keys = await ServerSigningKeys.open({ storage: memorySigningKeyStorage(), ed25519: await defaultEd25519Backend(), random: webRandomBytes, now: Date.now });
   /** One-time answers, oldest first, tried before the standing ones. */
   const scripted: Route[] = [];
@@ -150,7 +167,7 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Pr
     socket.once('close', () => sockets.delete(socket));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  name = `localhost:${(server.address() as AddressInfo).port}`;
+  name = `${options.host ?? 'localhost'}:${(server.address() as AddressInfo).port}`;
   const transport: HttpsFederationTransport = createHttpsFederationTransport({ extraCa: [tls.ca.cert] });
   const client = new FederationClient(transport, name, keys.keyId, keys.signingKey);
 
@@ -257,34 +274,60 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Pr
     const signed = await signJson(redactEvent(event, requireRoomVersion(version)), name, keys.keyId, keys.signingKey);
     return { status: 200, body: { event: { ...event, signatures: signed.signatures } } };
   });
-  always('GET', /^\/_matrix\/federation\/v1\/make_join\//, (request) => {
-    const [, roomId, userId] = /^\/_matrix\/federation\/v1\/make_join\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
-    const room = rooms.get(roomId ?? '');
-    if (!room || !userId) return { status: 404, body: { errcode: 'M_NOT_FOUND', error: 'no such room' } };
-    const previous = latest(room);
-    return {
-      status: 200,
-      body: {
-        room_version: room.version,
-        event: {
-          type: 'm.room.member', room_id: room.roomId, sender: userId, state_key: userId, content: { membership: 'join' },
-          origin: userId.split(':').slice(1).join(':'), origin_server_ts: Date.now(), depth: previous.depth + 1,
-          prev_events: [room.order.at(-1)!], auth_events: authEventsFor(room, { type: 'm.room.member', sender: userId, state_key: userId, content: { membership: 'join' } }),
+  for (const membership of ['join', 'leave']) {
+    always('GET', new RegExp(`^/_matrix/federation/v1/make_${membership}/`), (request) => {
+      const [, roomId, userId] = /^\/_matrix\/federation\/v1\/make_\w+\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
+      const room = rooms.get(roomId ?? '');
+      if (!room || !userId) return { status: 404, body: { errcode: 'M_NOT_FOUND', error: 'no such room' } };
+      const previous = latest(room);
+      const template = { type: 'm.room.member', sender: userId, state_key: userId, content: { membership } };
+      return {
+        status: 200,
+        body: {
+          room_version: room.version,
+          event: {
+            ...template, room_id: room.roomId, origin: userId.split(':').slice(1).join(':'), origin_server_ts: Date.now(), depth: previous.depth + 1,
+            prev_events: [room.order.at(-1)!], auth_events: authEventsFor(room, template),
+          },
         },
-      },
-    };
-  });
-  always('PUT', /^\/_matrix\/federation\/v2\/send_join\//, (request) => {
-    const [, roomId, eventId] = /^\/_matrix\/federation\/v2\/send_join\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
+      };
+    });
+  }
+  /** send_join's answer: the room's state before the join and its auth chain; the join is taken. */
+  const sendJoinAnswer = (request: RemoteRequest) => {
+    const [, roomId, eventId] = /^\/_matrix\/federation\/v\d\/send_join\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
     const room = rooms.get(roomId ?? '');
-    if (!room || !eventId) return { status: 404, body: { errcode: 'M_NOT_FOUND', error: 'no such room' } };
+    if (!room || !eventId) return undefined;
     const stateIds = [...room.state.values()];
     const state = stateIds.map((id) => room.events.get(id)!);
     const chain = authChain(room, [...stateIds, ...referenceIds((request.body as PDU).auth_events)]);
     take(room, eventId, request.body as PDU);
-    return { status: 200, body: { origin: name, state, auth_chain: chain, event: request.body, members_omitted: false, servers_in_room: [name] } };
+    return { origin: name, state, auth_chain: chain, event: request.body, members_omitted: false, servers_in_room: [name] };
+  };
+  const noSuchRoom: RemoteAnswer = { status: 404, body: { errcode: 'M_NOT_FOUND', error: 'no such room' } };
+  always('PUT', /^\/_matrix\/federation\/v2\/send_join\//, (request) => {
+    const answer = sendJoinAnswer(request);
+    return answer ? { status: 200, body: answer } : noSuchRoom;
   });
+  // The v1 form older servers still serve: `[200, body]`, and no `event` in it.
+  always('PUT', /^\/_matrix\/federation\/v1\/send_join\//, (request) => {
+    const answer = sendJoinAnswer(request);
+    if (!answer) return noSuchRoom;
+    const { event: _event, ...v1 } = answer;
+    return { status: 200, body: [200, v1] };
+  });
+  for (const prefix of ['v1', 'v2']) {
+    always('PUT', new RegExp(`^/_matrix/federation/${prefix}/send_leave/`), (request) => {
+      const [, roomId, eventId] = /^\/_matrix\/federation\/v\d\/send_leave\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
+      const room = rooms.get(roomId ?? '');
+      if (!room || !eventId) return noSuchRoom;
+      take(room, eventId, request.body as PDU);
+      return { status: 200, body: prefix === 'v1' ? [200, {}] : {} };
+    });
+  }
 
+  // What it answers unscripted: the routes above, before any test adds its own.
+  const defaults = [...standing];
   return {
     name,
     keys,
@@ -293,9 +336,22 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Pr
     rooms,
     answerNext: (method, pattern, respond) => new Promise((resolve) => void scripted.push({ method, pattern, respond, answered: resolve })),
     answerAlways: (method, pattern, respond) => void standing.unshift({ method, pattern, respond }),
+    defaultAnswer: async (request) => {
+      const route = defaults.find((r) => r.method === request.method && r.pattern.test(request.path));
+      return route ? route.respond(request) : NOT_FOUND;
+    },
     waitFor,
     waitForPdu: (matches) => inTransactions((body) => (body?.pdus ?? []) as PDU[], matches),
     waitForEdu: (matches) => inTransactions((body) => (body?.edus ?? []) as { edu_type: string; content: any }[], matches),
+    async call(destination, method, path, body, options = {}) {
+      const origin = options.origin ?? name;
+      const authorization = await authorizationHeader(method, path, origin, destination, body, keys.keyId, keys.signingKey);
+      const headers: Record<string, string> = { authorization };
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const response = await transport.send(destination, new Request(`http://${destination}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }));
+      const text = await response.text();
+      return { status: response.status, body: text === '' ? undefined : JSON.parse(text) };
+    },
     sendEdu: (destination, eduType, content) => send(destination, { edus: [{ edu_type: eduType, content }] }),
     async createRoom(creator, createOptions = {}) {
       const version = createOptions.version ?? '10';
@@ -319,7 +375,18 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>): Pr
       const events = [...(answer.auth_chain ?? []), ...(answer.state ?? [])] as PDU[];
       events.sort((a, b) => a.depth - b.depth);
       for (const pdu of events) take(room, eventIdOfPdu(pdu, version), pdu);
-      take(room, eventId, event as unknown as PDU);
+      const join = (answer.event ?? event) as PDU;
+      take(room, eventId, join);
+      return join;
+    },
+    async signEvent(roomId, event) {
+      const room = rooms.get(roomId);
+      if (!room) throw new Error(`the scripted remote is not in ${roomId}`);
+      const previous = latest(room);
+      const { event: signed, eventId } = await signNewEvent({
+        ...event, room_id: roomId, origin: name, origin_server_ts: Date.now(), depth: previous.depth + 1, prev_events: [room.order.at(-1)!], auth_events: authEventsFor(room, event),
+      }, requireRoomVersion(room.version), name, keys.keyId, keys.signingKey);
+      return { eventId, pdu: signed as unknown as PDU };
     },
     async sendEvent(roomId, event) {
       const room = rooms.get(roomId);

@@ -14,10 +14,11 @@ import { toPdu } from '../pdus.ts';
 /** How many events one /backfill or /get_missing_events answer carries at most. */
 const MAX_EVENTS_PER_ANSWER = 100;
 
+// Both lists default to none, as Synapse reads them: a body without them asks for nothing, and is answered so.
 const missingEventsSchema = z
   .object({
-    earliest_events: z.array(z.string()),
-    latest_events: z.array(z.string()),
+    earliest_events: z.array(z.string()).default([]),
+    latest_events: z.array(z.string()).default([]),
     limit: z.number().int().min(0).optional(),
     min_depth: z.number().int().optional(),
   })

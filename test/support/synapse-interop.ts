@@ -5,6 +5,8 @@
  * few client calls every such test makes. `synapseAndHearth()` registers the hooks; a file calls it
  * once at its top level.
  */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import { api, register, type Account } from '../integration/harness.ts';
 import { sdk, startClient, waitFor } from '../integration/sdk.ts';
@@ -12,6 +14,8 @@ import { stopAllHearths } from './hearth-process.ts';
 import { createTestTls, spawnHttpsHearth, type HttpsHearth, type TestTls } from './https-hosts.ts';
 import { restartablePort } from './ports.ts';
 import { startSynapse, stopAllSynapses, SYNAPSE_VERSION, type SynapseServer } from './synapse.ts';
+
+const traceFile = (tls: TestTls) => join(tls.dir, 'hearth-federation.jsonl');
 
 export const PASSWORD = 'correct horse battery staple';
 
@@ -44,6 +48,8 @@ export interface SynapseAndHearth {
   onHearth: Side;
   /** A matrix-js-sdk client for an account (Rust crypto in memory with `crypto`), stopped after the file. */
   client(server: InteropServer, account: Account, crypto?: boolean): Promise<sdk.MatrixClient>;
+  /** What other servers asked of Hearth (with `traceHearthFederation`): one entry per exchange, oldest first. */
+  hearthTrace(): Promise<Array<{ origin?: string; method: string; path: string; status: number; request?: any; response?: any }>>;
   /** A new session (device) of a registered person. */
   login(server: InteropServer, username: string): Promise<Account>;
   /** Registers a person with the shared password. */
@@ -60,6 +66,8 @@ export interface SynapseAndHearthOptions {
   synapseHost?: 'localhost' | '127.0.0.1';
   /** Added to Synapse's config. */
   synapseConfig?: Record<string, unknown>;
+  /** Hearth appends every inbound server-server exchange to a file (HEARTH_TRACE_FEDERATION), which `hearthTrace()` reads. */
+  traceHearthFederation?: boolean;
   /** Ports below the ephemeral range, so that a test may stop a server and start it again at the same name. */
   restartable?: boolean;
 }
@@ -78,6 +86,10 @@ export function synapseAndHearth(options: SynapseAndHearthOptions = {}): Synapse
       return c;
     },
     login,
+    hearthTrace: async () => {
+      const text = await readFile(traceFile(fixture.tls), 'utf8').catch(() => '');
+      return text.split('\n').filter(Boolean).map((line) => JSON.parse(line));
+    },
     register: (server: InteropServer, username: string) => register(server, username, PASSWORD),
     person: async (server: InteropServer, username: string) => {
       const account = await register(server, username, PASSWORD);
@@ -91,7 +103,7 @@ export function synapseAndHearth(options: SynapseAndHearthOptions = {}): Synapse
     const [synapsePort, hearthPort] = options.restartable ? [await restartablePort(), await restartablePort()] : [undefined, undefined];
     const [synapse, hearth] = await Promise.all([
       startSynapse({ tls, ...(options.synapseHost ? { host: options.synapseHost } : {}), ...(synapsePort ? { port: synapsePort } : {}), ...(options.synapseConfig ? { config: options.synapseConfig } : {}) }),
-      spawnHttpsHearth(tls, hearthPort ? { port: hearthPort } : {}),
+      spawnHttpsHearth(tls, { ...(hearthPort ? { port: hearthPort } : {}), ...(options.traceHearthFederation ? { env: { HEARTH_TRACE_FEDERATION: traceFile(tls) } } : {}) }),
     ]);
     Object.assign(fixture, { tls, synapse, hearth });
     const synapseUsers = options.synapseUsers ?? ['sam'];

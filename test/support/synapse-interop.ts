@@ -190,3 +190,16 @@ export async function putState(side: Side, roomId: string, type: string, content
   expect(r.status, `${side.label}: ${JSON.stringify(r.body)}`).toBe(200);
   return r.body.event_id;
 }
+
+/**
+ * Asks until the answer satisfies `ok`, for views Synapse updates in the background after the
+ * event that changes them (the room stats behind /publicRooms, the user directory): there is no
+ * event of theirs to wait on, so the question is asked again, at most `tries` times, each
+ * answered before the next is asked.
+ */
+export async function askUntil<T>(ask: () => Promise<T>, ok: (answer: T) => boolean, what: string, tries = 200): Promise<T> {
+  let answer = await ask();
+  for (let i = 1; i < tries && !ok(answer); i++) answer = await ask();
+  if (!ok(answer)) throw new Error(`${what}: never came; last answer ${JSON.stringify(answer).slice(0, 300)}`);
+  return answer;
+}

@@ -5,7 +5,8 @@
  * few client calls every such test makes. `synapseAndHearth()` registers the hooks; a file calls it
  * once at its top level.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import { api, register, type Account } from '../integration/harness.ts';
@@ -50,6 +51,10 @@ export interface SynapseAndHearth {
   client(server: InteropServer, account: Account, crypto?: boolean): Promise<sdk.MatrixClient>;
   /** What other servers asked of Hearth (with `traceHearthFederation`): one entry per exchange, oldest first. */
   hearthTrace(): Promise<Array<{ origin?: string; method: string; path: string; status: number; request?: any; response?: any }>>;
+  /** With `restartable`: stops Hearth (SIGTERM), keeping its data folder and port. */
+  haltHearth(): Promise<void>;
+  /** With `restartable`: starts Hearth again on the same data, name and port (`hearth` is the same object, now the new process). */
+  resumeHearth(): Promise<void>;
   /** A new session (device) of a registered person. */
   login(server: InteropServer, username: string): Promise<Account>;
   /** Registers a person with the shared password. */
@@ -98,12 +103,31 @@ export function synapseAndHearth(options: SynapseAndHearthOptions = {}): Synapse
     },
   } as SynapseAndHearth;
 
+  /** With `restartable`, Hearth's data folder, which outlives each of its processes. */
+  let hearthData: string | undefined;
+  let hearthOptions: Parameters<typeof spawnHttpsHearth>[1];
+
+  fixture.haltHearth = async () => {
+    if (!hearthData) throw new Error('haltHearth needs synapseAndHearth({ restartable: true })');
+    await fixture.hearth.close();
+  };
+  fixture.resumeHearth = async () => {
+    const { process, close } = await spawnHttpsHearth(fixture.tls, hearthOptions);
+    Object.assign(fixture.hearth, { process, close });
+  };
+
   beforeAll(async () => {
     const tls = await createTestTls();
     const [synapsePort, hearthPort] = options.restartable ? [await restartablePort(), await restartablePort()] : [undefined, undefined];
+    if (options.restartable) hearthData = await mkdtemp(join(tmpdir(), 'hearth-https-'));
+    hearthOptions = {
+      ...(hearthPort ? { port: hearthPort } : {}),
+      ...(hearthData ? { dataDir: hearthData } : {}),
+      ...(options.traceHearthFederation ? { env: { HEARTH_TRACE_FEDERATION: traceFile(tls) } } : {}),
+    };
     const [synapse, hearth] = await Promise.all([
       startSynapse({ tls, ...(options.synapseHost ? { host: options.synapseHost } : {}), ...(synapsePort ? { port: synapsePort } : {}), ...(options.synapseConfig ? { config: options.synapseConfig } : {}) }),
-      spawnHttpsHearth(tls, { ...(hearthPort ? { port: hearthPort } : {}), ...(options.traceHearthFederation ? { env: { HEARTH_TRACE_FEDERATION: traceFile(tls) } } : {}) }),
+      spawnHttpsHearth(tls, hearthOptions),
     ]);
     Object.assign(fixture, { tls, synapse, hearth });
     const synapseUsers = options.synapseUsers ?? ['sam'];
@@ -128,6 +152,7 @@ export function synapseAndHearth(options: SynapseAndHearthOptions = {}): Synapse
     await stopAllSynapses();
     await fixture.hearth?.close();
     await stopAllHearths();
+    if (hearthData) await rm(hearthData, { recursive: true, force: true, maxRetries: 5 });
     await fixture.tls?.dispose();
   });
 

@@ -47,8 +47,8 @@ export interface SynapseAndHearth {
   /** The first person of each server (`synapseUsers[0]`, `hearthUsers[0]`) with a client without crypto. */
   onSynapse: Side;
   onHearth: Side;
-  /** A matrix-js-sdk client for an account (Rust crypto in memory with `crypto`), stopped after the file. */
-  client(server: InteropServer, account: Account, crypto?: boolean): Promise<sdk.MatrixClient>;
+  /** A matrix-js-sdk client for an account (Rust crypto in memory with `crypto`; its requests through `fetchFn` if given), stopped after the file. */
+  client(server: InteropServer, account: Account, crypto?: boolean, fetchFn?: typeof fetch): Promise<sdk.MatrixClient>;
   /** What other servers asked of Hearth (with `traceHearthFederation`): one entry per exchange, oldest first. */
   hearthTrace(): Promise<Array<{ origin?: string; method: string; path: string; status: number; request?: any; response?: any }>>;
   /** With `restartable`: stops Hearth (SIGTERM), keeping its data folder and port. */
@@ -85,8 +85,8 @@ export interface SynapseAndHearthOptions {
 export function synapseAndHearth(options: SynapseAndHearthOptions = {}): SynapseAndHearth {
   const clients: sdk.MatrixClient[] = [];
   const fixture = {
-    client: async (server: InteropServer, account: Account, crypto = false) => {
-      const c = await startClient(server.url, account, { fetchFn: server.fetch, crypto });
+    client: async (server: InteropServer, account: Account, crypto = false, fetchFn = server.fetch) => {
+      const c = await startClient(server.url, account, { fetchFn, crypto });
       clients.push(c);
       return c;
     },

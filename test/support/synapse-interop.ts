@@ -222,7 +222,7 @@ export async function putState(side: Side, roomId: string, type: string, content
  * event of theirs to wait on, so the question is asked again, at most `tries` times, each
  * answered before the next is asked.
  */
-export async function askUntil<T>(ask: () => Promise<T>, ok: (answer: T) => boolean, what: string, tries = 200): Promise<T> {
+export async function askUntil<T>(ask: () => Promise<T>, ok: (answer: T) => boolean, what: string, tries = 500): Promise<T> {
   let answer = await ask();
   for (let i = 1; i < tries && !ok(answer); i++) answer = await ask();
   if (!ok(answer)) throw new Error(`${what}: never came; last answer ${JSON.stringify(answer).slice(0, 300)}`);

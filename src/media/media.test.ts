@@ -54,6 +54,17 @@ describe('multipart/mixed media answers', () => {
     expect(part).toEqual({ metadata: {}, bytes, contentType: 'application/octet-stream', contentDisposition: 'attachment; filename="x.bin"' });
   });
 
+  it('skips a preamble before the first boundary, as RFC 2046 allows and Synapse sends (a CRLF)', () => {
+    const bytes = new TextEncoder().encode('the file');
+    const encode = (preamble: string) =>
+      new TextEncoder().encode(`${preamble}--b\r\nContent-Type: application/json\r\n\r\n{}\r\n--b\r\nContent-Type: text/plain\r\nContent-Disposition: inline\r\n\r\nthe file\r\n--b--\r\n`);
+    for (const preamble of ['\r\n', 'This is a multipart message.\r\n']) {
+      expect(decodeMediaMultipart('multipart/mixed; boundary=b', encode(preamble), 1024)).toEqual({ metadata: {}, bytes, contentType: 'text/plain', contentDisposition: 'inline' });
+    }
+    // Without the CRLF before it, text that merely ends in the boundary is no boundary.
+    expect(() => decodeMediaMultipart('multipart/mixed; boundary=b', encode('x'), 1024)).toThrow();
+  });
+
   it('refuses what is not a two-part multipart/mixed, or too large', () => {
     expect(() => decodeMediaMultipart('application/json', new Uint8Array(2), 10)).toThrow(/multipart\/mixed/);
     const one = new TextEncoder().encode('--b\r\ncontent-type: application/json\r\n\r\n{}\r\n--b--\r\n');

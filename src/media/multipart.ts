@@ -31,11 +31,31 @@ export function encodeMediaMultipart(part: { bytes: Uint8Array; contentType: str
   return { body, contentType: `multipart/mixed; boundary=${boundary}` };
 }
 
+/**
+ * The body from its first boundary on. RFC 2046 lets a preamble ending in CRLF come before it
+ * (Synapse sends a bare CRLF there), and the parser we use wants the boundary first.
+ */
+function withoutPreamble(body: Uint8Array, boundary: string): Uint8Array {
+  const opening = encoder.encode(`--${boundary}`);
+  if (startsWith(body, opening, 0)) return body;
+  const delimiter = encoder.encode(`\r\n--${boundary}`);
+  for (let i = 0; i + delimiter.length <= body.length; i++) {
+    if (startsWith(body, delimiter, i)) return body.subarray(i + 2);
+  }
+  return body; // no boundary at all: the parser says so
+}
+
+function startsWith(bytes: Uint8Array, prefix: Uint8Array, at: number): boolean {
+  if (at + prefix.length > bytes.length) return false;
+  for (let j = 0; j < prefix.length; j++) if (bytes[at + j] !== prefix[j]) return false;
+  return true;
+}
+
 /** Reads a multipart/mixed media answer; throws when it is not one. */
 export function decodeMediaMultipart(contentType: string | null, body: Uint8Array, maxBytes: number): MediaPart {
   const boundary = contentType && /^multipart\/mixed\b/i.test(contentType) ? getMultipartBoundary(contentType) : null;
   if (!boundary) throw new Error(`expected multipart/mixed with a boundary, got ${contentType ?? 'no Content-Type'}`);
-  const parts = [...parseMultipart(body, { boundary, maxParts: 2, maxFileSize: maxBytes, maxTotalSize: mediaAnswerBytes(maxBytes) })];
+  const parts = [...parseMultipart(withoutPreamble(body, boundary), { boundary, maxParts: 2, maxFileSize: maxBytes, maxTotalSize: mediaAnswerBytes(maxBytes) })];
   if (parts.length !== 2) throw new Error(`expected two parts, got ${parts.length}`);
   const [meta, media] = parts as [(typeof parts)[0], (typeof parts)[0]];
   let metadata: unknown;

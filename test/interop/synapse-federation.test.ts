@@ -1,9 +1,7 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { api, register, type Account } from '../integration/harness.ts';
-import { decryptedBodies, knownDevices, sdk, startClient, startEncryptedRoom, until, waitFor } from '../integration/sdk.ts';
-import { stopAllHearths } from '../support/hearth-process.ts';
-import { createTestTls, spawnHttpsHearth, type HttpsHearth, type TestTls } from '../support/https-hosts.ts';
-import { startSynapse, stopAllSynapses, SYNAPSE_VERSION, type SynapseServer } from '../support/synapse.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { api } from '../integration/harness.ts';
+import { decryptedBodies, knownDevices, sdk, startEncryptedRoom, until, waitFor } from '../integration/sdk.ts';
+import { membership, messageCrosses, send, synapseAndHearth, type Side } from '../support/synapse-interop.ts';
 
 // A DNS-named Hearth host and a real Synapse (the version scripts/install-synapse.sh pins), each
 // `localhost:P` on loopback, federating over HTTPS with certificates from the test's own CA.
@@ -13,79 +11,10 @@ import { startSynapse, stopAllSynapses, SYNAPSE_VERSION, type SynapseServer } fr
 // receipts, presence and to-device messages; and end-to-end encryption with Rust crypto on both
 // sides, a new device reaching the other server as a device-list update.
 
-const PASSWORD = 'correct horse battery staple';
-
-
-let tls: TestTls;
-let synapse: SynapseServer;
-let hearth: HttpsHearth;
-const clients: sdk.MatrixClient[] = [];
-
-/** One side of the federation: its server, and a person there with a running client. */
-interface Side {
-  label: string;
-  server: { name: string; url: string; fetch: typeof fetch };
-  account: Account;
-  client: sdk.MatrixClient;
-}
-
+const servers = synapseAndHearth();
 let onSynapse: Side;
 let onHearth: Side;
-
-async function client(server: Side['server'], account: Account, crypto = false): Promise<sdk.MatrixClient> {
-  const c = await startClient(server.url, account, { fetchFn: server.fetch, crypto });
-  clients.push(c);
-  return c;
-}
-
-async function login(server: Side['server'], username: string): Promise<Account> {
-  const r = await api(server, 'POST', '/_matrix/client/v3/login', { body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: username }, password: PASSWORD } });
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  return { userId: r.body.user_id, accessToken: r.body.access_token, deviceId: r.body.device_id };
-}
-
-const bodies = (c: sdk.MatrixClient, roomId: string) =>
-  c.getRoom(roomId)?.getLiveTimeline().getEvents().filter((e) => e.getType() === 'm.room.message').map((e) => e.getContent()['body'] as string) ?? [];
-const membership = (c: sdk.MatrixClient, roomId: string, userId: string) => c.getRoom(roomId)?.getMember(userId)?.membership;
-
-/** Sends an event of any shape as `side`'s person, through the client API; its ID. */
-let txn = 0;
-async function send(side: Side, roomId: string, type: string, content: Record<string, unknown>): Promise<string> {
-  const r = await api(side.server, 'PUT', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/${type}/t${++txn}`, { token: side.account.accessToken, body: content, unchecked: true });
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  return r.body.event_id;
-}
-
-/** A message from `from` reaches `to`'s /sync in the room. */
-async function messageCrosses(from: Side, to: Side, roomId: string, text: string): Promise<void> {
-  await from.client.sendTextMessage(roomId, text);
-  await waitFor(to.client, () => bodies(to.client, roomId).includes(text), 15_000, `"${text}" on ${to.label}`);
-}
-
-beforeAll(async () => {
-  tls = await createTestTls();
-  [synapse, hearth] = await Promise.all([startSynapse({ tls }), spawnHttpsHearth(tls)]);
-  const [sam, hana] = await Promise.all([register(synapse, 'sam', PASSWORD), register(hearth, 'hana', PASSWORD)]);
-  onSynapse = { label: `Synapse ${SYNAPSE_VERSION}`, server: synapse, account: sam, client: await client(synapse, sam) };
-  onHearth = { label: 'Hearth', server: hearth, account: hana, client: await client(hearth, hana) };
-});
-
-// A failing test shows what each server logged while it ran.
-beforeEach(({ onTestFailed }) => {
-  const from = { synapse: synapse.log().length, hearth: hearth.process.output().length };
-  onTestFailed(() => {
-    console.log(`--- Synapse's log during the test (last 200 lines):\n${synapse.log().slice(from.synapse).split('\n').slice(-200).join('\n')}`);
-    console.log(`--- Hearth's output during the test (last 200 lines):\n${hearth.process.output().slice(from.hearth).split('\n').slice(-200).join('\n')}`);
-  });
-});
-
-afterAll(async () => {
-  for (const c of clients.splice(0)) c.stopClient();
-  await stopAllSynapses();
-  await hearth?.close();
-  await stopAllHearths();
-  await tls?.dispose();
-});
+beforeAll(() => ({ onSynapse, onHearth } = servers));
 
 describe.each([
   { direction: 'made on Synapse, joined from Hearth', creator: () => onSynapse, joiner: () => onHearth },
@@ -162,7 +91,7 @@ describe.each([
       name: 'Annex',
       initial_state: [{ type: 'm.room.join_rules', state_key: '', content: { join_rule: 'restricted', allow: [{ type: 'm.room_membership', room_id: club }] } }],
     });
-    const outsider = await register(joiner.server, `outsider-${creator === onSynapse ? 'of-synapse' : 'of-hearth'}`, PASSWORD);
+    const outsider = await servers.register(joiner.server, `outsider-${creator === onSynapse ? 'of-synapse' : 'of-hearth'}`);
     const refused = await api(joiner.server, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(annex)}?server_name=${encodeURIComponent(creator.server.name)}`, { token: outsider.accessToken, body: {}, unchecked: true });
     expect(refused.status, JSON.stringify(refused.body)).toBe(403);
     expect(refused.body.errcode).toBe('M_FORBIDDEN');
@@ -287,8 +216,8 @@ describe('end-to-end encryption with Rust crypto on both servers', () => {
   let dm: string;
 
   it('a DM made on Hearth with a Synapse user: messages decrypt on the other side, both ways', async () => {
-    samE2ee = await client(synapse, await login(synapse, 'sam'), true);
-    hanaE2ee = await client(hearth, await login(hearth, 'hana'), true);
+    samE2ee = await servers.client(servers.synapse, await servers.login(servers.synapse, 'sam'), true);
+    hanaE2ee = await servers.client(servers.hearth, await servers.login(servers.hearth, 'hana'), true);
     dm = await startEncryptedRoom(hanaE2ee, samE2ee, { is_direct: true });
 
     await hanaE2ee.sendTextMessage(dm, 'a secret for sam');
@@ -296,7 +225,7 @@ describe('end-to-end encryption with Rust crypto on both servers', () => {
     await samE2ee.sendTextMessage(dm, 'a secret for hana');
     await until(hanaE2ee, () => decryptedBodies(hanaE2ee, dm).includes('a secret for hana'), 'the secret decrypted on Hearth');
     // What the servers hold is ciphertext.
-    for (const [server, account] of [[synapse, onSynapse.account], [hearth, onHearth.account]] as const) {
+    for (const { server, account } of [onSynapse, onHearth]) {
       const stored = await api(server, 'GET', `/_matrix/client/v3/rooms/${encodeURIComponent(dm)}/messages?dir=b&limit=20`, { token: account.accessToken, unchecked: true });
       expect(stored.status).toBe(200);
       expect(JSON.stringify(stored.body)).not.toContain('a secret');
@@ -312,8 +241,8 @@ describe('end-to-end encryption with Rust crypto on both servers', () => {
   }, 90_000);
 
   it('a new device logging in on Synapse reaches Hearth as a device-list update, and gets the room key of the next message', async () => {
-    const sam2 = await login(synapse, 'sam');
-    const sam2Client = await client(synapse, sam2, true);
+    const sam2 = await servers.login(servers.synapse, 'sam');
+    const sam2Client = await servers.client(servers.synapse, sam2, true);
     // No /keys/query of the test's: hana's client learns of the device when Hearth's /sync says sam's devices changed.
     await until(hanaE2ee, async () => (await knownDevices(hanaE2ee, onSynapse.account.userId)).includes(sam2.deviceId), "hana's client learning sam's new device");
     await hanaE2ee.sendTextMessage(dm, 'for your new device too');
@@ -322,8 +251,8 @@ describe('end-to-end encryption with Rust crypto on both servers', () => {
   }, 90_000);
 
   it('a new device logging in on Hearth reaches Synapse as a device-list update, and gets the room key of the next message', async () => {
-    const hana2 = await login(hearth, 'hana');
-    const hana2Client = await client(hearth, hana2, true);
+    const hana2 = await servers.login(servers.hearth, 'hana');
+    const hana2Client = await servers.client(servers.hearth, hana2, true);
     await until(samE2ee, async () => (await knownDevices(samE2ee, onHearth.account.userId)).includes(hana2.deviceId), "sam's client learning hana's new device");
     await samE2ee.sendTextMessage(dm, 'for your new device as well');
     await until(hana2Client, () => decryptedBodies(hana2Client, dm).includes('for your new device as well'), 'the message decrypted on the new device');

@@ -22,7 +22,7 @@ const PYTHON = fileURLToPath(new URL('../../.synapse/venv/bin/python', import.me
 const running = new Set<SynapseServer['stop']>();
 
 export interface SynapseServer {
-  /** `localhost:PORT`. */
+  /** `localhost:PORT`, or `127.0.0.1:PORT`. */
   name: string;
   port: number;
   /** `https://localhost:PORT`, its client and federation APIs both. */
@@ -32,6 +32,10 @@ export interface SynapseServer {
   dataDir: string;
   /** Everything it logged (INFO and above). */
   log(): string;
+  /** Kills the process and keeps its data folder and port, as a crash would leave them. */
+  halt(): Promise<void>;
+  /** Starts it again after halt() on the same data, name and port; answers once it is up. */
+  resume(): Promise<void>;
   /** Kills it and removes its data folder. */
   stop(): Promise<void>;
 }
@@ -86,50 +90,88 @@ function synapseConfig(options: { name: string; port: number; dataDir: string; t
 }
 
 /**
- * Starts Synapse on 127.0.0.1 at an OS-chosen port, named `localhost:PORT`, serving the test's
- * leaf certificate, and answers once `/_matrix/client/versions` does. `config` adds to or
- * overrides what synapseConfig sets.
+ * Starts Synapse on 127.0.0.1 at `port` (OS-chosen unless given; a test that stops and restarts it
+ * wants ports.ts's `restartablePort()`), named `localhost:PORT` (or `127.0.0.1:PORT` with `host`,
+ * for a test that needs the two servers' hosts to differ, as server ACLs ignore ports), serving
+ * the test's leaf certificate, and answers once `/_matrix/client/versions` does. `config` adds to or overrides
+ * what synapseConfig sets.
  */
-export async function startSynapse(options: { tls: TestTls; config?: Record<string, unknown> }): Promise<SynapseServer> {
+export async function startSynapse(options: { tls: TestTls; port?: number; host?: 'localhost' | '127.0.0.1'; config?: Record<string, unknown> }): Promise<SynapseServer> {
   if (!existsSync(PYTHON)) throw new Error(`Synapse is not installed in .synapse/venv: run \`npm run synapse:install\` (scripts/install-synapse.sh) first.`);
-  const port = await freePort();
-  const name = `localhost:${port}`;
+  const port = options.port ?? (await freePort());
+  const name = `${options.host ?? 'localhost'}:${port}`;
   const url = `https://localhost:${port}`;
   const dataDir = await mkdtemp(join(tmpdir(), 'hearth-synapse-'));
   const configPath = join(dataDir, 'homeserver.yaml');
   await writeFile(configPath, dump({ ...synapseConfig({ name, port, dataDir, tls: options.tls }), ...options.config }));
 
+  let output = '';
+  let process: SynapseProcess | undefined;
+  const halt = async () => {
+    await process?.kill();
+    process = undefined;
+  };
+  const stop = async () => {
+    running.delete(stop);
+    await halt();
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 });
+  };
+  const resume = async () => {
+    if (process) return;
+    process = launch(configPath, dataDir, (chunk) => (output += chunk));
+    try {
+      await untilUp(process, url, options.tls.fetch);
+    } catch (error) {
+      await halt();
+      throw new Error(`Synapse ${(error as Error).message} before it answered /_matrix/client/versions; its log:\n${output}`);
+    }
+  };
+  running.add(stop);
+  try {
+    await resume();
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { name, port, url, fetch: options.tls.fetch, dataDir, log: () => output, halt, resume, stop };
+}
+
+interface SynapseProcess {
+  exited: Promise<string>;
+  gone(): string | undefined;
+  kill(): Promise<void>;
+}
+
+/** `python -m synapse.app.homeserver` on a config, its output handed to `log`. */
+function launch(configPath: string, dataDir: string, log: (chunk: string) => void): SynapseProcess {
   const child = spawn(PYTHON, ['-m', 'synapse.app.homeserver', '--config-path', configPath], {
     cwd: dataDir,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, PYTHONUNBUFFERED: '1' },
   });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`exited (${code ?? signal})`)));
-  const stop = async () => {
-    running.delete(stop);
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 });
-  };
-  running.add(stop);
-
-  // Up when the client API answers; a Synapse that exits first failed to start.
+  child.stdout.on('data', (chunk: Buffer) => log(chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => log(chunk.toString()));
   let gone: string | undefined;
-  void exited.then((how) => (gone = how));
+  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve((gone = `exited (${code ?? signal})`))));
+  return {
+    exited,
+    gone: () => gone,
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** Up when the client API answers; a Synapse that exits first failed to start (thrown as how it exited). */
+async function untilUp(synapse: SynapseProcess, url: string, fetch: typeof globalThis.fetch): Promise<void> {
   for (;;) {
-    if (gone) {
-      const log = output;
-      await stop();
-      throw new Error(`Synapse ${gone} before it answered /_matrix/client/versions; its log:\n${log}`);
-    }
-    const answered = await options.tls.fetch(`${url}/_matrix/client/versions`).then((r) => r.ok, () => false);
-    if (answered) break;
-    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 100))]);
+    const gone = synapse.gone();
+    if (gone) throw new Error(gone);
+    const answered = await fetch(`${url}/_matrix/client/versions`).then((r) => r.ok, () => false);
+    if (answered) return;
+    await Promise.race([synapse.exited, new Promise((resolve) => setTimeout(resolve, 100))]);
   }
-  return { name, port, url, fetch: options.tls.fetch, dataDir, log: () => output, stop };
 }
 
 /** Stops every Synapse still running, one whose start failed a test's hook time-out too (for afterAll). */

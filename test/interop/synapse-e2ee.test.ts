@@ -147,12 +147,14 @@ describe('cross-signing between the servers', () => {
       await until(person.client, async () => (await person.client.getCrypto()!.getDeviceVerificationStatus(person.account.userId, person.account.deviceId))?.crossSigningVerified === true, `${person.label}'s own device cross-signed`);
     }
     for (const [watcher, owner] of [[hana, sam], [sam, hana]] as const) {
-      const seen = await api(watcher.server, 'POST', '/_matrix/client/v3/keys/query', { token: watcher.account.accessToken, body: { device_keys: { [owner.account.userId]: [] } }, unchecked: true });
-      expect(seen.status).toBe(200);
-      const selfSigningKeyId = Object.keys(seen.body.self_signing_keys?.[owner.account.userId]?.keys ?? {})[0];
-      expect(seen.body.master_keys?.[owner.account.userId]?.usage, `${owner.label}'s master key on ${watcher.label}'s server`).toEqual(['master']);
-      expect(selfSigningKeyId, `${owner.label}'s self-signing key on ${watcher.label}'s server`).toBeDefined();
-      expect(seen.body.device_keys[owner.account.userId][owner.account.deviceId].signatures[owner.account.userId][selfSigningKeyId!]).toBeTruthy();
+      // The owner's signature reaches the watcher's server as a device-list update, some time after the upload: ask at each of its client's syncs.
+      const query = async () => (await api(watcher.server, 'POST', '/_matrix/client/v3/keys/query', { token: watcher.account.accessToken, body: { device_keys: { [owner.account.userId]: [] } }, unchecked: true })).body;
+      const selfSigningKeyIdIn = (body: any) => Object.keys(body.self_signing_keys?.[owner.account.userId]?.keys ?? {})[0];
+      const signedBySelfSigning = (body: any) => body.device_keys?.[owner.account.userId]?.[owner.account.deviceId]?.signatures?.[owner.account.userId]?.[selfSigningKeyIdIn(body) ?? ''] !== undefined;
+      await until(watcher.client, async () => signedBySelfSigning(await query()), `${owner.label}'s device signed by their self-signing key on ${watcher.label}'s server`);
+      const seen = await query();
+      expect(seen.master_keys?.[owner.account.userId]?.usage, `${owner.label}'s master key on ${watcher.label}'s server`).toEqual(['master']);
+      expect(selfSigningKeyIdIn(seen), `${owner.label}'s self-signing key on ${watcher.label}'s server`).toBeDefined();
       // The watcher's client sees the device signed by its owner, from what its server told it.
       await until(watcher.client, async () => (await watcher.client.getCrypto()!.getDeviceVerificationStatus(owner.account.userId, owner.account.deviceId))?.signedByOwner === true, `${watcher.label} seeing ${owner.label}'s device signed by its owner`);
     }

@@ -46,8 +46,10 @@ describe.each([
     const before = await levels(creator, roomId);
     await putState(creator, roomId, 'm.room.power_levels', { ...before, users: { ...before.users, [remote.account.userId]: 50 } });
     await onBoth([creator, remote], roomId, (c) => c.getRoom(roomId)?.getMember(remote.account.userId)?.powerLevel === 50, 'the promotion');
+    // From room version 12 (Synapse's default) the creator holds unbounded power and is never listed.
+    const creatorListed = before.users?.[creator.account.userId] !== undefined ? { [creator.account.userId]: 100 } : {};
     for (const side of [creator, remote]) {
-      expect((await levels(side, roomId)).users, side.label).toEqual({ [creator.account.userId]: 100, [remote.account.userId]: 50 });
+      expect((await levels(side, roomId)).users, side.label).toEqual({ ...creatorListed, [remote.account.userId]: 50 });
     }
   });
 
@@ -116,7 +118,8 @@ describe.each([
 
   it('a demoted moderator can no longer kick: their own server refuses it', async () => {
     const before = await levels(creator, roomId);
-    await putState(creator, roomId, 'm.room.power_levels', { ...before, users: { [creator.account.userId]: 100 } });
+    const { [remote.account.userId]: _demoted, ...others } = before.users;
+    await putState(creator, roomId, 'm.room.power_levels', { ...before, users: others });
     await onBoth([creator, remote], roomId, (c) => c.getRoom(roomId)?.getMember(remote.account.userId)?.powerLevel === 0, 'the demotion');
     const kick = await api(remote.server, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/kick`, { token: remote.account.accessToken, body: { user_id: bystander.account.userId }, unchecked: true });
     expect(kick.status, JSON.stringify(kick.body)).toBe(403);

@@ -70,9 +70,10 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
   const stateAt = async (c: FederationCtx) => {
     const { rooms, federation } = c.get('services');
     const roomId = c.req.param('roomId')!;
-    const version = await roomForOrigin(c, roomId);
+    // A request without event_id is malformed whatever its room: 400, before the room is looked up.
     const eventId = c.req.query('event_id');
     if (!eventId) throw missingParam('event_id is required');
+    const version = await roomForOrigin(c, roomId);
     await eventInRoom(c, roomId, eventId);
     const nids = await rooms.stateAtEvent(eventId, 'before');
     if (!nids) throw notFound(`no state is known at ${eventId}`);

@@ -42,6 +42,9 @@ export class Visibility {
   async canSee(userId: string, stored: StoredEvent, currentMembership?: string): Promise<boolean> {
     if (stored.rejected || stored.softFailed || stored.outlier || stored.stateSnapshot === null) return false;
     const event = stored.event;
+    // A redaction is shown once it applies: never one of an event of another room, of an event not
+    // yet received, or by a server that may not redact it (rooms/fragments/v3-handling-redactions).
+    if (event.type === 'm.room.redaction' && !(await this.rooms.redactionApplies(event.event_id))) return false;
     // Ignoring a user hides what they say, not the room's state (client-server §Ignoring users).
     if (event.state_key === undefined && (await this.ignoredBy(userId)).has(event.sender)) return false;
     if (event.state_key === undefined && (await this.joinedAfterErasure(userId, event))) return false;

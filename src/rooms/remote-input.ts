@@ -206,7 +206,7 @@ export class RemoteInput {
       // Auth against the state before the event: given (a join's state, the state at a
       // backfilled event whose prev events we lack), or resolved from its prev events.
       const prevIds = referenceIds(event.prev_events);
-      const findStateBefore = () => options.stateBefore ? this.stateOfEvents(options.stateBefore, event.event_id) : this.stateAfterPrevEvents(head.version, event.event_id, prevIds);
+      const findStateBefore = () => options.stateBefore ? this.stateOfEvents(options.stateBefore, event) : this.stateAfterPrevEvents(head.version, event, prevIds, options.prevStates);
       if (ownRejection) {
         // Kept with the state before it where that is known: an event built on it then finds the
         // state as it was before it (server-server §Rejection), not a hole.
@@ -229,7 +229,9 @@ export class RemoteInput {
         const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
         softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
       }
-      return this.storeAccepted(head, event, stateBefore, options.stateBefore ? [] : prevIds, {
+      // Prev events another server gave the state after may be held nowhere (it would not serve them).
+      const placedOn = options.stateBefore ? [] : options.prevStates ? [...(await this.heldIds(prevIds))] : prevIds;
+      return this.storeAccepted(head, event, stateBefore, placedOn, {
         softFailed, backfilled: options.backfilled ?? false, promoting: promote ? existing : undefined, replacesExtremities: options.ownJoin ?? false,
       });
     });
@@ -237,35 +239,52 @@ export class RemoteInput {
     return write.stored[0]!;
   }
 
-  private async stateAfterPrevEvents(version: RoomVersion, eventId: string, prevIds: string[]): Promise<NidState> {
+  /**
+   * The state before an event: the resolution of the states after its prev events, each held with
+   * its state here, or given (`given`: the state after a prev event we hold no state for, as another
+   * server said it was). With `given`, a prev event in neither is left out: one of another room is
+   * no part of this one's history, and one of ours never lends it its state.
+   */
+  private async stateAfterPrevEvents(version: RoomVersion, event: RoomEvent, prevIds: string[], given?: ReadonlyMap<string, readonly string[]>): Promise<NidState> {
     const prevStates: NidState[] = [];
     for (const id of prevIds) {
-      const state = await this.reads.stateAtEvent(id, 'after');
-      if (!state) throw new RoomError('missing_events', `prev event ${id} of ${eventId} is unknown or has no state`);
-      prevStates.push(state);
+      const ids = given?.get(id);
+      if (ids) {
+        prevStates.push(await this.stateOfEvents(ids, event));
+        continue;
+      }
+      const prev = this.store.pendingEvent(id) ?? (await this.store.getEvent(id));
+      const state = prev && prev.event.room_id === event.room_id ? await this.reads.stateAtEvent(id, 'after') : undefined;
+      if (state) prevStates.push(state);
+      else if (!given) throw new RoomError('missing_events', `prev event ${id} of ${event.event_id} is unknown, has no state or is of another room`);
     }
+    // No prev events at all (a create event) is an empty state; prev events none of which could be used, a hole.
+    if (prevStates.length === 0 && prevIds.length > 0) throw new RoomError('missing_events', `no prev event of ${event.event_id} has a state here`);
     return this.resolve(version, prevStates);
   }
 
   /**
    * A state given as the IDs of its events, which must all be held (as outliers at least).
    * Read as rows of a few columns, a chunk at a time: a big room's state is 20,000 events,
-   * which are neither parsed nor brought into the event cache for this.
+   * which are neither parsed nor brought into the event cache for this. Rejected events and
+   * events of another room (a bogus answer) are left out.
    */
-  private async stateOfEvents(eventIds: readonly string[], forEventId: string): Promise<NidState> {
-    type Row = { event_id: string; event_nid: number; type: string; state_key: string | null; rejected: string | null };
+  private async stateOfEvents(eventIds: readonly string[], forEvent: RoomEvent): Promise<NidState> {
+    type Row = { event_id: string; event_nid: number; room_id: string; type: string; state_key: string | null; rejected: string | null };
     const rows = new Map<string, Row>();
     for (let from = 0; from < eventIds.length; from += 500) {
       const chunk = eventIds.slice(from, from + 500);
-      const found = await this.store.db.all<Row>(`SELECT event_id, event_nid, type, state_key, rejected FROM events WHERE event_id IN (${chunk.map(() => '?').join(',')})`, chunk);
+      const found = await this.store.db.all<Row>(`SELECT event_id, event_nid, room_id, type, state_key, rejected FROM events WHERE event_id IN (${chunk.map(() => '?').join(',')})`, chunk);
       for (const row of found) rows.set(row.event_id, row);
     }
     const state = new Map<StateKey, number>();
     for (const id of eventIds) {
       const pending = this.store.pendingEvent(id);
-      const row = pending ? { event_nid: pending.nid, type: pending.event.type, state_key: pending.event.state_key ?? null, rejected: pending.rejected } : rows.get(id);
-      if (!row) throw new RoomError('missing_events', `state event ${id} for ${forEventId} is unknown`);
-      if (row.rejected || typeof row.state_key !== 'string') continue;
+      const row = pending
+        ? { event_nid: pending.nid, room_id: pending.event.room_id, type: pending.event.type, state_key: pending.event.state_key ?? null, rejected: pending.rejected }
+        : rows.get(id);
+      if (!row) throw new RoomError('missing_events', `state event ${id} for ${forEvent.event_id} is unknown`);
+      if (row.rejected || typeof row.state_key !== 'string' || row.room_id !== forEvent.room_id) continue;
       state.set(stateKey(row.type, row.state_key), row.event_nid);
     }
     return state;

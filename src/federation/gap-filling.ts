@@ -1,6 +1,7 @@
 import { eventIdOf, referenceIds, type PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
+import { isRefusal as isRefusalStatus } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import type { JsonElements } from '../util/json-elements.ts';
 import { FederationRequestError, type FederationClient } from './client.ts';
@@ -14,6 +15,9 @@ import { GapNotFilled, unfilled } from './transaction-gaps.ts';
 // states of its other prev events. A pushed event whose prev events the sender will not give is
 // refused, as Synapse refuses it: pushed with a hole under it, it would become an extremity whose
 // state no one vouched for.
+
+/** Whether a request failed because the server refused it (4xx but 429), not because it could not be had now. */
+const isRefusal = (error: unknown): boolean => error instanceof FederationRequestError && isRefusalStatus(error.status);
 
 /** How far /get_missing_events looks back; beyond it, the oldest event fetched gets its state from /state_ids. */
 export const MISSING_EVENTS_LIMIT = 20;
@@ -62,7 +66,7 @@ export class GapFiller {
         min_depth: 0,
       }).catch((error: unknown) => {
         // A refusal is the sender's answer: it gives nothing. Anything else leaves the gap for later.
-        if (error instanceof FederationRequestError && error.status >= 400 && error.status < 500 && error.status !== 429) return { events: [] };
+        if (isRefusal(error)) return { events: [] };
         return unfilled(`/get_missing_events from ${origin}`)(error);
       });
       const events = Array.isArray(answer.events) ? answer.events : [];
@@ -133,7 +137,8 @@ export class GapFiller {
     const { rooms, client } = this.options;
     const before = await this.stateAt(origin, roomId, prevId);
     if (!(await rooms.getEvent(prevId))) {
-      const { pdus } = await client.event(origin, prevId).catch(unfilled(`/event from ${origin}`));
+      // Refused, it stays missing: the state before it stands for the state after it.
+      const { pdus } = await client.event(origin, prevId).catch((error: unknown) => (isRefusal(error) ? { pdus: [] } : unfilled(`/event from ${origin}`)(error)));
       const prev = (Array.isArray(pdus) ? pdus : []).find((p): p is PDU => isPduShaped(p) && p.room_id === roomId);
       if (prev) {
         await this.fetchMissingAuth(origin, prev, prevId);

@@ -198,6 +198,8 @@ describe('redactions', () => {
     await remote.waitForPdu((pdu) => pdu.type === 'm.room.redaction');
     fetched = await getEvent(alice, roomId, message);
     expect(fetched.body.unsigned?.redacted_because?.event_id).toBe(redacted.body.event_id);
+    // Served redacted to other servers too.
+    expect((await remote.client.event(hearth.name, message)).pdus[0]!.content).toEqual({});
 
     const again = await remote.createEvent(roomId, { type: 'm.room.redaction', sender: bob, content: {}, redacts: message });
     expect(await remote.sendPdus(hearth.name, [again.pdu])).toEqual({ [again.eventId]: {} });

@@ -42,7 +42,8 @@ async function eventInRoom(c: FederationCtx, roomId: string, eventId: string) {
 
 /**
  * History as another server may see it: events its users could not see under the room's
- * history visibility go redacted (`Visibility.serverMaySee`), keeping their place in the DAG.
+ * history visibility go redacted (`Visibility.serverMaySee`), keeping their place in the DAG,
+ * and so do events a redaction applied to.
  */
 async function historyFor(c: FederationCtx, events: StoredEvent[], version: RoomVersion): Promise<PDU[]> {
   const { visibility } = c.get('services').sync;
@@ -50,7 +51,8 @@ async function historyFor(c: FederationCtx, events: StoredEvent[], version: Room
   const pdus: PDU[] = [];
   for (const stored of events) {
     const pdu = toPdu(stored.event, version);
-    pdus.push((await visibility.serverMaySee(origin, stored)) ? pdu : (redactEvent(pdu, version) as unknown as PDU));
+    const whole = stored.redactedBy === null && (await visibility.serverMaySee(origin, stored));
+    pdus.push(whole ? pdu : (redactEvent(pdu, version) as unknown as PDU));
   }
   return pdus;
 }

@@ -20,11 +20,11 @@ import { GapNotFilled, unfilled } from './transaction-gaps.ts';
 const isRefusal = (error: unknown): boolean => error instanceof FederationRequestError && isRefusalStatus(error.status);
 
 /** How far /get_missing_events looks back; beyond it, the oldest event fetched gets its state from /state_ids. */
-export const MISSING_EVENTS_LIMIT = 20;
+const MISSING_EVENTS_LIMIT = 20;
 
 /** Events read by index, parsed when read: a JsonElements from a big answer, or an array in hand. */
 export type Elements = Pick<JsonElements, 'length' | 'parse'>;
-export const inHand = (values: readonly unknown[]): Elements => ({ length: values.length, parse: (i) => values[i] });
+const inHand = (values: readonly unknown[]): Elements => ({ length: values.length, parse: (i) => values[i] });
 
 /**
  * A pushed event whose prev events its sender did not give when asked (/get_missing_events): a

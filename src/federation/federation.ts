@@ -18,14 +18,14 @@ import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
 import { asJoinError, checkTemplate, FederationJoinError, unique } from './templates.ts';
-import { GapNotFilled, UndoneTransactions, unfilled, type TransactionAnswer } from './transaction-gaps.ts';
+import { GapNotFilled, UndoneTransactions, type TransactionAnswer } from './transaction-gaps.ts';
+import { GapFiller, PrevEventsWithheld, type Elements } from './gap-filling.ts';
 import { serverAllowedInRoom } from './acl.ts';
 import { FederationClient, FederationRequestError, isUnknownEndpoint, type SendJoinResponse } from './client.ts';
-import type { JsonElements } from '../util/json-elements.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
-import { countersignEvent, isPduShaped, toPdu } from './pdus.ts';
+import { countersignEvent, isPduShaped, roomOf, toPdu } from './pdus.ts';
 import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
 import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
@@ -64,9 +64,6 @@ const SUPPORTED_VERSIONS = [...ROOM_VERSIONS.keys()];
 const RECEIVED_TXN_TTL_MS = 24 * 60 * 60 * 1000;
 const PRUNE_EVERY_TXNS = 500;
 
-/** How far /get_missing_events looks back before we fall back to asking for the state. */
-const MISSING_EVENTS_LIMIT = 20;
-
 /**
  * Federation: the inbound server-server API, the outgoing queues, and what the
  * client API does across servers (joins, invites, leaves, backfill). Platform-free:
@@ -78,6 +75,8 @@ export class Federation {
   readonly keyRing: VerifyKeys;
   readonly graph: RoomGraph;
   readonly edus: Edus;
+  /** What an event from another server lacks, fetched from that server. */
+  readonly gaps: GapFiller;
   private readonly app: Hono<FederationEnv>;
   private receivedSincePrune = 0;
   /** Transactions being processed, by origin and txn ID: a retry that comes meanwhile waits for the first attempt. */
@@ -90,6 +89,11 @@ export class Federation {
     this.queues = new OutgoingQueues(db, this.client, serverName, now, log, options.backoff);
     this.keyRing = options.keyRing ?? new KeyRing(serverName, signingKey, now);
     this.graph = new RoomGraph(options.rooms);
+    this.gaps = new GapFiller({
+      rooms: options.rooms, client: this.client, log,
+      storeOutliers: (roomId, events) => this.storeOutliers(roomId, events),
+      storeStateAndAuthChain: (roomId, state, authChain) => this.storeStateAndAuthChain(roomId, state, authChain),
+    });
     this.edus = new Edus({ ...options, queues: this.queues, client: this.client });
     this.app = createFederationApp({ ...options, keyRing: this.keyRing, federation: this }, options.routes);
     // Local events go out with the write that made them: durable together.
@@ -238,7 +242,7 @@ export class Federation {
         results[eventId] = { error: error instanceof Error ? error.message : String(error) };
         // Not a verdict on the event: what it builds on could not be had now (a fetch failed, or an earlier event of the batch did).
         if (error instanceof GapNotFilled || (error instanceof RoomError && error.code === 'missing_events')) unplaced.add(eventId);
-        if (!(error instanceof RoomError)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);
+        if (!(error instanceof RoomError || error instanceof PrevEventsWithheld)) this.options.log(`federation: event ${eventId} from ${origin} failed`, error);
       };
       // Events whose auth and prev events we hold, or that come earlier in this transaction,
       // go to the room engine without waiting for each other: it keeps their order, checks
@@ -274,7 +278,7 @@ export class Federation {
     for (const id of referenceIds(pdu.prev_events)) {
       if (batch.has(id)) continue;
       const stored = await this.options.rooms.getEvent(id);
-      if (!stored || stored.outlier) return false;
+      if (!stored || stored.outlier || stored.event.room_id !== pdu.room_id) return false;
     }
     return true;
   }
@@ -293,80 +297,15 @@ export class Federation {
   }
 
   /**
-   * Stores a live event, fetching what it builds on when we lack it: its auth
-   * events by /event_auth, its prev events by /get_missing_events and, when the gap
-   * is wider than that, the state before it by /state.
+   * Stores a live event, fetching what it builds on when we lack it ({@link GapFiller.receivePushed}):
+   * its auth events by /event_auth, its prev events by /get_missing_events, and for those fetched
+   * whose own prev events are still missing, the state after each by /state_ids.
    */
   async receiveWithGaps(origin: string, pdu: PDU, version: RoomVersion, eventId: string): Promise<StoredEvent> {
-    const { rooms } = this.options;
     await this.refuseImpostor(pdu, eventId);
-    const known = await rooms.getEvent(eventId);
+    const known = await this.options.rooms.getEvent(eventId);
     if (known && !known.outlier) return known;
-    await this.fetchMissingAuth(origin, pdu, eventId, version);
-    const roomId = roomOf(pdu);
-    const missingPrev = await this.missingPrevEvents(pdu);
-    if (missingPrev.length > 0) {
-      try {
-        const { events } = await this.client.getMissingEvents(origin, roomId, {
-          earliest_events: await rooms.forwardExtremities(roomId),
-          latest_events: [eventId],
-          limit: MISSING_EVENTS_LIMIT,
-          min_depth: 0,
-        });
-        for (const missing of [...events].filter(isPduShaped).sort((a, b) => a.depth - b.depth)) {
-          const id = eventIdOf(missing, version);
-          if (!id || roomIdOfPdu(missing) !== roomId || (await rooms.getEvent(id))?.outlier === false) continue;
-          await this.fetchMissingAuth(origin, missing, id, version);
-          if ((await this.missingPrevEvents(missing)).length > 0) await this.receiveWithState(origin, missing, id, false);
-          else await rooms.receiveEvent(missing);
-        }
-      } catch (error) {
-        if (error instanceof RoomError) throw error;
-        this.options.log(`federation: get_missing_events from ${origin} failed`, error);
-      }
-      if ((await this.missingPrevEvents(pdu)).length > 0) return this.receiveWithState(origin, pdu, eventId, false);
-    }
-    return rooms.receiveEvent(pdu);
-  }
-
-  /** Prev events we do not hold as timeline events. */
-  private async missingPrevEvents(pdu: PDU): Promise<string[]> {
-    const missing: string[] = [];
-    for (const id of referenceIds(pdu.prev_events)) {
-      const stored = await this.options.rooms.getEvent(id);
-      if (!stored || stored.outlier) missing.push(id);
-    }
-    return missing;
-  }
-
-  private async fetchMissingAuth(origin: string, pdu: PDU, eventId: string, version: RoomVersion): Promise<void> {
-    const { rooms } = this.options;
-    const unknown = [];
-    for (const id of authEventIds(asRoomEvent(pdu, eventId, version), version)) if (!(await rooms.getEvent(id))) unknown.push(id);
-    if (unknown.length === 0) return;
-    const roomId = roomOf(pdu);
-    const { auth_chain } = await this.client.eventAuth(origin, roomId, eventId).catch(unfilled(`/event_auth from ${origin}`));
-    await this.storeOutliers(roomId, inHand(Array.isArray(auth_chain) ? auth_chain : []));
-  }
-
-  /**
-   * Stores an event with the state before it as the origin says it is, for gaps too wide to fill:
-   * its IDs first (/state_ids), and the events themselves (/state) only when we lack some. After
-   * a join we mostly hold them all: a big room's /state is the size of its send_join answer.
-   */
-  private async receiveWithState(origin: string, pdu: PDU, eventId: string, backfilled: boolean): Promise<StoredEvent> {
-    const roomId = roomOf(pdu);
-    // A server that does not serve /state_ids (or fails it) is asked for /state.
-    const ids = await this.client.stateIds(origin, roomId, eventId).catch(() => ({ pdu_ids: undefined, auth_chain_ids: undefined }));
-    if (Array.isArray(ids.pdu_ids) && Array.isArray(ids.auth_chain_ids) && ids.pdu_ids.every((id) => typeof id === 'string')) {
-      const unknown = await this.options.rooms.unknownEvents([...ids.pdu_ids, ...ids.auth_chain_ids].filter((id) => typeof id === 'string'));
-      if (unknown.length === 0) return this.options.rooms.receiveEvent(pdu, { stateBefore: ids.pdu_ids, backfilled });
-    }
-    const { pdus, auth_chain } = await this.client.state(origin, roomId, eventId).catch(unfilled(`/state from ${origin}`));
-    // An answer without them says nothing of the event: it is not checked against an empty state.
-    if (!pdus || !auth_chain) throw new GapNotFilled(503, 'M_UNKNOWN', `/state from ${origin} has no pdus or auth chain`);
-    const stateBefore = await this.storeStateAndAuthChain(roomId, pdus, auth_chain);
-    return this.options.rooms.receiveEvent(pdu, { stateBefore, backfilled });
+    return this.gaps.receivePushed(origin, pdu, version, eventId);
   }
 
   /**
@@ -629,11 +568,7 @@ export class Federation {
         const known = await rooms.getEvent(id);
         if (known && !known.outlier) continue;
         try {
-          await this.fetchMissingAuth(server, pdu, id, version);
-          let stored: StoredEvent;
-          if (pdu.type === 'm.room.create') stored = await rooms.receiveEvent(pdu, { backfilled: true, stateBefore: [] });
-          else if ((await this.missingPrevEvents(pdu)).length > 0) stored = await this.receiveWithState(server, pdu, id, true);
-          else stored = await rooms.receiveEvent(pdu, { backfilled: true });
+          const stored = await this.gaps.receivePulled(server, pdu, id, version, true);
           if (!stored.rejected) added++;
         } catch (error) {
           // What the event needs could not be had from this server (the stream reset, a timeout, a refusal): the next one is asked.
@@ -652,13 +587,3 @@ export class Federation {
   }
 }
 
-/** The room a PDU of a transaction or an answer is in; one that names none is refused. */
-function roomOf(pdu: PDU): string {
-  const roomId = roomIdOfPdu(pdu);
-  if (roomId === undefined) throw new RoomError('bad_event', 'the event names no room');
-  return roomId;
-}
-
-/** Events read by index, parsed when read: a JsonElements from a big answer, or an array in hand. */
-type Elements = Pick<JsonElements, 'length' | 'parse'>;
-const inHand = (values: readonly unknown[]): Elements => ({ length: values.length, parse: (i) => values[i] });

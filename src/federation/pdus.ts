@@ -2,9 +2,10 @@ import { encodeBase64 } from '../crypto/base64.ts';
 import type { SigningKey } from '../crypto/ed25519.ts';
 import { signingBytes } from '../crypto/signing.ts';
 import type { RoomEvent } from '../events/event.ts';
-import { withoutDerivedRoomId, type PDU } from '../events/pdu.ts';
+import { roomIdOfPdu, withoutDerivedRoomId, type PDU } from '../events/pdu.ts';
 import { redactEvent } from '../events/redaction.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
+import { RoomError } from '../rooms/errors.ts';
 
 /**
  * An event as it travels: no event_id from v3 on (receivers derive it), no room_id on a v12+
@@ -48,4 +49,11 @@ export function isPduShaped(value: unknown): value is PDU {
     isOptionalString(pdu['redacts']) &&
     isOptionalString(pdu['origin'])
   );
+}
+
+/** The room a PDU of a transaction or an answer is in (a v12+ create event's is its own ID); one that names none is refused. */
+export function roomOf(pdu: PDU): string {
+  const roomId = roomIdOfPdu(pdu);
+  if (roomId === undefined) throw new RoomError('bad_event', 'the event names no room');
+  return roomId;
 }

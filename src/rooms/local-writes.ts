@@ -8,7 +8,7 @@ import { nextStreamId } from '../storage/stream.ts';
 import { RoomError, roomNotFound } from './errors.ts';
 import { EventBuilder } from './event-builder.ts';
 import { refuseDuplicateAnnotation } from './relations.ts';
-import { RepeatedTransaction, replaced, serversOf, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
+import { appliedTargets, RepeatedTransaction, replaced, serversOf, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
 import type { Countersign, EventTemplate, StoredEvent, TransactionKey } from './types.ts';
 
@@ -165,7 +165,7 @@ export class LocalWrites {
     before?: (tx: WriteTransaction) => void,
   ): Promise<RoomWrite> {
     const store = this.store;
-    const redactionTargets = await store.redactionTargets(roomId, head, built);
+    const redactionClaims = await store.redactionClaims(roomId, head, built);
     const snapshots: { nid: number; state: NidState }[] = [];
     // Only prev events not yet durable as this write is built can still roll back: those are checked in it
     // (one at a time, the previous send was answered, so durable, and this write reads nothing for it).
@@ -196,7 +196,7 @@ export class LocalWrites {
           current = after;
           tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [after.nid, roomId]);
         }
-        store.applyRedaction(tx, event, redactionTargets);
+        store.applyRedaction(tx, event, redactionClaims);
         stored.push(row);
       }
       if (head.extremities.length === 1) {
@@ -209,7 +209,7 @@ export class LocalWrites {
         tx.run('INSERT INTO transaction_ids (user_id, device_id, endpoint, txn_id, event_id) VALUES (?, ?, ?, ?, ?)', [txn.userId, txn.deviceId, txn.endpoint, txn.txnId, last.event_id]);
       }
       const sent = store.outbox?.(tx, { roomId, version: head.version, events: built, servers: this.destinationsOf(tx, roomId, built, current?.state) });
-      return { stored, head: { version: head.version, current, extremities: [last.event_id] }, snapshots, redactionTargets, afterDurable: sent ?? undefined };
+      return { stored, head: { version: head.version, current, extremities: [last.event_id] }, snapshots, redactionTargets: appliedTargets(redactionClaims), afterDurable: sent ?? undefined };
     });
   }
 

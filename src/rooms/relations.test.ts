@@ -108,8 +108,9 @@ describe('relations index', () => {
     expect(before).toHaveLength(2);
     await a.db.transaction((tx) => {
       // As before version 3: later migrations (the bump-stamp index of version 4, the scoped transaction IDs of version 5,
-      // the backfilled-events index of version 6) not applied either.
+      // the backfilled-events index of version 6, the redactions of version 7) not applied either.
       tx.run('DROP TABLE event_relations');
+      tx.run('DROP TABLE redactions');
       tx.run('DROP INDEX events_by_room_type_stream');
       tx.run('DROP INDEX events_backfilled');
       tx.run("DELETE FROM schema_migrations WHERE component = 'rooms' AND version >= 3");

@@ -23,7 +23,7 @@ import { nextStreamId } from '../storage/stream.ts';
 import { RoomError, roomNotFound } from './errors.ts';
 import { checkEventSize } from './event-builder.ts';
 import type { RoomReads } from './room-reads.ts';
-import { RepeatedTransaction, replaced, type EventRowFields, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
+import { appliedTargets, RepeatedTransaction, replaced, type EventRowFields, type RedactionClaim, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
 import type { OutlierAnswer, PduSource, ReceiveOptions, StoredEvent } from './types.ts';
 
@@ -35,6 +35,9 @@ const CHECKS_IN_FLIGHT = 256;
 
 /** Outliers stored per write: a big batch is held a window at a time, at a commit per window. */
 const OUTLIERS_PER_WRITE = 2_000;
+
+/** How many events an event's arrival may walk back through soft-failed ones to find the extremities it replaces. */
+const MAX_SUPERSEDED_WALK = 1_000;
 
 /**
  * The remote input path (server-server §Checks performed on receipt of a PDU):
@@ -163,6 +166,7 @@ export class RemoteInput {
         if (rows.length === 0) continue;
         const written = await this.store.runRoomWrite(roomId, (tx) => {
           for (const row of rows) this.store.insertOutlier(tx, row.fields, row.json, row.rejected);
+          this.store.applyWaitingRedactions(tx, roomId, rows.map((row) => row.fields));
           // Outliers are neither cached nor indexed as they are stored (RoomStore.afterCommit): none to hand on.
           return { stored: [], head, snapshots: [], redactionTargets: new Map() };
         });
@@ -213,15 +217,23 @@ export class RemoteInput {
       const authEvents = await Promise.all(authIds.map((id) => this.store.getEvent(id)));
       if (authEvents.some((e) => !e)) throw new RoomError('missing_events', `auth events of ${event.event_id} are unknown`);
       const ownRejection = await this.ownAuthReason(event, authEvents as StoredEvent[], head.version);
-      if (ownRejection) return done(await this.storeRejected(event, ownRejection));
-
       // Auth against the state before the event: given (a join's state, the state at a
       // backfilled event whose prev events we lack), or resolved from its prev events.
       const prevIds = referenceIds(event.prev_events);
-      const stateBefore = options.stateBefore ? await this.stateOfEvents(options.stateBefore, event.event_id) : await this.stateAfterPrevEvents(head.version, event.event_id, prevIds);
+      const findStateBefore = () => options.stateBefore ? this.stateOfEvents(options.stateBefore, event) : this.stateAfterPrevEvents(head.version, event, prevIds, options.prevStates);
+      if (ownRejection) {
+        // Kept with the state before it where that is known: an event built on it then finds the
+        // state as it was before it (server-server §Rejection), not a hole.
+        const known = await findStateBefore().catch((e: unknown) => {
+          if (e instanceof RoomError && e.code === 'missing_events') return undefined;
+          throw e;
+        });
+        return this.storeRejected(head, event, ownRejection, known);
+      }
+      const stateBefore = await findStateBefore();
       const beforeEvents = await this.authStateFor(event, head.version, stateBefore);
       const beforeRejection = await this.authReason(event, head.version, (k) => beforeEvents.get(k));
-      if (beforeRejection) return done(await this.storeRejected(event, beforeRejection, existing));
+      if (beforeRejection) return this.storeRejected(head, event, beforeRejection, stateBefore, existing);
 
       // Soft failure: allowed by its own history but not by the room as it is now. History that
       // arrives by backfill is older than the current state, and a join to a room we had no
@@ -231,7 +243,9 @@ export class RemoteInput {
         const currentEvents = await this.authStateFor(event, head.version, head.current?.state ?? new Map());
         softFailed = (await this.authReason(event, head.version, (k) => currentEvents.get(k))) !== undefined;
       }
-      return this.storeAccepted(head, event, stateBefore, options.stateBefore ? [] : prevIds, {
+      // Prev events another server gave the state after may be held nowhere (it would not serve them).
+      const placedOn = options.stateBefore ? [] : options.prevStates ? [...(await this.heldIds(prevIds))] : prevIds;
+      return this.storeAccepted(head, event, stateBefore, placedOn, {
         softFailed, backfilled: options.backfilled ?? false, promoting: promote ? existing : undefined, replacesExtremities: options.ownJoin ?? false,
       });
     });
@@ -239,35 +253,52 @@ export class RemoteInput {
     return write.stored[0]!;
   }
 
-  private async stateAfterPrevEvents(version: RoomVersion, eventId: string, prevIds: string[]): Promise<NidState> {
+  /**
+   * The state before an event: the resolution of the states after its prev events, each held with
+   * its state here, or given (`given`: the state after a prev event we hold no state for, as another
+   * server said it was). With `given`, a prev event in neither is left out: one of another room is
+   * no part of this one's history, and one of ours never lends it its state.
+   */
+  private async stateAfterPrevEvents(version: RoomVersion, event: RoomEvent, prevIds: string[], given?: ReadonlyMap<string, readonly string[]>): Promise<NidState> {
     const prevStates: NidState[] = [];
     for (const id of prevIds) {
-      const state = await this.reads.stateAtEvent(id, 'after');
-      if (!state) throw new RoomError('missing_events', `prev event ${id} of ${eventId} is unknown or has no state`);
-      prevStates.push(state);
+      const ids = given?.get(id);
+      if (ids) {
+        prevStates.push(await this.stateOfEvents(ids, event));
+        continue;
+      }
+      const prev = this.store.pendingEvent(id) ?? (await this.store.getEvent(id));
+      const state = prev && prev.event.room_id === event.room_id ? await this.reads.stateAtEvent(id, 'after') : undefined;
+      if (state) prevStates.push(state);
+      else if (!given) throw new RoomError('missing_events', `prev event ${id} of ${event.event_id} is unknown, has no state or is of another room`);
     }
+    // No prev events at all (a create event) is an empty state; prev events none of which could be used, a hole.
+    if (prevStates.length === 0 && prevIds.length > 0) throw new RoomError('missing_events', `no prev event of ${event.event_id} has a state here`);
     return this.resolve(version, prevStates);
   }
 
   /**
    * A state given as the IDs of its events, which must all be held (as outliers at least).
    * Read as rows of a few columns, a chunk at a time: a big room's state is 20,000 events,
-   * which are neither parsed nor brought into the event cache for this.
+   * which are neither parsed nor brought into the event cache for this. Rejected events and
+   * events of another room (a bogus answer) are left out.
    */
-  private async stateOfEvents(eventIds: readonly string[], forEventId: string): Promise<NidState> {
-    type Row = { event_id: string; event_nid: number; type: string; state_key: string | null; rejected: string | null };
+  private async stateOfEvents(eventIds: readonly string[], forEvent: RoomEvent): Promise<NidState> {
+    type Row = { event_id: string; event_nid: number; room_id: string; type: string; state_key: string | null; rejected: string | null };
     const rows = new Map<string, Row>();
     for (let from = 0; from < eventIds.length; from += 500) {
       const chunk = eventIds.slice(from, from + 500);
-      const found = await this.store.db.all<Row>(`SELECT event_id, event_nid, type, state_key, rejected FROM events WHERE event_id IN (${chunk.map(() => '?').join(',')})`, chunk);
+      const found = await this.store.db.all<Row>(`SELECT event_id, event_nid, room_id, type, state_key, rejected FROM events WHERE event_id IN (${chunk.map(() => '?').join(',')})`, chunk);
       for (const row of found) rows.set(row.event_id, row);
     }
     const state = new Map<StateKey, number>();
     for (const id of eventIds) {
       const pending = this.store.pendingEvent(id);
-      const row = pending ? { event_nid: pending.nid, type: pending.event.type, state_key: pending.event.state_key ?? null, rejected: pending.rejected } : rows.get(id);
-      if (!row) throw new RoomError('missing_events', `state event ${id} for ${forEventId} is unknown`);
-      if (row.rejected || typeof row.state_key !== 'string') continue;
+      const row = pending
+        ? { event_nid: pending.nid, room_id: pending.event.room_id, type: pending.event.type, state_key: pending.event.state_key ?? null, rejected: pending.rejected }
+        : rows.get(id);
+      if (!row) throw new RoomError('missing_events', `state event ${id} for ${forEvent.event_id} is unknown`);
+      if (row.rejected || typeof row.state_key !== 'string' || row.room_id !== forEvent.room_id) continue;
       state.set(stateKey(row.type, row.state_key), row.event_nid);
     }
     return state;
@@ -375,14 +406,30 @@ export class RemoteInput {
     return out;
   }
 
-  private async storeRejected(event: RoomEvent, reason: string, existing?: StoredEvent): Promise<StoredEvent> {
-    const stored = await this.store.db.transaction((tx) => {
-      if (!existing) return this.store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: null, replacesState: null, outlier: false, rejected: reason });
-      tx.run('UPDATE events SET rejected = ? WHERE event_nid = ?', [reason, existing.nid]);
-      this.store.unindex(tx, existing.event.event_id);
-      return { ...existing, rejected: reason };
+  /**
+   * Stores a rejected event (or marks an outlier we held rejected after all), with the snapshot of
+   * the state before it when that is known: the state after it is that same state. It moves
+   * neither the current state nor the extremities.
+   */
+  private async storeRejected(head: RoomHead, event: RoomEvent, reason: string, stateBefore: NidState | undefined, existing?: StoredEvent): Promise<RoomWrite> {
+    const store = this.store;
+    return store.runRoomWrite(event.room_id, (tx) => {
+      const before = stateBefore === undefined ? undefined : this.snapshotFor(tx, event.room_id, head, stateBefore);
+      const snapshots = before ? [before] : [];
+      if (!existing) {
+        const stored = store.insertEvent(tx, event, { streamOrdering: null, stateSnapshot: before?.nid ?? null, replacesState: null, outlier: false, rejected: reason });
+        return { stored: [stored], head, snapshots, redactionTargets: new Map() };
+      }
+      tx.run('UPDATE events SET rejected = ?, state_snapshot = ?, outlier = 0 WHERE event_nid = ?', [reason, before?.nid ?? null, existing.nid]);
+      store.unindex(tx, existing.event.event_id);
+      return { stored: [{ ...existing, rejected: reason, stateSnapshot: before?.nid ?? null, outlier: false }], head, snapshots, redactionTargets: new Map() };
     });
-    return this.store.cache(stored);
+  }
+
+  /** The snapshot of a state: the current one or a committed one when it is that very state, else a new one. */
+  private snapshotFor(tx: WriteTransaction, roomId: string, head: RoomHead, state: NidState): { nid: number; state: NidState } {
+    if (head.current && sameState(head.current.state, state)) return head.current;
+    return this.store.stateStore.snapshotOf(state) ?? this.store.stateStore.create(tx, roomId, head.current, diffState(head.current?.state, state));
   }
 
   /** Stores an accepted (or soft-failed) event and moves the room's current state, in one transaction. */
@@ -398,7 +445,7 @@ export class RemoteInput {
     const roomId = event.room_id;
     // Soft-failed and backfilled events stay out of the extremities and the current state.
     const movesCurrent = !softFailed && !backfilled;
-    const superseded = how.replacesExtremities ? head.extremities : prevIds;
+    const superseded = how.replacesExtremities ? head.extremities : await this.supersededBy(prevIds);
     const extremities = movesCurrent ? [...head.extremities.filter((id) => !superseded.includes(id)), event.event_id] : head.extremities;
     const from = head.current?.state ?? new Map<StateKey, number>();
     const afterState = () => {
@@ -409,7 +456,7 @@ export class RemoteInput {
     };
     // When the event descends from every extremity its state is the room's; otherwise resolve the two.
     const newCurrent = !movesCurrent ? undefined : extremities.length === 1 ? afterState() : await this.resolve(head.version, [from, afterState()], event);
-    const redactionTargets = softFailed ? new Map<string, string>() : await store.redactionTargets(roomId, head, [event]);
+    const claims = softFailed ? new Map<string, RedactionClaim>() : await store.redactionClaims(roomId, head, [event]);
     const snapshots: { nid: number; state: NidState }[] = [];
     return store.runRoomWrite(roomId, (tx) => {
       store.requirePrevEvents(tx, roomId, prevIds);
@@ -417,14 +464,18 @@ export class RemoteInput {
         const already = tx.get<{ event_id: string }>('SELECT event_id FROM events WHERE event_id = ?', [event.event_id]);
         if (already) throw new RepeatedTransaction(already.event_id);
       }
-      const before = head.current && sameState(head.current.state, stateBefore)
-        ? head.current
-        : store.stateStore.snapshotOf(stateBefore) ?? store.stateStore.create(tx, roomId, head.current, diffState(from, stateBefore));
+      const before = this.snapshotFor(tx, roomId, head, stateBefore);
       snapshots.push(before);
       // Backfilled history sorts before everything live: negative stream positions, never reported by /sync.
       const streamOrdering = softFailed ? null : backfilled ? nextBackfillOrdering(tx) : nextStreamId(tx);
       const meta = { streamOrdering, stateSnapshot: before.nid, replacesState: replaced(stateBefore, event), softFailed };
       const stored = promoting ? this.promoteOutlier(tx, promoting, meta) : store.insertEvent(tx, event, meta);
+      // Backfilled and live redactions alike; a soft-failed one claims nothing.
+      store.applyRedaction(tx, event, claims);
+      const waited = store.applyWaitingRedactions(tx, roomId, [event]);
+      const [redactedBy] = waited.keys();
+      if (redactedBy !== undefined) stored.redactedBy = redactedBy;
+      const redactionTargets = new Map([...appliedTargets(claims), ...waited]);
       if (!newCurrent) return { stored: [stored], head, snapshots, redactionTargets };
       const resolvedCurrent = new Map([...newCurrent].map(([k, nid]) => [k, nid === PENDING_NID ? stored.nid : nid]));
       const current = store.stateStore.create(tx, roomId, head.current, diffState(from, resolvedCurrent));
@@ -433,9 +484,27 @@ export class RemoteInput {
       tx.run('UPDATE rooms SET current_snapshot = ? WHERE room_id = ?', [current.nid, roomId]);
       for (const id of superseded) tx.run('DELETE FROM forward_extremities WHERE room_id = ? AND event_id = ?', [roomId, id]);
       tx.run('INSERT OR IGNORE INTO forward_extremities (room_id, event_id) VALUES (?, ?)', [roomId, event.event_id]);
-      store.applyRedaction(tx, event, redactionTargets);
       return { stored: [stored], head: { version: head.version, current, extremities }, snapshots, redactionTargets };
     });
+  }
+
+  /**
+   * The extremities an event takes the place of: its prev events and, through those that were
+   * soft-failed or rejected (never extremities themselves), the events they were built on, which
+   * would otherwise stay extremities that nothing builds on.
+   */
+  private async supersededBy(prevIds: string[]): Promise<string[]> {
+    const out = new Set<string>();
+    const queue = [...prevIds];
+    // Soft-failed runs are short; the bound only keeps a hostile chain from being walked whole.
+    while (queue.length > 0 && out.size < MAX_SUPERSEDED_WALK) {
+      const id = queue.shift()!;
+      if (out.has(id)) continue;
+      out.add(id);
+      const stored = this.store.pendingEvent(id) ?? (await this.store.getEvent(id));
+      if (stored && (stored.softFailed || (stored.rejected && !stored.outlier))) queue.push(...referenceIds(stored.event.prev_events));
+    }
+    return [...out];
   }
 
   /** An outlier becomes a timeline event: it gets its place in the stream and its state. */

@@ -71,6 +71,15 @@ export class RoomReads {
     return out;
   }
 
+  /**
+   * Whether a redaction the room took applies to its target (rooms v3+: its target is known, of
+   * the same room, and its sender held the redact level or is of the target sender's server).
+   */
+  async redactionApplies(redactionId: string): Promise<boolean> {
+    const row = await this.store.db.get<{ applies: number | null }>('SELECT applies FROM redactions WHERE redaction_id = ?', [redactionId]);
+    return row?.applies === 1;
+  }
+
   /** The state before an event we hold, from its snapshot; undefined for outliers (they have none). */
   async stateBefore(stored: StoredEvent): Promise<NidState | undefined> {
     return stored.stateSnapshot === null ? undefined : this.store.stateStore.load(stored.stateSnapshot);

@@ -33,6 +33,21 @@ export interface RoomWriteResult {
   afterDurable?: () => void;
 }
 
+/** What a redaction claims, as received. */
+export interface RedactionClaim {
+  target: string;
+  sender: string;
+  /** Its sender held the redact level when it was received. */
+  byPower: boolean;
+  /** Whether it applies to its target; undefined until the target is known. */
+  applies: boolean | undefined;
+}
+
+/** Redaction ID → target of the claims that apply, for the write's result. */
+export function appliedTargets(claims: Map<string, RedactionClaim>): Map<string, string> {
+  return new Map([...claims].filter(([, claim]) => claim.applies).map(([id, claim]) => [id, claim.target]));
+}
+
 /** What a write stores about an event besides the event itself. */
 export interface EventMeta {
   streamOrdering: number | null;
@@ -300,14 +315,16 @@ export class RoomStore {
   }
 
   /**
-   * The events that redactions among `events` may redact: same room, and the
-   * redacter holds the redact level or shares the target's server
-   * (rooms/fragments/v3-handling-redactions).
+   * What each redaction among `events` claims (rooms/fragments/v3-handling-redactions): its
+   * target, whether its sender holds the redact level in the room's current state, and, when the
+   * target is known, whether it applies: the target is of the same room, and the redacter holds
+   * the redact level or is of the target sender's server. A redaction whose target is not known
+   * yet is decided when the target arrives ({@link applyWaitingRedactions}).
    */
-  async redactionTargets(roomId: string, head: RoomHead, events: RoomEvent[]): Promise<Map<string, string>> {
-    const targets = new Map<string, string>(); // redaction event ID → target event ID
+  async redactionClaims(roomId: string, head: RoomHead, events: RoomEvent[]): Promise<Map<string, RedactionClaim>> {
+    const claims = new Map<string, RedactionClaim>(); // redaction event ID → its claim
     const redactions = events.filter((e) => e.type === 'm.room.redaction');
-    if (redactions.length === 0) return targets;
+    if (redactions.length === 0) return claims;
     // Power levels need only the create and power levels events, not the whole state.
     const state = new Map<StateKey, RoomEvent>();
     for (const key of [stateKey('m.room.create', ''), stateKey('m.room.power_levels', '')]) {
@@ -319,19 +336,55 @@ export class RoomStore {
     for (const event of redactions) {
       const target = redactsOf(head.version, event);
       if (!target) continue;
+      const byPower = levels.user(event.sender) >= levels.named('redact');
       const targetEvent = (await this.getEvent(target))?.event ?? events.find((e) => e.event_id === target);
-      if (!targetEvent || targetEvent.room_id !== roomId) continue;
-      if (mayApplyRedaction(event, targetEvent, levels)) targets.set(event.event_id, target);
+      const applies = targetEvent === undefined ? undefined : targetEvent.room_id === roomId && mayApplyRedaction(event, targetEvent, levels);
+      claims.set(event.event_id, { target, sender: event.sender, byPower, applies });
     }
-    return targets;
+    return claims;
   }
 
-  applyRedaction(tx: WriteTransaction, event: RoomEvent, targets: Map<string, string>): void {
-    const target = targets.get(event.event_id);
-    if (!target) return;
-    tx.run('UPDATE events SET redacted_by = ? WHERE event_id = ? AND redacted_by IS NULL', [event.event_id, target]);
+  /**
+   * Records a redaction's claim, and redacts its target when it applies. Every redaction the
+   * room takes is recorded, so clients are shown only those that applied (Visibility).
+   */
+  applyRedaction(tx: WriteTransaction, event: RoomEvent, claims: Map<string, RedactionClaim>): void {
+    const claim = claims.get(event.event_id);
+    if (!claim) return;
+    tx.run('INSERT OR IGNORE INTO redactions (redaction_id, target_id, room_id, sender, by_power, applies) VALUES (?, ?, ?, ?, ?, ?)', [
+      event.event_id, claim.target, event.room_id, claim.sender, claim.byPower ? 1 : 0, claim.applies === undefined ? null : claim.applies ? 1 : 0,
+    ]);
+    if (claim.applies) this.redact(tx, claim.target, event.event_id);
+  }
+
+  private redact(tx: WriteTransaction, target: string, redactionId: string): void {
+    tx.run('UPDATE events SET redacted_by = ? WHERE event_id = ? AND redacted_by IS NULL', [redactionId, target]);
     // Its m.relates_to is redacted away, and its words with it.
     this.unindex(tx, target);
+  }
+
+  /**
+   * Decides the redactions that were waiting for these events, just stored, and applies those
+   * that may (the redacter held the redact level when it was received, or is of the target
+   * sender's server). Answers redaction ID → target for those applied.
+   */
+  applyWaitingRedactions(tx: WriteTransaction, roomId: string, targets: readonly Pick<RoomEvent, 'event_id' | 'sender'>[]): Map<string, string> {
+    const applied = new Map<string, string>();
+    // Almost always none: one probe per write, not one per event.
+    if (!tx.get('SELECT 1 FROM redactions WHERE room_id = ? AND applies IS NULL LIMIT 1', [roomId])) return applied;
+    for (const target of targets) {
+      const waiting = tx.all<{ redaction_id: string; sender: string; by_power: number }>(
+        'SELECT redaction_id, sender, by_power FROM redactions WHERE target_id = ? AND room_id = ? AND applies IS NULL', [target.event_id, roomId],
+      );
+      for (const row of waiting) {
+        const applies = row.by_power === 1 || serverNameOf(row.sender) === serverNameOf(target.sender);
+        tx.run('UPDATE redactions SET applies = ? WHERE redaction_id = ?', [applies ? 1 : 0, row.redaction_id]);
+        if (!applies) continue;
+        this.redact(tx, target.event_id, row.redaction_id);
+        applied.set(row.redaction_id, target.event_id);
+      }
+    }
+    return applied;
   }
 
   /** Brings the current_state and local_memberships tables from `from` to `to`. */

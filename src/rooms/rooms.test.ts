@@ -175,6 +175,28 @@ describe('room engine: events from other servers', () => {
     expect((await a.getEvent(message!.event.event_id))!.redactedBy).toBe(redaction!.event.event_id);
   });
 
+  it('keeps a redaction that arrives before its target until the target comes: applied then by the target sender\'s server, never by another without the redact level', async () => {
+    // alice (a) says two things; b hears of them only after redactions of both.
+    const [first] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'first' } }]);
+    const [second] = await a.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { body: 'second' } }]);
+    const [ownRedaction] = await a.sendEvents(roomId, [{ type: 'm.room.redaction', sender: alice, content: { redacts: first!.event.event_id }, redacts: first!.event.event_id }]);
+    // bob, of another server and below the redact level, redacts the second on his own server, which does not hold it.
+    const [bobsRedaction] = await b.sendEvents(roomId, [{ type: 'm.room.redaction', sender: bob, content: { redacts: second!.event.event_id }, redacts: second!.event.event_id }]);
+    expect(await b.redactionApplies(bobsRedaction!.event.event_id)).toBe(false);
+    // Out of order: the redaction first (b lacks its prev events, the messages: it comes with the state before it, as a gap's would), then the messages.
+    const stateIds = [...(await b.currentState(roomId)).values()].map((e) => e.event.event_id);
+    await b.receiveEvent(wire(ownRedaction!), { stateBefore: stateIds });
+    expect(await b.redactionApplies(ownRedaction!.event.event_id)).toBe(false);
+    for (const message of [first!, second!]) await b.receiveEvent(wire(message));
+    expect((await b.getEvent(first!.event.event_id))!.redactedBy).toBe(ownRedaction!.event.event_id);
+    expect(await b.redactionApplies(ownRedaction!.event.event_id)).toBe(true);
+    expect((await b.getEvent(second!.event.event_id))!.redactedBy).toBeNull();
+    expect(await b.redactionApplies(bobsRedaction!.event.event_id)).toBe(false);
+    // On a, bob's redaction of an event a holds is decided at once, the same way.
+    await a.receiveEvent(wire(bobsRedaction!));
+    expect((await a.getEvent(second!.event.event_id))!.redactedBy).toBeNull();
+  });
+
   it('counts members as the state changes, on either server, by a local or a remote event', async () => {
     expect([await a.memberCount(roomId, 'join'), await b.memberCount(roomId, 'join'), await a.memberCount(roomId, 'invite')]).toEqual([2, 2, 0]);
     const carol = `@carol:${a.serverName}`;

@@ -170,5 +170,35 @@ export const roomsSchema: ComponentSchema = {
       // events_by_room_topology it passed over every outlier (a joined big room's 20,000 state events) first.
       up: (tx) => void tx.run('CREATE INDEX events_backfilled ON events (room_id, depth, stream_ordering) WHERE stream_ordering < 0'),
     },
+    {
+      version: 7,
+      description: 'redactions the rooms took: their target, and whether they apply (decided when the target is known)',
+      // A redaction is shown to clients once it applies (rooms v3+: one may arrive before its target,
+      // or from a server without the power); one whose target never comes stays unshown.
+      up: (tx) => {
+        tx.run(`CREATE TABLE redactions (
+          redaction_id TEXT PRIMARY KEY,
+          target_id TEXT NOT NULL,
+          room_id TEXT NOT NULL,
+          sender TEXT NOT NULL,
+          by_power INTEGER NOT NULL,
+          applies INTEGER
+        )`);
+        tx.run('CREATE INDEX redactions_by_target ON redactions (target_id)');
+        tx.run('CREATE INDEX redactions_waiting ON redactions (room_id) WHERE applies IS NULL');
+        // Redactions taken before: those that redacted their target apply; the others wait for it.
+        const rows = tx.all<{ event_id: string; room_id: string; sender: string; json: string }>(
+          "SELECT event_id, room_id, sender, json FROM events WHERE type = 'm.room.redaction' AND rejected IS NULL AND soft_failed = 0 AND outlier = 0",
+        );
+        for (const row of rows) {
+          const event = JSON.parse(row.json) as { redacts?: unknown; content?: { redacts?: unknown } };
+          const target = typeof event.redacts === 'string' ? event.redacts : event.content?.redacts;
+          if (typeof target !== 'string') continue;
+          const redacted = tx.get<{ room_id: string; redacted_by: string | null }>('SELECT room_id, redacted_by FROM events WHERE event_id = ?', [target]);
+          const applies = redacted === undefined ? null : redacted.redacted_by === row.event_id || (redacted.redacted_by !== null && redacted.room_id === row.room_id) ? 1 : 0;
+          tx.run('INSERT OR IGNORE INTO redactions (redaction_id, target_id, room_id, sender, by_power, applies) VALUES (?, ?, ?, ?, 1, ?)', [row.event_id, target, row.room_id, row.sender, applies]);
+        }
+      },
+    },
   ],
 };

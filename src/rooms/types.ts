@@ -103,6 +103,13 @@ export interface ReceiveOptions {
    */
   stateBefore?: readonly string[];
   /**
+   * The state after some of its prev events, as IDs of events we hold: for prev events we hold no
+   * state for (missing, or outliers), as the server we had them from gave it (/state_ids at each).
+   * The state before the event resolves these with the states after its other prev events; a prev
+   * event in neither (one of another room) is left out.
+   */
+  prevStates?: ReadonlyMap<string, readonly string[]>;
+  /**
    * Our own join, made through a resident server (send_join), with that server's state as
    * `stateBefore`: the room as it holds it now. It becomes our current state and sole forward
    * extremity, replacing whatever we held from before (a room we left and now rejoin, whose

@@ -4,6 +4,7 @@ import { redactsOf } from '../events/auth.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import { relationOf, type RelationSummary } from '../rooms/relations.ts';
+import type { Visibility } from './visibility.ts';
 
 /** An event as clients see it (client-server §Room event format: ClientEvent). */
 export interface ClientEvent {
@@ -51,6 +52,8 @@ export class EventFormatter {
   constructor(
     private readonly rooms: Rooms,
     private readonly now: () => number,
+    /** Erased accounts: their events go redacted to viewers who were not there (sync's Visibility). */
+    private readonly erasure?: Pick<Visibility, 'senderErased' | 'erasedFor'>,
   ) {}
 
   /** `bundle: false` leaves out bundled aggregations (for events inside another event's). */
@@ -61,7 +64,8 @@ export class EventFormatter {
     const version = (await this.rooms.roomVersion(event.room_id))!;
     const redaction = stored.redactedBy ? await this.rooms.getEvent(stored.redactedBy) : undefined;
     const previous = stored.replacesState !== null ? await this.rooms.getEventByNid(stored.replacesState) : undefined;
-    const out = this.build(stored, version, redaction, previous);
+    const erased = viewer !== undefined && this.erasure !== undefined && (await this.erasure.erasedFor(viewer.userId, stored));
+    const out = this.build(stored, version, redaction, previous, erased);
     const unsigned = out.unsigned!;
     if (redaction && options.withRedactedBecause !== false) {
       unsigned['redacted_because'] = await this.format(redaction, viewer, { withRedactedBecause: false, bundle: false });
@@ -76,9 +80,9 @@ export class EventFormatter {
   }
 
   /** The client event with what format() reads already at hand (its redaction, the state event it replaces). */
-  private build(stored: StoredEvent, version: RoomVersion, redaction: StoredEvent | undefined, previous: StoredEvent | undefined): ClientEvent {
+  private build(stored: StoredEvent, version: RoomVersion, redaction: StoredEvent | undefined, previous: StoredEvent | undefined, erased = false): ClientEvent {
     const event = stored.event;
-    const content = (redaction ? redactEvent(event, version)['content'] : event.content) as JsonObject;
+    const content = (redaction || erased ? redactEvent(event, version)['content'] : event.content) as JsonObject;
     const out: ClientEvent = {
       event_id: event.event_id,
       type: event.type,
@@ -156,7 +160,12 @@ export class EventFormatter {
    * version read once per room, the state events they replace read together.
    */
   async formatAll(events: readonly StoredEvent[], viewer?: Viewer): Promise<ClientEvent[]> {
-    const plain = (e: StoredEvent) => e.event.state_key !== undefined && !e.redactedBy && !(viewer?.deviceId && viewer.userId === e.event.sender);
+    // Senders whose accounts were erased: their events go through format(), which may redact them for the viewer.
+    const erasedSenders = new Set<string>();
+    if (viewer && this.erasure) {
+      for (const sender of new Set(events.map((e) => e.event.sender))) if (await this.erasure.senderErased(sender)) erasedSenders.add(sender);
+    }
+    const plain = (e: StoredEvent) => e.event.state_key !== undefined && !e.redactedBy && !(viewer?.deviceId && viewer.userId === e.event.sender) && !erasedSenders.has(e.event.sender);
     const versions = new Map<string, RoomVersion>();
     const replaced: number[] = [];
     for (const e of events) {

@@ -123,8 +123,8 @@ export class Sync {
       for (const userId of change.userIds ?? []) void rooms.roomsOf(userId).then((roomIds) => notify({ position: 0, roomIds }), () => undefined);
     }, now);
     this.receipts = new Receipts(db, notify, now);
-    this.formatter = new EventFormatter(rooms, now);
     this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId), (userId) => users.erasedAt(userId));
+    this.formatter = new EventFormatter(rooms, now, this.visibility);
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
     this.relations = new RelationsReader(rooms, this.visibility, this.formatter);
     this.history = new RoomHistory(rooms, this.visibility, this.formatter, () => this.currentToken(), () => this.backfiller);

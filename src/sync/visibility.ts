@@ -24,27 +24,36 @@ export class Visibility {
     private readonly rooms: Rooms,
     /** Whom a user ignores: their non-state events are never shown to that user. */
     private readonly ignoredBy: (userId: string) => Promise<ReadonlySet<string>> = async () => new Set(),
-    /** The stream position a sender's account was erased at: who joins after it no longer sees what they said. */
+    /** The stream position a sender's account was erased at, if it was: what they said goes redacted to those not there. */
     private readonly erasedAt: (userId: string) => Promise<number | undefined> = async () => undefined,
   ) {}
 
+  /** Whether the account that sent an event was erased (`/account/deactivate` with `erase`). */
+  async senderErased(userId: string): Promise<boolean> {
+    return (await this.erasedAt(userId)) !== undefined;
+  }
+
   /**
-   * Whether the viewer came to the room after the sender's account was erased: joined after
-   * it, or never a member (reading it as world_readable, say from the room that replaced it).
+   * Whether the viewer is served only a redacted copy of an event: its sender's account was
+   * erased, and the viewer was not joined to the room when it was sent (client-server §Account
+   * deactivation, `erase`; who was not there at the event, as Synapse decides it).
    */
-  private async joinedAfterErasure(viewer: string, event: StoredEvent['event']): Promise<boolean> {
-    const erased = await this.erasedAt(event.sender);
-    if (erased === undefined) return false;
-    const joined = await this.rooms.currentStateEvent(event.room_id, 'm.room.member', viewer);
-    return joined?.streamOrdering == null || joined.streamOrdering > erased;
+  async erasedFor(viewer: string, stored: StoredEvent): Promise<boolean> {
+    if (!(await this.senderErased(stored.event.sender))) return false;
+    const state = await this.rooms.stateBefore(stored);
+    const memberNid = state?.get(stateKey('m.room.member', viewer));
+    const member = memberNid === undefined ? undefined : await this.rooms.getEventByNid(memberNid);
+    return member?.event.content['membership'] !== 'join';
   }
 
   async canSee(userId: string, stored: StoredEvent, currentMembership?: string): Promise<boolean> {
     if (stored.rejected || stored.softFailed || stored.outlier || stored.stateSnapshot === null) return false;
     const event = stored.event;
+    // A redaction is shown once it applies: never one of an event of another room, of an event not
+    // yet received, or by a server that may not redact it (rooms/fragments/v3-handling-redactions).
+    if (event.type === 'm.room.redaction' && !(await this.rooms.redactionApplies(event.event_id))) return false;
     // Ignoring a user hides what they say, not the room's state (client-server §Ignoring users).
     if (event.state_key === undefined && (await this.ignoredBy(userId)).has(event.sender)) return false;
-    if (event.state_key === undefined && (await this.joinedAfterErasure(userId, event))) return false;
     // Users always see their own membership changes (a leave, a kick, a ban).
     if (event.type === 'm.room.member' && event.state_key === userId) return true;
     const state = await this.rooms.stateBefore(stored);
@@ -79,6 +88,8 @@ export class Visibility {
    */
   async serverMaySee(serverName: string, stored: StoredEvent): Promise<boolean> {
     const event = stored.event;
+    // An erased account's events go redacted to every server, as Synapse serves them.
+    if (await this.senderErased(event.sender)) return false;
     const ofServer = (userId: string) => userId.endsWith(`:${serverName}`);
     if (event.type === 'm.room.member' && event.state_key !== undefined && ofServer(event.state_key)) return true;
     const state = await this.rooms.stateBefore(stored);

@@ -68,8 +68,11 @@ export const IGNORED_USERS_TYPE = 'm.ignored_user_list';
 
 export class Users {
   private readonly ignoredCache = new Map<string, ReadonlySet<string>>();
-  /** Erasure positions by user (null: not erased), asked for every event served. */
-  private readonly erasedCache = new Map<string, number | null>();
+  /**
+   * Every erased account with the stream position of its erasure, read once: asked for the sender
+   * of every event served, and only this server's accounts are ever erased, so it stays small.
+   */
+  private erased: Promise<Map<string, number>> | undefined;
   private readonly sessions = new Map<string, Session>();
   private readonly deviceListeners: DeviceListener[] = [];
   private readonly profileListeners: ((userId: string) => Promise<void>)[] = [];
@@ -265,8 +268,8 @@ export class Users {
 
   /**
    * Deactivates an account: signed out everywhere, no password. With `erase`, its profile
-   * goes too and the erasure's stream position is kept: members who join a room after it
-   * no longer see what the user said (client-server §Account deactivation). The
+   * goes too and the erasure's stream position is kept: what the user said is then served
+   * redacted to those who were not there (client-server §Account deactivation; src/sync). The
    * deactivation listeners run first (the composition root has the account leave its rooms).
    */
   async deactivate(userId: string, options: { erase?: boolean } = {}): Promise<void> {
@@ -279,7 +282,7 @@ export class Users {
         tx.run('INSERT OR REPLACE INTO erased_users (user_id, erased_stream) VALUES (?, ?)', [userId, nextStreamId(tx)]);
       }
     });
-    if (options.erase) this.erasedCache.delete(userId);
+    if (options.erase) this.erased = undefined;
   }
 
   /**
@@ -305,11 +308,13 @@ export class Users {
 
   /** The stream position an account was erased at, if it was. */
   async erasedAt(userId: string): Promise<number | undefined> {
-    if (!this.erasedCache.has(userId)) {
-      const row = await this.options.db.get<{ erased_stream: number }>('SELECT erased_stream FROM erased_users WHERE user_id = ?', [userId]);
-      this.erasedCache.set(userId, row?.erased_stream ?? null);
-    }
-    return this.erasedCache.get(userId) ?? undefined;
+    this.erased ??= this.options.db.all<{ user_id: string; erased_stream: number }>('SELECT user_id, erased_stream FROM erased_users')
+      .then((rows) => new Map(rows.map((row) => [row.user_id, row.erased_stream])));
+    const erased = this.erased;
+    erased.catch(() => {
+      if (this.erased === erased) this.erased = undefined; // read again next time
+    });
+    return (await erased).get(userId);
   }
 
   // Profiles

@@ -7,7 +7,10 @@
 //
 // It keeps rooms as simply as a server may when it is the only writer besides one peer: events
 // in arrival order, the state as a map, no state resolution. That is enough to host a room,
-// join one of Hearth's, send and receive its events, and let Hearth leave and join again.
+// join one of Hearth's, send and receive its events, and let Hearth leave and join again. A test
+// may also build events on any prev and auth events it likes, hold some back (the remote serves
+// them, but Hearth is not sent them), and answer Hearth's fetches (/event, /state_ids, /state,
+// /event_auth, /get_missing_events, /backfill) from what the remote holds, or as it scripts.
 import { createServer as createHttpsServer } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -16,7 +19,7 @@ import { signJson } from '../../src/crypto/signing.ts';
 import { webRandomBytes } from '../../src/crypto/random.ts';
 import { computeEventId, referenceIds, signNewEvent, type PDU } from '../../src/events/pdu.ts';
 import { redactEvent } from '../../src/events/redaction.ts';
-import { requireRoomVersion } from '../../src/events/room-versions.ts';
+import { requireRoomVersion, ROOM_VERSIONS } from '../../src/events/room-versions.ts';
 import { FederationClient } from '../../src/federation/client.ts';
 import { memorySigningKeyStorage, ServerSigningKeys } from '../../src/federation/signing-keys.ts';
 import { authorizationHeader } from '../../src/federation/x-matrix.ts';
@@ -50,11 +53,27 @@ interface Route {
 export interface RemoteRoom {
   roomId: string;
   version: string;
+  /** Every event of the room it holds and serves, held-back ones included. */
   events: Map<string, PDU>;
-  /** Event IDs in the order the remote took them. */
+  /** Event IDs of its timeline, in the order the remote took them (held-back events are not in it). */
   order: string[];
-  /** `type\0state_key` → event ID. */
+  /** `type\0state_key` → event ID, after the last event of `order`. */
   state: Map<string, string>;
+}
+
+/** What a test may set on an event it builds; the rest comes from the room as the remote holds it. */
+export interface EventFields {
+  type: string;
+  sender: string;
+  content: Record<string, unknown>;
+  state_key?: string;
+  redacts?: string;
+  /** Its parents: the remote's latest event when not given. */
+  prev_events?: string[];
+  /** Its auth events: the spec's selection from the remote's current state when not given. */
+  auth_events?: string[];
+  /** One more than its deepest parent when not given. */
+  depth?: number;
 }
 
 const NOT_FOUND: RemoteAnswer = { status: 404, body: { errcode: 'M_UNRECOGNIZED', error: 'Unrecognized request' } };
@@ -90,8 +109,11 @@ export interface ScriptedRemote {
   call(destination: string, method: 'GET' | 'PUT' | 'POST', path: string, body?: unknown, options?: { origin?: string }): Promise<{ status: number; body: any }>;
   /** Sends one EDU to `destination` in a transaction of its own. */
   sendEdu(destination: string, eduType: string, content: Record<string, unknown>): Promise<void>;
-  /** A new room on this server, created by `creator` (a user of this server), public to join. */
-  createRoom(creator: string, options?: { version?: string }): Promise<string>;
+  /**
+   * A new room on this server, created by `creator` (a user of this server), public to join;
+   * `powerLevels: false` leaves out its m.room.power_levels event, `members` join after the creator.
+   */
+  createRoom(creator: string, options?: { version?: string; powerLevels?: boolean; members?: string[] }): Promise<string>;
   /**
    * `userId` (of this server) joins `roomId` through `via`: make_join, send_join (v2). The join kept
    * is the resident's copy when it answers one (countersigned, for a restricted room); resolves with it.
@@ -103,6 +125,17 @@ export interface ScriptedRemote {
   sendEvent(roomId: string, event: { type: string; sender: string; content: Record<string, unknown>; state_key?: string }): Promise<string>;
   /** `sender` (of this server) invites `target` of `destination` to a room the remote is in: /v2/invite, then the signed invite to the room's other servers. */
   invite(roomId: string, sender: string, target: string, destination: string): Promise<string>;
+  /**
+   * Builds and signs an event of the room without sending it. `hold: true` keeps it out of the
+   * remote's timeline and state: the remote serves it when asked, but builds nothing on it.
+   */
+  createEvent(roomId: string, fields: EventFields, options?: { hold?: boolean }): Promise<{ eventId: string; pdu: PDU }>;
+  /** Sends PDUs to `destination` in one transaction; its answer per event, refusals included. */
+  sendPdus(destination: string, pdus: PDU[]): Promise<Record<string, { error?: string }>>;
+  /** The IDs of the state before an event, as the remote reckons it (its timeline replayed, no resolution). */
+  stateBefore(roomId: string, eventId: string): string[];
+  /** The IDs of the auth chain of these events: every event reachable through auth_events. */
+  authChainIds(roomId: string, eventIds: string[]): string[];
   /** Servers other than this one with a member joined to the room. */
   serversIn(roomId: string): string[];
   close(): Promise<void>;
@@ -187,10 +220,10 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, opt
   const inTransactions = <T>(pick: (body: any) => T[], matches: (item: T) => boolean): Promise<T> =>
     waitFor((r) => transactions(r) && pick(r.body).some(matches)).then((r) => pick(r.body).find(matches)!);
 
-  /** Takes an event into the room as it is: the remote trusts its one peer. */
-  function take(room: RemoteRoom, eventId: string, pdu: PDU): void {
-    if (room.events.has(eventId)) return;
+  /** Takes an event into the room as it is (the remote trusts its one peer); held back, only into what it serves. */
+  function take(room: RemoteRoom, eventId: string, pdu: PDU, hold = false): void {
     room.events.set(eventId, pdu);
+    if (hold || room.order.includes(eventId)) return;
     room.order.push(eventId);
     if (typeof pdu.state_key === 'string') room.state.set(stateKey(pdu.type, pdu.state_key), eventId);
   }
@@ -219,6 +252,55 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, opt
     for (const id of ids) for (const next of referenceIds(room.events.get(id)?.auth_events ?? [])) walk(next);
     return [...seen].map((id) => room.events.get(id)!);
   }
+  /** The state after an event: its timeline replayed up to it, or for a held-back one the state after its first parent, plus itself. */
+  function stateAfter(room: RemoteRoom, eventId: string): Map<string, string> {
+    const at = room.order.indexOf(eventId);
+    if (at >= 0) {
+      const state = new Map<string, string>();
+      for (const id of room.order.slice(0, at + 1)) {
+        const pdu = room.events.get(id)!;
+        if (typeof pdu.state_key === 'string') state.set(stateKey(pdu.type, pdu.state_key), id);
+      }
+      return state;
+    }
+    const pdu = room.events.get(eventId);
+    if (!pdu) return new Map();
+    const state = stateBeforeOf(room, eventId);
+    if (typeof pdu.state_key === 'string') state.set(stateKey(pdu.type, pdu.state_key), eventId);
+    return state;
+  }
+  function stateBeforeOf(room: RemoteRoom, eventId: string): Map<string, string> {
+    const at = room.order.indexOf(eventId);
+    if (at === 0) return new Map();
+    if (at > 0) return stateAfter(room, room.order[at - 1]!);
+    const first = referenceIds(room.events.get(eventId)?.prev_events ?? [])[0];
+    return first === undefined ? new Map() : stateAfter(room, first);
+  }
+  /** Events between `earliest` and `latest` (neither included), walking prev_events back, shallowest first. */
+  function missingEvents(room: RemoteRoom, earliest: string[], latest: string[], limit: number): PDU[] {
+    const found: PDU[] = [];
+    const seen = new Set([...earliest, ...latest]);
+    const queue = latest.flatMap((id) => referenceIds(room.events.get(id)?.prev_events ?? []));
+    while (queue.length > 0 && found.length < limit) {
+      const id = queue.shift()!;
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const pdu = room.events.get(id);
+      if (!pdu) continue;
+      found.push(pdu);
+      queue.push(...referenceIds(pdu.prev_events));
+    }
+    return found.sort((a, b) => a.depth - b.depth);
+  }
+  const roomOf = (roomId: string | undefined) => rooms.get(roomId ?? '');
+  const eventAnywhere = (eventId: string): PDU | undefined => {
+    for (const room of rooms.values()) {
+      const pdu = room.events.get(eventId);
+      if (pdu) return pdu;
+    }
+    return undefined;
+  };
+  const notFound = (what: string): RemoteAnswer => ({ status: 404, body: { errcode: 'M_NOT_FOUND', error: `${what} is unknown here` } });
   const serversIn = (roomId: string): string[] => {
     const room = rooms.get(roomId);
     if (!room) return [];
@@ -230,27 +312,29 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, opt
     servers.delete(name);
     return [...servers];
   };
-  async function signAndTake(room: RemoteRoom, event: Record<string, unknown>): Promise<{ eventId: string; pdu: PDU }> {
+  async function build(room: RemoteRoom, fields: EventFields, hold = false): Promise<{ eventId: string; pdu: PDU }> {
+    const { prev_events: prevs, auth_events: auths, depth, ...event } = fields;
+    const prevEvents = prevs ?? (room.order.length > 0 ? [room.order.at(-1)!] : []);
+    const parentDepth = Math.max(0, ...prevEvents.map((id) => eventAnywhere(id)?.depth ?? 0));
     const version = requireRoomVersion(room.version);
-    const { event: signed, eventId } = await signNewEvent(event, version, name, keys.keyId, keys.signingKey);
-    take(room, eventId, signed as unknown as PDU);
-    return { eventId, pdu: signed as unknown as PDU };
-  }
-  async function build(room: RemoteRoom, event: { type: string; sender: string; content: Record<string, unknown>; state_key?: string }): Promise<{ eventId: string; pdu: PDU }> {
-    const previous = room.order.length > 0 ? latest(room) : undefined;
-    return signAndTake(room, {
+    const { event: signed, eventId } = await signNewEvent({
       ...event,
       room_id: room.roomId,
       origin: name,
       origin_server_ts: Date.now(),
-      depth: previous ? previous.depth + 1 : 1,
-      prev_events: previous ? [room.order.at(-1)!] : [],
-      auth_events: authEventsFor(room, event),
-    });
+      depth: depth ?? parentDepth + 1,
+      prev_events: prevEvents,
+      auth_events: auths ?? authEventsFor(room, event),
+    }, version, name, keys.keyId, keys.signingKey);
+    take(room, eventId, signed as unknown as PDU, hold);
+    return { eventId, pdu: signed as unknown as PDU };
+  }
+  async function transact(destination: string, body: { pdus?: PDU[]; edus?: { edu_type: string; content: Record<string, unknown> }[] }): Promise<Record<string, { error?: string }>> {
+    const answer = await client.sendTransaction(destination, `scripted-${Date.now()}-${transactionIds.next++}`, { origin: name, origin_server_ts: Date.now(), pdus: body.pdus ?? [], ...(body.edus ? { edus: body.edus } : {}) });
+    return answer.pdus ?? {};
   }
   async function send(destination: string, body: { pdus?: PDU[]; edus?: { edu_type: string; content: Record<string, unknown> }[] }): Promise<void> {
-    const answer = await client.sendTransaction(destination, `scripted-${Date.now()}-${transactionIds.next++}`, { origin: name, origin_server_ts: Date.now(), pdus: body.pdus ?? [], ...(body.edus ? { edus: body.edus } : {}) });
-    for (const [eventId, result] of Object.entries(answer.pdus ?? {})) if (result.error) throw new Error(`${destination} refused ${eventId}: ${result.error}`);
+    for (const [eventId, result] of Object.entries(await transact(destination, body))) if (result.error) throw new Error(`${destination} refused ${eventId}: ${result.error}`);
   }
 
   // What every server answers: its key, and what it is sent.
@@ -325,6 +409,45 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, opt
       return { status: 200, body: prefix === 'v1' ? [200, {}] : {} };
     });
   }
+  // What another server fetches of a room: answered from what the remote holds.
+  always('GET', /^\/_matrix\/federation\/v1\/event\//, (request) => {
+    const eventId = request.path.slice('/_matrix/federation/v1/event/'.length);
+    const pdu = eventAnywhere(eventId);
+    return pdu ? { status: 200, body: { origin: name, origin_server_ts: Date.now(), pdus: [pdu] } } : notFound(eventId);
+  });
+  always('GET', /^\/_matrix\/federation\/v1\/event_auth\//, (request) => {
+    const [, roomId, eventId] = /^\/_matrix\/federation\/v1\/event_auth\/([^/]+)\/([^/]+)$/.exec(request.path) ?? [];
+    const room = roomOf(roomId);
+    if (!room || !eventId || !room.events.has(eventId)) return notFound(eventId ?? 'that event');
+    return { status: 200, body: { auth_chain: authChain(room, [eventId]) } };
+  });
+  const stateAnswer = (request: RemoteRequest, ids: boolean): RemoteAnswer => {
+    const room = roomOf(/^\/_matrix\/federation\/v1\/state(?:_ids)?\/([^/]+)$/.exec(request.path)?.[1]);
+    const eventId = request.query.get('event_id');
+    if (!eventId) return { status: 400, body: { errcode: 'M_MISSING_PARAM', error: 'event_id is required' } };
+    if (!room || !room.events.has(eventId)) return notFound(eventId);
+    const state = [...stateBeforeOf(room, eventId).values()];
+    const chain = authChain(room, state).map((pdu) => eventIdOfPdu(pdu, room.version));
+    if (ids) return { status: 200, body: { pdu_ids: state, auth_chain_ids: chain } };
+    return { status: 200, body: { pdus: state.map((id) => room.events.get(id)!), auth_chain: chain.map((id) => room.events.get(id)!) } };
+  };
+  always('GET', /^\/_matrix\/federation\/v1\/state_ids\//, (request) => stateAnswer(request, true));
+  always('GET', /^\/_matrix\/federation\/v1\/state\//, (request) => stateAnswer(request, false));
+  always('POST', /^\/_matrix\/federation\/v1\/get_missing_events\//, (request) => {
+    const room = roomOf(/^\/_matrix\/federation\/v1\/get_missing_events\/([^/]+)$/.exec(request.path)?.[1]);
+    if (!room) return notFound('that room');
+    const { earliest_events: earliest = [], latest_events: latestIds = [], limit = 10 } = request.body as { earliest_events?: string[]; latest_events?: string[]; limit?: number };
+    return { status: 200, body: { events: missingEvents(room, earliest, latestIds, limit) } };
+  });
+  always('GET', /^\/_matrix\/federation\/v1\/backfill\//, (request) => {
+    const room = roomOf(/^\/_matrix\/federation\/v1\/backfill\/([^/]+)$/.exec(request.path)?.[1]);
+    if (!room) return notFound('that room');
+    const from = request.query.getAll('v').filter((id) => room.events.has(id));
+    const limit = Number(request.query.get('limit') ?? 10);
+    const older = missingEvents(room, [], from, Math.max(0, limit - from.length));
+    const pdus = [...from.map((id) => room.events.get(id)!), ...older].sort((a, b) => b.depth - a.depth);
+    return { status: 200, body: { origin: name, origin_server_ts: Date.now(), pdus } };
+  });
 
   // What it answers unscripted: the routes above, before any test adds its own.
   const defaults = [...standing];
@@ -360,13 +483,16 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, opt
       rooms.set(roomId, room);
       await build(room, { type: 'm.room.create', sender: creator, state_key: '', content: { creator, room_version: version } });
       await build(room, { type: 'm.room.member', sender: creator, state_key: creator, content: { membership: 'join' } });
-      await build(room, { type: 'm.room.power_levels', sender: creator, state_key: '', content: { users: { [creator]: 100 }, users_default: 0, events_default: 0, state_default: 50, ban: 50, kick: 50, redact: 50, invite: 0 } });
+      if (createOptions.powerLevels !== false) {
+        await build(room, { type: 'm.room.power_levels', sender: creator, state_key: '', content: { users: { [creator]: 100 }, users_default: 0, events_default: 0, state_default: 50, ban: 50, kick: 50, redact: 50, invite: 0 } });
+      }
       await build(room, { type: 'm.room.join_rules', sender: creator, state_key: '', content: { join_rule: 'public' } });
       await build(room, { type: 'm.room.history_visibility', sender: creator, state_key: '', content: { history_visibility: 'shared' } });
+      for (const member of createOptions.members ?? []) await build(room, { type: 'm.room.member', sender: member, state_key: member, content: { membership: 'join' } });
       return roomId;
     },
     async joinRoom(via, roomId, userId) {
-      const made = await client.makeJoin(via, roomId, userId, ['10', '11']);
+      const made = await client.makeJoin(via, roomId, userId, [...ROOM_VERSIONS.keys()]);
       const version = made.room_version ?? '1';
       const { event, eventId } = await signNewEvent({ ...made.event, origin: name, origin_server_ts: Date.now() }, requireRoomVersion(version), name, keys.keyId, keys.signingKey);
       const answer = await client.sendJoin(via, roomId, eventId, event as unknown as PDU);
@@ -414,6 +540,22 @@ export async function startScriptedRemote(tls: Pick<TestTls, 'leaf' | 'ca'>, opt
       take(room, eventId, answer.event);
       for (const server of serversIn(roomId)) await send(server, { pdus: [answer.event] });
       return eventId;
+    },
+    async createEvent(roomId, fields, eventOptions = {}) {
+      const room = rooms.get(roomId);
+      if (!room) throw new Error(`the scripted remote is not in ${roomId}`);
+      return build(room, fields, eventOptions.hold ?? false);
+    },
+    sendPdus: (destination, pdus) => transact(destination, { pdus }),
+    stateBefore(roomId, eventId) {
+      const room = rooms.get(roomId);
+      if (!room) throw new Error(`the scripted remote is not in ${roomId}`);
+      return [...stateBeforeOf(room, eventId).values()];
+    },
+    authChainIds(roomId, eventIds) {
+      const room = rooms.get(roomId);
+      if (!room) throw new Error(`the scripted remote is not in ${roomId}`);
+      return authChain(room, eventIds).map((pdu) => eventIdOfPdu(pdu, room.version));
     },
     serversIn,
     async close() {

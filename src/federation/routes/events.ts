@@ -43,7 +43,8 @@ async function eventInRoom(c: FederationCtx, roomId: string, eventId: string) {
 
 /**
  * History as another server may see it: events its users could not see under the room's
- * history visibility go redacted (`Visibility.serverMaySee`), keeping their place in the DAG.
+ * history visibility go redacted (`Visibility.serverMaySee`), keeping their place in the DAG,
+ * and so do events a redaction applied to.
  */
 async function historyFor(c: FederationCtx, events: StoredEvent[], version: RoomVersion): Promise<PDU[]> {
   const { visibility } = c.get('services').sync;
@@ -51,7 +52,8 @@ async function historyFor(c: FederationCtx, events: StoredEvent[], version: Room
   const pdus: PDU[] = [];
   for (const stored of events) {
     const pdu = toPdu(stored.event, version);
-    pdus.push((await visibility.serverMaySee(origin, stored)) ? pdu : (redactEvent(pdu, version) as unknown as PDU));
+    const whole = stored.redactedBy === null && (await visibility.serverMaySee(origin, stored));
+    pdus.push(whole ? pdu : (redactEvent(pdu, version) as unknown as PDU));
   }
   return pdus;
 }
@@ -71,9 +73,10 @@ export function eventRoutes(app: Hono<FederationEnv>): void {
   const stateAt = async (c: FederationCtx) => {
     const { rooms, federation } = c.get('services');
     const roomId = c.req.param('roomId')!;
-    const version = await roomForOrigin(c, roomId);
+    // A request without event_id is malformed whatever its room: 400, before the room is looked up.
     const eventId = c.req.query('event_id');
     if (!eventId) throw missingParam('event_id is required');
+    const version = await roomForOrigin(c, roomId);
     await eventInRoom(c, roomId, eventId);
     const nids = await rooms.stateAtEvent(eventId, 'before');
     if (!nids) throw notFound(`no state is known at ${eventId}`);

@@ -324,7 +324,7 @@ export class Sync {
     const prevBatch = formatToken({ stream: events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream, ephemeral: upTo.ephemeral });
 
     const stateAtSince = fullState ? undefined : await this.rooms.timeline.stateAtStream(roomId, sinceStream);
-    let stateEvents = await this.stateSection(roomId, events, await this.rooms.timeline.stateAtStream(roomId, upTo.stream), stateAtSince, upTo.stream, viewer.userId, filter);
+    let stateEvents = await this.stateSection(roomId, events, await this.rooms.timeline.stateAtStream(roomId, upTo.stream), stateAtSince, upTo.stream, viewer.userId, filter, limited);
     if (filter.room?.state?.lazy_load_members) stateEvents = this.withoutRedundantMembers(roomId, viewer, stateEvents, events, !stateAtSince || filter.room.state.include_redundant_members === true);
     if (newlySeen) {
       for (const stored of [...stateEvents, ...events]) {
@@ -395,7 +395,7 @@ export class Sync {
     // they joined (and left) since.
     const stateAtLeave = leave ? ((await this.rooms.stateAtEvent(leave.event.event_id, 'after')) ?? new Map()) : new Map<StateKey, number>();
     const stateAtSince = since && (await this.wasJoinedAt(roomId, viewer.userId, since.stream)) ? await this.rooms.timeline.stateAtStream(roomId, since.stream) : undefined;
-    const state = await this.stateSection(roomId, events, stateAtLeave, stateAtSince, start, viewer.userId, filter);
+    const state = await this.stateSection(roomId, events, stateAtLeave, stateAtSince, start, viewer.userId, filter, limited);
     return {
       timeline: { events: await Promise.all(events.map(format)), limited, prev_batch: formatToken({ stream: start, ephemeral: 0 }) },
       state: { events: await Promise.all(state.map(format)) },
@@ -451,6 +451,11 @@ export class Sync {
    * and what the timeline itself carries. The end's state is what the client must end
    * up with, so state it cannot see in the timeline (changed before its join under
    * `joined` visibility, or past the limit) still reaches it.
+   *
+   * Lazily loaded members (as Synapse, whom clients follow): the members of the timeline's
+   * senders whose membership the timeline has not shown before their first event, and the
+   * user's own on a full sync only. A gapped incremental sync also has every member change
+   * of its gap (joins, leaves), as if not lazily loaded: the client cannot page to them.
    */
   private async stateSection(
     roomId: string,
@@ -460,33 +465,39 @@ export class Sync {
     stream: number,
     userId: string,
     filter: Filter,
+    gapped: boolean,
   ): Promise<StoredEvent[]> {
     const stateFilter = filter.room?.state;
     const stateAtStart = await this.stateBefore(roomId, events, stream);
     const inTimeline = new Set(events.map((e) => e.nid));
     const nids = new Map<StateKey, number>();
     const lazy = stateFilter?.lazy_load_members === true;
-    // Members only of the timeline's senders (and the user), as they were at its start.
-    const needed = new Set(events.map((e) => e.event.sender));
-    needed.add(userId);
     const prefix = stateKey('m.room.member', '');
-    const neededKeys = new Set([...needed].map((u) => prefix + u));
+    const neededKeys = new Set<StateKey>();
+    if (lazy) {
+      const shown = new Set<string>();
+      for (const stored of events) {
+        if (!shown.has(stored.event.sender)) neededKeys.add(prefix + stored.event.sender);
+        if (stored.event.type === 'm.room.member') shown.add(stored.event.state_key!);
+      }
+      if (!stateAtSince) neededKeys.add(prefix + userId);
+    }
+    const everyMemberAtEnd = !lazy || (stateAtSince !== undefined && gapped);
     // One pass when the timeline changes no state (its start and end are one map): a big room's state is 20,000 keys.
-    for (const state of new Set([stateAtEnd, stateAtStart])) {
+    const states = stateAtEnd === stateAtStart ? [stateAtEnd] : [stateAtEnd, stateAtStart];
+    for (const state of states) {
+      const everyMember = state === stateAtEnd ? everyMemberAtEnd : !lazy;
       for (const [key, nid] of state) {
         // Lazily loaded: the room's thousands of other members are passed over here, not read.
-        if (lazy && key.startsWith(prefix) && !neededKeys.has(key)) continue;
+        if (!everyMember && key.startsWith(prefix) && !neededKeys.has(key)) continue;
         if (!nids.has(key) && !inTimeline.has(nid) && stateAtSince?.get(key) !== nid) nids.set(key, nid);
       }
     }
-    if (lazy) {
-      if (!stateAtSince || events.length > 0) {
-        for (const sender of needed) {
-          const key = stateKey('m.room.member', sender);
-          const nid = stateAtStart.get(key) ?? stateAtEnd.get(key);
-          if (nid !== undefined && !inTimeline.has(nid)) nids.set(key, nid);
-        }
-      }
+    // The senders' members go out even when unchanged since `since`: the client may never have had them (lazy
+    // loading drops those it was sent already, see withoutRedundantMembers).
+    for (const key of neededKeys) {
+      const nid = stateAtStart.get(key) ?? stateAtEnd.get(key);
+      if (nid !== undefined && !inTimeline.has(nid)) nids.set(key, nid);
     }
     return (await this.rooms.getEventsByNid([...nids.values()])).filter((stored): stored is StoredEvent => !!stored && eventMatches(stateFilter, stored.event));
   }

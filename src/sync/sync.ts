@@ -241,7 +241,8 @@ export class Sync {
         const fresh = !since || (changedSince && !(await this.wasJoinedAt(m.roomId, userId, sinceStream)));
         if (active && !fresh && !active.has(m.roomId)) continue;
         const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? [], pushRules, since ? newlySeen : undefined);
-        if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
+        // A join → join change the filter hides (a new display name) brings nothing: the room is left out.
+        if (!since || request.fullState || fresh || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
         if (await this.fromIgnoredUser(userId, m.eventId)) continue;
         response.rooms.invite[m.roomId] = { invite_state: { events: await this.strippedState(m.roomId, m.eventId) } };

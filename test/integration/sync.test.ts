@@ -297,6 +297,23 @@ describe('display name changes in /sync', () => {
   });
 });
 
+// The conformance suites' case (issue 41): a filter that keeps member events out of both sections leaves nothing.
+describe('a display name change hidden by the filter', () => {
+  const { newUser, createRoom, putState, send, sync } = clientCalls(() => server);
+  it('brings no room into an incremental /sync, not its whole state again', async () => {
+    const alice = await newUser('alice');
+    const filter = { room: { timeline: { types: [] }, state: { types: ['a.madeup.test.state'] }, ephemeral: { types: [] } }, presence: { types: [] } };
+    const roomId = await createRoom(alice);
+    await putState(alice, roomId, 'a.madeup.test.state', '', { my_key: 1 });
+    const initial = await sync(alice, { filter });
+    expect(initial.rooms.join[roomId].state.events.map((e: any) => e.type)).toEqual(['a.madeup.test.state']);
+    await putState(alice, roomId, 'm.room.member', alice.userId, { membership: 'join', displayname: 'boris' });
+    await send(alice, roomId, 'A message to wait on');
+    const next = await sync(alice, { filter, since: initial.next_batch, timeout: 0 });
+    expect(next.rooms?.join ?? {}).toEqual({});
+  });
+});
+
 // What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 15).
 describe('joined and left in one sync window', () => {
   const { newUser, createRoom, join, leave, send, sync } = clientCalls(() => server);

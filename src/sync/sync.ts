@@ -176,7 +176,9 @@ export class Sync {
   /** Answers /sync: at once when there is news, otherwise when news arrives or the timeout passes. */
   async sync(request: SyncRequest): Promise<SyncResponse> {
     const since = request.since === undefined ? undefined : parseToken(request.since);
-    if (request.setPresence) this.presence.touch(request.userId, request.setPresence);
+    // `offline` means "do not mark me online" (the spec's words), not "mark me offline": Synapse leaves presence
+    // alone, and clients that sync in the background (and the suites) rely on it.
+    if (request.setPresence && request.setPresence !== 'offline') this.presence.touch(request.userId, request.setPresence);
     const deadline = this.now() + request.timeoutMs;
     for (;;) {
       const rooms = new Set(await this.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));

@@ -142,14 +142,19 @@ describe('/sync', () => {
     expect(r.body.presence.events.find((e: any) => e.sender === bob.userId).content).toMatchObject({ presence: 'unavailable', status_msg: 'away' });
   });
 
-  it('keeps presence as set_presence says', async () => {
+  it('keeps presence as set_presence says, offline meaning "leave it alone" as Synapse reads it', async () => {
     const carol = await register(server, 'carol');
+    const presence = async () => (await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken })).body.presence;
     await sync(carol, '?set_presence=offline');
-    const status = await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken });
-    expect(status.body.presence).toBe('offline');
+    expect(await presence()).toBe('offline');
     await sync(carol, '?set_presence=online');
-    const online = await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken });
-    expect(online.body.presence).toBe('online');
+    expect(await presence()).toBe('online');
+    await sync(carol, '?set_presence=offline');
+    expect(await presence()).toBe('online');
+    await sync(carol, '?set_presence=unavailable');
+    expect(await presence()).toBe('unavailable');
+    await sync(carol, '?set_presence=offline');
+    expect(await presence()).toBe('unavailable');
   });
 
   it('lists invites with stripped state and left rooms', async () => {

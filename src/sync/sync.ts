@@ -338,9 +338,11 @@ export class Sync {
     const ephemeral: Record<string, unknown>[] = [];
     const ephemeralFilter = filter.room?.ephemeral;
     const typing = this.typing.get(roomId);
-    if (!since || typing.changed > since.ephemeral) {
+    // Whenever typing changed in the room since `since` (an initial sync: ever), even to no one: a client starting
+    // afresh learns that no one types, as Synapse tells it.
+    if (typing.changed > (since?.ephemeral ?? 0)) {
       const event = { type: 'm.typing', content: { user_ids: typing.userIds } };
-      if (eventMatches(ephemeralFilter, event) && (since || typing.userIds.length > 0)) ephemeral.push(event);
+      if (eventMatches(ephemeralFilter, event)) ephemeral.push(event);
     }
     const receipts = await this.receipts.since(roomId, viewer.userId, sinceStream, upTo.stream);
     if (receipts.length > 0) {

@@ -260,8 +260,8 @@ export function accountRoutes(app: Hono<Env>): void {
       const { users, federation } = c.get('services');
       const profile = await users.lookupProfile(c.req.param('userId')!, federation.client, field);
       if (!profile) throw notFound('Profile not found');
-      if (profile[field] === undefined) throw notFound(`No ${field} set`);
-      return c.json({ [field]: profile[field] });
+      // A field not set is an empty object, as Synapse answers (the spec says 404): clients read it so.
+      return c.json(profile[field] === undefined ? {} : { [field]: profile[field] });
     });
     on(app, 'PUT', `/profile/:userId/${field}`, async (c) => {
       const session = await requireSession(c);

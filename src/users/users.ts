@@ -303,6 +303,17 @@ export class Users {
     return row && row.expires_ts > this.options.now() ? row.user_id : undefined;
   }
 
+  /**
+   * Federation's `/openid/userinfo` answer for a token: `{ sub }`, or 401 with Synapse's codes, which the spec's
+   * example follows: `M_MISSING_TOKEN` when there is none, `M_UNKNOWN_TOKEN` when it is unknown or expired.
+   */
+  async openIdUserinfo(token: string | undefined): Promise<{ sub: string }> {
+    if (!token) throw new UsersError(401, 'M_MISSING_TOKEN', 'access_token is required');
+    const userId = await this.openIdUser(token);
+    if (!userId) throw new UsersError(401, 'M_UNKNOWN_TOKEN', 'The OpenID token is unknown or has expired');
+    return { sub: userId };
+  }
+
   /** The stream position an account was erased at, if it was. */
   async erasedAt(userId: string): Promise<number | undefined> {
     if (!this.erasedCache.has(userId)) {

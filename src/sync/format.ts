@@ -63,8 +63,10 @@ export class EventFormatter {
     const previous = stored.replacesState !== null ? await this.rooms.getEventByNid(stored.replacesState) : undefined;
     const out = this.build(stored, version, redaction, previous);
     const unsigned = out.unsigned!;
-    if (redaction && options.withRedactedBecause !== false) {
-      unsigned['redacted_because'] = await this.format(redaction, viewer, { withRedactedBecause: false, bundle: false });
+    if (redaction) {
+      // The ID beside the event, as Synapse sends both: clients read either.
+      unsigned['redacted_by'] = redaction.event.event_id;
+      if (options.withRedactedBecause !== false) unsigned['redacted_because'] = await this.format(redaction, viewer, { withRedactedBecause: false, bundle: false });
     }
     if (viewer?.deviceId && viewer.userId === event.sender) {
       const txnId = await this.rooms.transactionIdOf(event.event_id, viewer.userId, viewer.deviceId);

@@ -394,6 +394,22 @@ export class Users {
    * Copies a user's push rules for one room to another (a room upgrade): the room rule
    * named after it and any override or underride rule matching only its room ID.
    */
+  /**
+   * A room upgrade, as Synapse carries it for each local member: their tags for the old room become the new
+   * room's, and the new room joins the old one in whichever m.direct list names it.
+   */
+  async copyRoomTagsAndDirect(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
+    const tags = await this.getAccountData(userId, fromRoomId, 'm.tag');
+    const tagged = tags?.['tags'];
+    if (tagged && typeof tagged === 'object' && Object.keys(tagged).length > 0) await this.putAccountData(userId, toRoomId, 'm.tag', tags);
+    const direct = await this.getAccountData(userId, '', 'm.direct');
+    if (!direct || !Object.values(direct).some((rooms) => Array.isArray(rooms) && rooms.includes(fromRoomId) && !rooms.includes(toRoomId))) return;
+    await this.updateAccountData<Record<string, unknown>>(userId, '', 'm.direct', (current) =>
+      Object.fromEntries(Object.entries(current ?? {}).map(([other, rooms]) =>
+        [other, Array.isArray(rooms) && rooms.includes(fromRoomId) && !rooms.includes(toRoomId) ? [...rooms, toRoomId] : rooms])),
+    );
+  }
+
   async copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
     type Rule = { rule_id: string; conditions?: { kind?: string; key?: string; pattern?: string }[] } & Record<string, unknown>;
     const forRoom = (rule: Rule) => rule.rule_id === fromRoomId || (rule.conditions?.length === 1 && rule.conditions[0]!.key === 'room_id' && rule.conditions[0]!.pattern === fromRoomId);

@@ -1,8 +1,8 @@
 // Members of a room on Hearth and on a real Synapse, as the conformance suites check what crosses between two
 // servers (issue 41): a remote user banned is out on both servers and cannot come back until unbanned, presence
 // set to `unavailable` reaches the other server's members (whose syncs with set_presence=offline change
-// nothing), and a message redacted by its sender reads with `unsigned.redacted_by` on the other server, also
-// once a server that joins afterwards backfills it. Hearth runs in this process as a DNS-named host over
+// nothing), and a message redacted by its sender reads with `unsigned.redacted_by` on the other server.
+// Hearth runs in this process as a DNS-named host over
 // HTTPS (as `npm run serve -- --server-name` runs), Synapse as a child; both trust the test's CA.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { api, register, type Account } from '../integration/harness.ts';

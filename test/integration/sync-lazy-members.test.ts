@@ -86,6 +86,58 @@ describe('gapped incremental sync', () => {
   });
 });
 
+// The conformance suites' gapped syncs (issue 41), with filters that keep the state section to one made-up type.
+describe('gapped incremental sync, filtered', () => {
+  const FILTER = {
+    room: { timeline: { types: ['a.made.up.filler.type'], limit: 1 }, state: { types: ['a.madeup.test.state'] }, ephemeral: { types: [] } },
+    presence: { types: [] },
+  };
+  const putState = async (account: Account, roomId: string, key: string, myKey: number) =>
+    expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/a.madeup.test.state/${enc(key)}`, { token: account.accessToken, body: { my_key: myKey } })).status).toBe(200);
+  let filler = 0;
+  const fill = async (account: Account, roomId: string, count: number) => {
+    for (let i = 0; i < count; i++) expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/a.made.up.filler.type/g${++filler}`, { token: account.accessToken, body: { filler: i } })).status).toBe(200);
+  };
+  const stateOf = (room: any) => room.state.events.map((e: any) => [e.type, e.state_key, e.content.my_key]);
+
+  it('carries the state changed in the gap, and only that', async () => {
+    const user = await newUser('gapper');
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: user.accessToken, body: {} })).body.room_id as string;
+    await putState(user, roomId, 'this_state_changes', 1);
+    await putState(user, roomId, 'this_state_does_not_change', 1);
+    const initial = await sync(user, FILTER);
+    expect(initial.rooms.join[roomId].state.events).toHaveLength(2);
+    await putState(user, roomId, 'this_state_changes', 2);
+    await fill(user, roomId, 20);
+    const room = (await sync(user, FILTER, initial.next_batch)).rooms.join[roomId];
+    expect(room.timeline.limited).toBe(true);
+    expect(stateOf(room)).toEqual([['a.madeup.test.state', 'this_state_changes', 2]]);
+  });
+
+  it('carries the state of a room joined in the gap', async () => {
+    const [owner, joiner] = [await newUser('gapowner'), await newUser('gapjoiner')];
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: owner.accessToken, body: { invite: [joiner.userId] } })).body.room_id as string;
+    await putState(owner, roomId, '', 1);
+    const before = await sync(joiner, FILTER);
+    expect((await join(joiner, roomId)).status).toBe(200);
+    await fill(owner, roomId, 20);
+    const room = (await sync(joiner, FILTER, before.next_batch)).rooms.join[roomId];
+    expect(stateOf(room)).toEqual([['a.madeup.test.state', '', 1]]);
+  });
+
+  it('carries the whole state of a room joined and left in one gap, under leave', async () => {
+    const [owner, visitor] = [await newUser('leaveowner'), await newUser('visitor')];
+    const filter = { room: { timeline: { types: [] }, state: { types: ['a.madeup.test.state'] }, ephemeral: { types: [] }, include_leave: true }, presence: { types: [] } };
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: owner.accessToken, body: { invite: [visitor.userId] } })).body.room_id as string;
+    await putState(owner, roomId, '', 1);
+    const before = await sync(visitor, filter);
+    expect((await join(visitor, roomId)).status).toBe(200);
+    expect((await leave(visitor, roomId)).status).toBe(200);
+    const room = (await sync(visitor, filter, before.next_batch)).rooms.leave[roomId];
+    expect(stateOf(room)).toEqual([['a.madeup.test.state', '', 1]]);
+  });
+});
+
 // Lazy-loaded members in incremental and gapped syncs as Synapse sends them, which clients (and the conformance
 // suites) are written against (issue 41): an incremental sync carries the members of the timeline's senders only, the
 // user's own not again; a gapped one carries every state change of the gap, members too, as if not lazily loaded.

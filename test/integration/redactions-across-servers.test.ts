@@ -60,4 +60,10 @@ describe.each(versions)('a redaction from another server in room version %s', (v
     await expectRedactedInMessages(a, alice, room, 'on A, the room’s server');
     await expectRedactedInMessages(b, bob, room, 'on B, the redacter’s');
   });
+
+  it('shows so on a third server that joins afterwards and backfills both', async () => {
+    const room = await redactedOnB(version);
+    expect((await c.api('POST', `/_matrix/client/v3/join/${enc(room.roomId)}?server_name=${enc(a.serverName)}`, { token: carol.accessToken, body: {} })).status).toBe(200);
+    await expectRedactedInMessages(c, carol, room, 'on C, after a backfill');
+  });
 });

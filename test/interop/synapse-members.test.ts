@@ -1,8 +1,8 @@
 // Members of a room on Hearth and on a real Synapse, as the conformance suites check what crosses between two
 // servers (issue 41): a remote user banned is out on both servers and cannot come back until unbanned, presence
 // set to `unavailable` reaches the other server's members (whose syncs with set_presence=offline change
-// nothing), and a message redacted by its sender reads with `unsigned.redacted_by` on the other server.
-// Hearth runs in this process as a DNS-named host over
+// nothing), and a message redacted by its sender reads with `unsigned.redacted_by` on the other server, also
+// once a server that joins afterwards backfills it. Hearth runs in this process as a DNS-named host over
 // HTTPS (as `npm run serve -- --server-name` runs), Synapse as a child; both trust the test's CA.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { api, register, type Account } from '../integration/harness.ts';
@@ -137,5 +137,30 @@ describe.each([
       expect(message?.unsigned?.redacted_by, server.label).toBe(redactionId);
       expect(message?.unsigned?.redacted_because?.event_id, server.label).toBe(redactionId);
     }
+  });
+});
+
+describe('a redaction on Synapse, backfilled by Hearth', () => {
+  it('reads with unsigned.redacted_by once a Hearth user who joins afterwards pages back to it', async () => {
+    const [owner, latecomer] = [await user(synapseServer(), 'owner'), await user(hearth, 'latecomer')];
+    const created = await call(synapseServer(), owner, 'POST', `${V3}/createRoom`, { preset: 'public_chat' });
+    const roomId = created.body.room_id as string;
+    const messageId = (await call(synapseServer(), owner, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/m1`, { msgtype: 'm.text', body: 'Message' })).body.event_id as string;
+    const redactionId = (await call(synapseServer(), owner, 'PUT', `${V3}/rooms/${enc(roomId)}/redact/${enc(messageId)}/r1`, {})).body.event_id as string;
+    for (let i = 0; i < 5; i++) await call(synapseServer(), owner, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/f${i}`, { msgtype: 'm.text', body: `after ${i}` });
+    expect((await call(hearth, latecomer, 'POST', `${V3}/join/${enc(roomId)}?server_name=${enc(synapse.name)}`, {})).status).toBe(200);
+    const events: any[] = [];
+    let from: string | undefined;
+    for (let page = 0; page < 10 && !events.some((e) => e.event_id === messageId); page++) {
+      const r = await call(hearth, latecomer, 'GET', `${V3}/rooms/${enc(roomId)}/messages?dir=b&limit=5${from ? `&from=${enc(from)}` : ''}`);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      events.push(...r.body.chunk);
+      if (!r.body.end) break;
+      from = r.body.end;
+    }
+    const message = events.find((e) => e.event_id === messageId);
+    expect(events.some((e) => e.event_id === redactionId)).toBe(true);
+    expect(message?.content).toEqual({});
+    expect(message?.unsigned?.redacted_by).toBe(redactionId);
   });
 });

@@ -99,12 +99,7 @@ export function createFederationApp(services: FederationServices, extraRoutes?: 
     return c.json(await services.keyRing.notaryBatch(c.get('body')));
   });
   app.get('/_matrix/federation/v1/version', (c) => c.json({ server: { ...IMPLEMENTATION } }));
-  app.get('/_matrix/federation/v1/openid/userinfo', async (c) => {
-    const token = c.req.query('access_token');
-    const userId = token ? await services.users.openIdUser(token) : undefined;
-    if (!userId) throw new MatrixError(401, 'M_UNKNOWN_TOKEN', token ? 'The OpenID token is unknown or has expired' : 'access_token is required');
-    return c.json({ sub: userId });
-  });
+  app.get('/_matrix/federation/v1/openid/userinfo', async (c) => c.json(await services.users.openIdUserinfo(c.req.query('access_token'))));
 
   transactionRoutes(app);
   membershipRoutes(app);

@@ -11,7 +11,8 @@ export interface KeyBackupData {
 
 export interface BackupVersion {
   algorithm: string;
-  auth_data: Record<string, unknown>;
+  /** Any JSON, as the client gave it: the spec says an object, Synapse takes anything (see README Decisions). */
+  auth_data: unknown;
   count: number;
   etag: string;
   version: string;
@@ -45,7 +46,7 @@ const toData = (row: KeyRow): KeyBackupData => ({
 export class KeyBackup {
   constructor(private readonly db: Database) {}
 
-  async createVersion(userId: string, algorithm: string, authData: Record<string, unknown>): Promise<string> {
+  async createVersion(userId: string, algorithm: string, authData: unknown): Promise<string> {
     return this.db.transaction((tx) => {
       const next = tx.get<{ v: number }>('SELECT COALESCE(MAX(version), 0) + 1 AS v FROM backup_versions WHERE user_id = ?', [userId])!.v;
       tx.run('INSERT INTO backup_versions (user_id, version, algorithm, auth_data) VALUES (?, ?, ?, ?)', [userId, next, algorithm, JSON.stringify(authData)]);
@@ -63,7 +64,7 @@ export class KeyBackup {
     if (!row) return undefined;
     return {
       algorithm: row.algorithm,
-      auth_data: JSON.parse(row.auth_data) as Record<string, unknown>,
+      auth_data: JSON.parse(row.auth_data) as unknown,
       count: await this.count(userId, number),
       etag: String(row.etag),
       version: String(number),
@@ -80,7 +81,7 @@ export class KeyBackup {
   }
 
   /** Replaces a version's auth_data; the algorithm cannot change. */
-  async updateVersion(userId: string, version: string, algorithm: string, authData: Record<string, unknown>): Promise<void> {
+  async updateVersion(userId: string, version: string, algorithm: string, authData: unknown): Promise<void> {
     const number = parseVersion(version);
     await this.db.transaction((tx) => {
       const row = number === undefined ? undefined : tx.get<{ algorithm: string }>(

@@ -26,10 +26,11 @@ export interface CreateRoomRequest {
   canonicalAlias?: string;
 }
 
-const PRESET_STATE: Record<RoomPreset, { join_rule: string; history_visibility: string; guest_access: string }> = {
+/** A public room gets no m.room.guest_access (forbidden is the default), as Synapse creates it: clients compare state lists. */
+const PRESET_STATE: Record<RoomPreset, { join_rule: string; history_visibility: string; guest_access?: string }> = {
   private_chat: { join_rule: 'invite', history_visibility: 'shared', guest_access: 'can_join' },
   trusted_private_chat: { join_rule: 'invite', history_visibility: 'shared', guest_access: 'can_join' },
-  public_chat: { join_rule: 'public', history_visibility: 'shared', guest_access: 'forbidden' },
+  public_chat: { join_rule: 'public', history_visibility: 'shared' },
 };
 
 export function newRoomId(random: RandomBytes, serverName: string): string {
@@ -111,8 +112,8 @@ export function creationEvents(request: CreateRoomRequest): EventTemplate[] {
   templates.push(
     state('m.room.join_rules', { join_rule: presetState.join_rule }),
     state('m.room.history_visibility', { history_visibility: presetState.history_visibility }),
-    state('m.room.guest_access', { guest_access: presetState.guest_access }),
   );
+  if (presetState.guest_access) templates.push(state('m.room.guest_access', { guest_access: presetState.guest_access }));
   // initial_state may override the preset's events, but not the ones above them.
   for (const event of request.initial_state ?? []) {
     const key = event.state_key ?? '';

@@ -22,11 +22,13 @@ export interface UpgradeRequest {
   additionalCreators?: string[];
 }
 
-/** What an upgrade reads and writes of the accounts component: the upgrader's profile, and local members' push rules. */
+/** What an upgrade reads and writes of the accounts component: the upgrader's profile, and local members' settings for the room. */
 export interface UpgradeAccounts {
   isLocal(userId: string): boolean;
   getProfile(userId: string): Promise<{ displayname?: string; avatar_url?: string } | undefined>;
   copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void>;
+  /** The user's tags for the old room, and the new room beside the old one in their m.direct. */
+  copyRoomTagsAndDirect(userId: string, fromRoomId: string, toRoomId: string): Promise<void>;
 }
 
 /**
@@ -34,7 +36,8 @@ export interface UpgradeAccounts {
  * starts with the old one's power levels and the state above, names its predecessor, and
  * takes over the local aliases and the directory listing; the old room gets a tombstone
  * and its power levels raised so that ordinary members can no longer speak or invite.
- * Each local member keeps their notification settings for the room (muted stays muted).
+ * Its bans are made again in the new room, by the upgrader. Each local member keeps their
+ * notification settings, tags and m.direct entry for the room (muted stays muted).
  * Only a user who may send the tombstone may upgrade.
  *
  * Before v12 the tombstone comes first and the new room names it as its predecessor's
@@ -71,7 +74,12 @@ export async function upgradeRoom(rooms: Rooms, accounts: UpgradeAccounts, rando
   // room needs no raise, and no creator may be listed there; a v12 creator moving to an older
   // version is listed at the level the room's state needs (at least 100) instead.
   const oldPowerLevels = stateEvent('m.room.power_levels')?.content as JsonObject | undefined;
-  const neededForState = Math.max(...CARRIED_STATE.map((type) => safeLevel(() => levels.required(type, true))), safeLevel(() => levels.required('m.room.power_levels', true)));
+  const bans = [...state.values()].filter((stored) => stored.event.type === 'm.room.member' && stored.event.content['membership'] === 'ban').map((stored) => stored.event);
+  const neededForState = Math.max(
+    ...CARRIED_STATE.map((type) => safeLevel(() => levels.required(type, true))),
+    safeLevel(() => levels.required('m.room.power_levels', true)),
+    bans.length > 0 ? safeLevel(() => levels.named('ban')) : 0,
+  );
   let powerLevels: JsonObject = oldPowerLevels ?? (version.privilegedCreators ? {} : { users: { [sender]: 100 } });
   const oldUsers = isJsonObject(powerLevels['users']) ? powerLevels['users'] : {};
   if (version.privilegedCreators) {
@@ -93,6 +101,11 @@ export async function upgradeRoom(rooms: Rooms, accounts: UpgradeAccounts, rando
   for (const type of CARRIED_STATE) {
     const content = stateEvent(type)?.content;
     if (content && Object.keys(content).length > 0) templates.push(stateTemplate(type, content as JsonObject));
+  }
+  // The bans, while the upgrader's level may be raised; not of a user ranked at least as high, whom no ban may touch.
+  const newLevels = new RoomPowerLevels(version, powerLevels, version.privilegedCreators ? [sender, ...additionalCreators] : []);
+  for (const ban of bans) {
+    if (ban.state_key !== sender && safeLevel(() => newLevels.user(ban.state_key!)) < needed) templates.push(stateTemplate('m.room.member', ban.content, ban.state_key));
   }
   if (raised) templates.push(stateTemplate('m.room.power_levels', powerLevels));
 
@@ -127,7 +140,9 @@ export async function upgradeRoom(rooms: Rooms, accounts: UpgradeAccounts, rando
     await rooms.sendEvents(roomId, [stateTemplate('m.room.power_levels', { ...oldLevels, events_default: restricted, invite: restricted })]).catch(() => undefined);
   }
   for (const memberId of await rooms.members(roomId)) {
-    if (accounts.isLocal(memberId)) await accounts.copyRoomPushRules(memberId, roomId, replacementRoom);
+    if (!accounts.isLocal(memberId)) continue;
+    await accounts.copyRoomPushRules(memberId, roomId, replacementRoom);
+    await accounts.copyRoomTagsAndDirect(memberId, roomId, replacementRoom);
   }
   return { replacementRoom };
 }

@@ -16,15 +16,19 @@ export interface DirectoryUser {
  * leaves, join rule and history visibility changes show at once with nothing to keep in step.
  *
  * A user matches when every word of the term starts a word of their user ID or display
- * name (case-insensitive). Users who share a room with the searcher come first.
+ * name (case-insensitive). Users who share a room with the searcher come first. The
+ * searcher finds themselves only through an open room (Synapse pairs only distinct users).
  */
 export async function searchUserDirectory(rooms: Rooms, searcher: string, term: string, limit: number): Promise<{ results: DirectoryUser[]; limited: boolean }> {
   const wanted = words(term);
   if (wanted.length === 0) return { results: [], limited: false };
   const shared = new Set(await rooms.roomsOf(searcher));
+  const open = new Set(await rooms.roomsOpenToAll());
   const candidates = new Map<string, DirectoryUser & { sharesRoom: boolean }>();
-  for (const roomId of new Set([...shared, ...(await rooms.roomsOpenToAll())])) {
+  for (const roomId of new Set([...shared, ...open])) {
     for (const userId of await rooms.members(roomId)) {
+      // A private room shares nothing with oneself: the searcher is found only through an open room, as in Synapse.
+      if (userId === searcher && !open.has(roomId)) continue;
       const known = candidates.get(userId);
       if (known) {
         known.sharesRoom ||= shared.has(roomId);

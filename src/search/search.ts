@@ -109,7 +109,7 @@ export class Search {
       if (known !== undefined) return known;
       if (!memberships.has(c.roomId)) memberships.set(c.roomId, await this.rooms.membership(c.roomId, viewer.userId));
       const stored = await this.rooms.getEventByNid(c.nid);
-      const ok = stored && eventMatches(filter, stored.event) && (await this.visibility.canSee(viewer.userId, stored, memberships.get(c.roomId))) ? stored : null;
+      const ok = stored && eventMatches(filter, stored.event) && !this.formatter.hasSelfDestructed(stored.event) && (await this.visibility.canSee(viewer.userId, stored, memberships.get(c.roomId))) ? stored : null;
       seen.set(c.nid, ok);
       return ok;
     };

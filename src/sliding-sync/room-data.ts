@@ -122,7 +122,10 @@ export class RoomDataBuilder {
       data['invited_count'] = invited.length;
       if (data['name'] === undefined) data['heroes'] = await this.heroes(stateAtEnd, [...joined, ...invited]);
     }
-    if (m.membership === 'join') Object.assign(data, await this.sync.push.unread(roomId, this.userId, upTo.stream, await this.pushRules()));
+    if (m.membership === 'join') {
+      const { notification_count, highlight_count } = await this.sync.push.unread(roomId, this.userId, upTo.stream, await this.pushRules());
+      Object.assign(data, { notification_count, highlight_count });
+    }
     return { data, sent: { sentStream: end, membership: m.membership, requiredState: requiredKey, lazyMembers: [...lazySent] }, initial };
   }
 

@@ -39,6 +39,15 @@ type Uncopied = Exclude<keyof RoomlessClientEvent, (typeof copiedFields)[number]
 const allCopied: [Uncopied] extends [never] ? true : Uncopied = true;
 void allCopied;
 
+/**
+ * Whether a message has passed its `org.matrix.self_destruct_after` (MSC2228), a time in ms since the epoch
+ * its sender set: from then on it is served as if redacted. State events never self-destruct (as in Synapse).
+ */
+export function selfDestructed(event: { state_key?: string; content: Record<string, unknown> }, now: number): boolean {
+  const after = event.content['org.matrix.self_destruct_after'];
+  return event.state_key === undefined && typeof after === 'number' && Number.isSafeInteger(after) && now >= after;
+}
+
 export interface Viewer {
   userId: string;
   deviceId?: string;
@@ -56,6 +65,11 @@ export class EventFormatter {
     private readonly erasure?: Pick<Visibility, 'senderErased' | 'erasedFor'>,
   ) {}
 
+  /** Whether a message has self-destructed by now (MSC2228): search leaves it out, as its words are gone. */
+  hasSelfDestructed(event: { state_key?: string; content: Record<string, unknown> }): boolean {
+    return selfDestructed(event, this.now());
+  }
+
   /** `bundle: false` leaves out bundled aggregations (for events inside another event's). */
   async format(stored: StoredEvent, viewer?: Viewer, options: { withRedactedBecause?: boolean; bundle?: boolean } = {}): Promise<ClientEvent> {
     const event = stored.event;
@@ -67,12 +81,19 @@ export class EventFormatter {
     const erased = viewer !== undefined && this.erasure !== undefined && (await this.erasure.erasedFor(viewer.userId, stored));
     const out = this.build(stored, version, redaction, previous, erased);
     const unsigned = out.unsigned!;
-    if (redaction && options.withRedactedBecause !== false) {
-      unsigned['redacted_because'] = await this.format(redaction, viewer, { withRedactedBecause: false, bundle: false });
+    if (redaction) {
+      // The ID beside the event, as Synapse sends both: clients read either.
+      unsigned['redacted_by'] = redaction.event.event_id;
+      if (options.withRedactedBecause !== false) unsigned['redacted_because'] = await this.format(redaction, viewer, { withRedactedBecause: false, bundle: false });
     }
     if (viewer?.deviceId && viewer.userId === event.sender) {
       const txnId = await this.rooms.transactionIdOf(event.event_id, viewer.userId, viewer.deviceId);
       if (txnId !== undefined) unsigned['transaction_id'] = txnId;
+    }
+    if (!redaction && this.hasSelfDestructed(event)) {
+      // Past its org.matrix.self_destruct_after (MSC2228): shown as if redacted, with nothing bundled.
+      out.content = redactEvent(event, version)['content'] as JsonObject;
+      return out;
     }
     const relations = summary && (await this.bundledAggregations(stored, await summary, viewer));
     if (relations) unsigned['m.relations'] = relations;

@@ -29,6 +29,8 @@ interface TimelinePage {
   next: TopologicalPosition;
   /** Whether more events may exist in that direction (locally, or by backfill going back). */
   more: boolean;
+  /** Whether any event matching the filter was read, seen by the user or not. */
+  readMatching: boolean;
 }
 
 /**
@@ -83,8 +85,9 @@ export class RoomHistory {
       start: options.from ?? (dir === 'b' ? formatToken(await this.currentToken()) : formatTopologicalToken(TIMELINE_START)),
       state,
     };
-    // No `end` once nothing more can come in this direction: the spec's signal to stop.
-    if (page.more) result.end = formatTopologicalToken(page.next);
+    // No `end` only when this page read nothing and nothing more can come: the spec would allow leaving it
+    // out of a last page with events too, but Synapse gives it there, and clients page on until a page lacks it.
+    if (page.more || page.readMatching) result.end = formatTopologicalToken(page.next);
     return result;
   }
 
@@ -157,6 +160,7 @@ export class RoomHistory {
     const picked: StoredEvent[] = [];
     let next = request.from;
     let lastRead: StoredEvent | undefined;
+    let readMatching = false;
     let backfilled = false;
     for (;;) {
       let exhausted = true;
@@ -168,16 +172,18 @@ export class RoomHistory {
         }
         lastRead = stored;
         next = dir === 'b' ? positionBefore(stored) : positionAfter(stored);
-        if (eventMatches(filter, stored.event) && (await this.visibility.canSee(userId, stored, membership))) picked.push(stored);
+        if (!eventMatches(filter, stored.event)) continue;
+        readMatching = true;
+        if (await this.visibility.canSee(userId, stored, membership)) picked.push(stored);
       }
-      if (!exhausted || dir === 'f') return { events: picked, next, more: !exhausted };
+      if (!exhausted || dir === 'f') return { events: picked, next, more: !exhausted, readMatching };
       // Local history has run out going back: other servers may hold what precedes it.
       const backfiller = request.backfill ? this.backfiller() : undefined;
       const gap = backfiller ? await this.gapBefore(roomId, next, lastRead) : [];
-      if (gap.length === 0) return { events: picked, next, more: false };
-      if (backfilled || picked.length === limit) return { events: picked, next, more: true };
+      if (gap.length === 0) return { events: picked, next, more: false, readMatching };
+      if (backfilled || picked.length === limit) return { events: picked, next, more: true, readMatching };
       backfilled = true;
-      if ((await backfiller!.backfill(roomId, gap, limit)) === 0) return { events: picked, next, more: false };
+      if ((await backfiller!.backfill(roomId, gap, limit)) === 0) return { events: picked, next, more: false, readMatching };
     }
   }
 

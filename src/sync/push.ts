@@ -18,7 +18,16 @@ import { TokenError } from './token.ts';
 export interface UnreadCounts {
   notification_count: number;
   highlight_count: number;
+  /** MSC2625's count, as /sync gives it (unstable name). */
+  'org.matrix.msc2625.unread_count'?: number;
 }
+
+/** With MSC2625's count of events that are unread (`notify` or `mark_unread`), which /sync gives under its unstable name. */
+export interface RoomUnreadCounts extends UnreadCounts {
+  unread_count: number;
+}
+
+const NO_COUNTS: RoomUnreadCounts = { notification_count: 0, highlight_count: 0, unread_count: 0 };
 
 /** A user's push rules, as their m.push_rules account data holds them. */
 export interface UserPushRules {
@@ -40,6 +49,7 @@ interface CountEntry {
   upTo: number;
   notify: number;
   highlight: number;
+  unread: number;
 }
 
 /** How many events of one room /notifications looks through for one page. */
@@ -50,7 +60,7 @@ export class PushNotifications {
   /** What the rules said of an event for a user when it was first looked at, by user and event nid. */
   private readonly outcomes = new LruCache<string, PushOutcome | null>(100_000);
   /** Counts by thread ('main' for the main timeline) from the receipts `signature` names, up to a stream position. */
-  private readonly threadedCounts = new LruCache<string, { signature: string; upTo: number; counts: Map<string, UnreadCounts> }>(10_000);
+  private readonly threadedCounts = new LruCache<string, { signature: string; upTo: number; counts: Map<string, RoomUnreadCounts> }>(10_000);
 
   constructor(
     private readonly rooms: Rooms,
@@ -65,18 +75,19 @@ export class PushNotifications {
     return { rules: global as PushRuleset };
   }
 
-  /** Events after the user's read receipt, up to a stream position, that their rules say notify (and highlight). */
-  async unread(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined): Promise<UnreadCounts> {
-    if (!rules) return { notification_count: 0, highlight_count: 0 };
+  /** Events after the user's read receipt, up to a stream position, that their rules say notify (and highlight), or mark unread. */
+  async unread(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined): Promise<RoomUnreadCounts> {
+    if (!rules) return { ...NO_COUNTS };
     const after = await this.receiptPosition(roomId, userId);
     const key = `${userId}\u0000${roomId}`;
     let entry = this.counts.get(key);
-    if (!entry || entry.after !== after || entry.upTo > upTo) entry = { after, upTo: after, notify: 0, highlight: 0 };
+    if (!entry || entry.after !== after || entry.upTo > upTo) entry = { after, upTo: after, notify: 0, highlight: 0, unread: 0 };
     if (entry.upTo < upTo) {
       const next = { ...entry, upTo };
       const context = await this.contextFor(roomId, userId);
       for await (const stored of this.rooms.timeline.streamRange(roomId, entry.upTo, upTo, 100)) {
         const outcome = await this.outcome(stored, userId, rules.rules, context);
+        if (outcome?.markUnread) next.unread++;
         if (!outcome?.notify) continue;
         next.notify++;
         if (outcome.highlight) next.highlight++;
@@ -84,7 +95,7 @@ export class PushNotifications {
       entry = next;
     }
     this.counts.set(key, entry);
-    return { notification_count: entry.notify, highlight_count: entry.highlight };
+    return { notification_count: entry.notify, highlight_count: entry.highlight, unread_count: entry.unread };
   }
 
   /**
@@ -93,8 +104,8 @@ export class PushNotifications {
    * after the later of the unthreaded receipt and the one for that thread; the main timeline's
    * after the later of the unthreaded receipt and the `main` one (client-server §Threaded read receipts).
    */
-  async threadedUnread(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined): Promise<{ main: UnreadCounts; threads: Record<string, UnreadCounts> }> {
-    if (!rules) return { main: { notification_count: 0, highlight_count: 0 }, threads: {} };
+  async threadedUnread(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined): Promise<{ main: RoomUnreadCounts; threads: Record<string, RoomUnreadCounts> }> {
+    if (!rules) return { main: { ...NO_COUNTS }, threads: {} };
     const positions = new Map<string, number>();
     for (const { threadId, eventId } of await this.receipts.readReceiptsByThread(roomId, userId)) {
       const position = (await this.rooms.getEvent(eventId))?.streamOrdering ?? 0;
@@ -116,10 +127,11 @@ export class PushNotifications {
           const thread = threadOf.get(stored.nid) ?? 'main';
           if (stored.streamOrdering! <= after(thread)) continue;
           const outcome = await this.outcome(stored, userId, rules.rules, context);
-          if (!outcome?.notify) continue;
-          const count = counts.get(thread) ?? { notification_count: 0, highlight_count: 0 };
-          count.notification_count++;
-          if (outcome.highlight) count.highlight_count++;
+          if (!outcome?.markUnread) continue;
+          const count = counts.get(thread) ?? { ...NO_COUNTS };
+          count.unread_count++;
+          if (outcome.notify) count.notification_count++;
+          if (outcome.notify && outcome.highlight) count.highlight_count++;
           counts.set(thread, count);
         }
         batch = [];
@@ -132,9 +144,10 @@ export class PushNotifications {
       entry = { signature, upTo, counts };
     }
     this.threadedCounts.set(key, entry);
-    const threads: Record<string, UnreadCounts> = {};
-    for (const [thread, count] of entry.counts) if (thread !== 'main') threads[thread] = { ...count };
-    return { main: { ...(entry.counts.get('main') ?? { notification_count: 0, highlight_count: 0 }) }, threads };
+    const threads: Record<string, RoomUnreadCounts> = {};
+    // Threads with notifications, as the spec lists them.
+    for (const [thread, count] of entry.counts) if (thread !== 'main' && count.notification_count > 0) threads[thread] = { ...count };
+    return { main: { ...(entry.counts.get('main') ?? NO_COUNTS) }, threads };
   }
 
   /**

@@ -10,7 +10,7 @@ import { EphemeralStream, Presence, Typing } from './ephemeral.ts';
 import { eventMatches, pickEventFields, roomMatches, type Filter, type RoomEventFilter } from './filter.ts';
 import { EventFormatter, withoutRoomId, type ClientEvent, type Viewer } from './format.ts';
 import { Notifier } from './notifier.ts';
-import { PushNotifications, type UnreadCounts, type UserPushRules } from './push.ts';
+import { PushNotifications, type RoomUnreadCounts, type UnreadCounts, type UserPushRules } from './push.ts';
 import { receiptContent, Receipts } from './receipts.ts';
 import { formatToken, parseToken, type SyncToken } from './token.ts';
 import { PushDelivery, type PushGateway } from './push-delivery.ts';
@@ -176,7 +176,9 @@ export class Sync {
   /** Answers /sync: at once when there is news, otherwise when news arrives or the timeout passes. */
   async sync(request: SyncRequest): Promise<SyncResponse> {
     const since = request.since === undefined ? undefined : parseToken(request.since);
-    if (request.setPresence) this.presence.touch(request.userId, request.setPresence);
+    // `offline` means "do not mark me online" (the spec's words), not "mark me offline": Synapse leaves presence
+    // alone, and clients that sync in the background (and the suites) rely on it.
+    if (request.setPresence && request.setPresence !== 'offline') this.presence.touch(request.userId, request.setPresence);
     const deadline = this.now() + request.timeoutMs;
     for (;;) {
       const rooms = new Set(await this.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));
@@ -241,7 +243,8 @@ export class Sync {
         const fresh = !since || (changedSince && !(await this.wasJoinedAt(m.roomId, userId, sinceStream)));
         if (active && !fresh && !active.has(m.roomId)) continue;
         const joined = await this.joinedRoom(m.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, roomAccountData.get(m.roomId) ?? [], pushRules, since ? newlySeen : undefined);
-        if (!since || request.fullState || changedSince || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
+        // A join → join change the filter hides (a new display name) brings nothing: the room is left out.
+        if (!since || request.fullState || fresh || !isEmptyJoined(joined)) response.rooms.join[m.roomId] = joined;
       } else if (m.membership === 'invite' && (changedSince || !since)) {
         if (await this.fromIgnoredUser(userId, m.eventId)) continue;
         response.rooms.invite[m.roomId] = { invite_state: { events: await this.strippedState(m.roomId, m.eventId) } };
@@ -324,7 +327,7 @@ export class Sync {
     const prevBatch = formatToken({ stream: events.length > 0 ? events[0]!.streamOrdering! - 1 : upTo.stream, ephemeral: upTo.ephemeral });
 
     const stateAtSince = fullState ? undefined : await this.rooms.timeline.stateAtStream(roomId, sinceStream);
-    let stateEvents = await this.stateSection(roomId, events, await this.rooms.timeline.stateAtStream(roomId, upTo.stream), stateAtSince, upTo.stream, viewer.userId, filter);
+    let stateEvents = await this.stateSection(roomId, events, await this.rooms.timeline.stateAtStream(roomId, upTo.stream), stateAtSince, upTo.stream, viewer.userId, filter, limited);
     if (filter.room?.state?.lazy_load_members) stateEvents = this.withoutRedundantMembers(roomId, viewer, stateEvents, events, !stateAtSince || filter.room.state.include_redundant_members === true);
     if (newlySeen) {
       for (const stored of [...stateEvents, ...events]) {
@@ -335,9 +338,11 @@ export class Sync {
     const ephemeral: Record<string, unknown>[] = [];
     const ephemeralFilter = filter.room?.ephemeral;
     const typing = this.typing.get(roomId);
-    if (!since || typing.changed > since.ephemeral) {
+    // Whenever typing changed in the room since `since` (an initial sync: ever), even to no one: a client starting
+    // afresh learns that no one types, as Synapse tells it.
+    if (typing.changed > (since?.ephemeral ?? 0)) {
       const event = { type: 'm.typing', content: { user_ids: typing.userIds } };
-      if (eventMatches(ephemeralFilter, event) && (since || typing.userIds.length > 0)) ephemeral.push(event);
+      if (eventMatches(ephemeralFilter, event)) ephemeral.push(event);
     }
     const receipts = await this.receipts.since(roomId, viewer.userId, sinceStream, upTo.stream);
     if (receipts.length > 0) {
@@ -368,9 +373,11 @@ export class Sync {
 
   /** A joined room's unread counts: the room's, or the main timeline's and each thread's when the filter asks. */
   private async unreadCounts(roomId: string, userId: string, upTo: number, rules: UserPushRules | undefined, byThread: boolean): Promise<Pick<JoinedRoom, 'unread_notifications' | 'unread_thread_notifications'>> {
-    if (!byThread) return { unread_notifications: await this.push.unread(roomId, userId, upTo, rules) };
+    if (!byThread) return { unread_notifications: unreadNotifications(await this.push.unread(roomId, userId, upTo, rules)) };
     const { main, threads } = await this.push.threadedUnread(roomId, userId, upTo, rules);
-    return Object.keys(threads).length > 0 ? { unread_notifications: main, unread_thread_notifications: threads } : { unread_notifications: main };
+    const unread_notifications = unreadNotifications(main);
+    if (Object.keys(threads).length === 0) return { unread_notifications };
+    return { unread_notifications, unread_thread_notifications: Object.fromEntries(Object.entries(threads).map(([root, counts]) => [root, unreadNotifications(counts)])) };
   }
 
   private async leftRoom(
@@ -395,7 +402,7 @@ export class Sync {
     // they joined (and left) since.
     const stateAtLeave = leave ? ((await this.rooms.stateAtEvent(leave.event.event_id, 'after')) ?? new Map()) : new Map<StateKey, number>();
     const stateAtSince = since && (await this.wasJoinedAt(roomId, viewer.userId, since.stream)) ? await this.rooms.timeline.stateAtStream(roomId, since.stream) : undefined;
-    const state = await this.stateSection(roomId, events, stateAtLeave, stateAtSince, start, viewer.userId, filter);
+    const state = await this.stateSection(roomId, events, stateAtLeave, stateAtSince, start, viewer.userId, filter, limited);
     return {
       timeline: { events: await Promise.all(events.map(format)), limited, prev_batch: formatToken({ stream: start, ephemeral: 0 }) },
       state: { events: await Promise.all(state.map(format)) },
@@ -451,6 +458,11 @@ export class Sync {
    * and what the timeline itself carries. The end's state is what the client must end
    * up with, so state it cannot see in the timeline (changed before its join under
    * `joined` visibility, or past the limit) still reaches it.
+   *
+   * Lazily loaded members (as Synapse, whom clients follow): the members of the timeline's
+   * senders whose membership the timeline has not shown before their first event, and the
+   * user's own on a full sync only. A gapped incremental sync also has every member change
+   * of its gap (joins, leaves), as if not lazily loaded: the client cannot page to them.
    */
   private async stateSection(
     roomId: string,
@@ -460,33 +472,39 @@ export class Sync {
     stream: number,
     userId: string,
     filter: Filter,
+    gapped: boolean,
   ): Promise<StoredEvent[]> {
     const stateFilter = filter.room?.state;
     const stateAtStart = await this.stateBefore(roomId, events, stream);
     const inTimeline = new Set(events.map((e) => e.nid));
     const nids = new Map<StateKey, number>();
     const lazy = stateFilter?.lazy_load_members === true;
-    // Members only of the timeline's senders (and the user), as they were at its start.
-    const needed = new Set(events.map((e) => e.event.sender));
-    needed.add(userId);
     const prefix = stateKey('m.room.member', '');
-    const neededKeys = new Set([...needed].map((u) => prefix + u));
+    const neededKeys = new Set<StateKey>();
+    if (lazy) {
+      const shown = new Set<string>();
+      for (const stored of events) {
+        if (!shown.has(stored.event.sender)) neededKeys.add(prefix + stored.event.sender);
+        if (stored.event.type === 'm.room.member') shown.add(stored.event.state_key!);
+      }
+      if (!stateAtSince) neededKeys.add(prefix + userId);
+    }
+    const everyMemberAtEnd = !lazy || (stateAtSince !== undefined && gapped);
     // One pass when the timeline changes no state (its start and end are one map): a big room's state is 20,000 keys.
-    for (const state of new Set([stateAtEnd, stateAtStart])) {
+    const states = stateAtEnd === stateAtStart ? [stateAtEnd] : [stateAtEnd, stateAtStart];
+    for (const state of states) {
+      const everyMember = state === stateAtEnd ? everyMemberAtEnd : !lazy;
       for (const [key, nid] of state) {
         // Lazily loaded: the room's thousands of other members are passed over here, not read.
-        if (lazy && key.startsWith(prefix) && !neededKeys.has(key)) continue;
+        if (!everyMember && key.startsWith(prefix) && !neededKeys.has(key)) continue;
         if (!nids.has(key) && !inTimeline.has(nid) && stateAtSince?.get(key) !== nid) nids.set(key, nid);
       }
     }
-    if (lazy) {
-      if (!stateAtSince || events.length > 0) {
-        for (const sender of needed) {
-          const key = stateKey('m.room.member', sender);
-          const nid = stateAtStart.get(key) ?? stateAtEnd.get(key);
-          if (nid !== undefined && !inTimeline.has(nid)) nids.set(key, nid);
-        }
-      }
+    // The senders' members go out even when unchanged since `since`: the client may never have had them (lazy
+    // loading drops those it was sent already, see withoutRedundantMembers).
+    for (const key of neededKeys) {
+      const nid = stateAtStart.get(key) ?? stateAtEnd.get(key);
+      if (nid !== undefined && !inTimeline.has(nid)) nids.set(key, nid);
     }
     return (await this.rooms.getEventsByNid([...nids.values()])).filter((stored): stored is StoredEvent => !!stored && eventMatches(stateFilter, stored.event));
   }
@@ -570,6 +588,11 @@ export class Sync {
     if (!named) summary['m.heroes'] = [...(await this.rooms.members(roomId, 'join')), ...(await this.rooms.members(roomId, 'invite'))].filter((u) => u !== userId).sort().slice(0, 5);
     return summary;
   }
+}
+
+/** Counts as /sync gives them: MSC2625's unread count under its unstable name, which the suites read (see README Decisions). */
+function unreadNotifications(counts: RoomUnreadCounts): UnreadCounts {
+  return { notification_count: counts.notification_count, highlight_count: counts.highlight_count, 'org.matrix.msc2625.unread_count': counts.unread_count };
 }
 
 function isEmptyJoined(room: JoinedRoom): boolean {

@@ -121,7 +121,8 @@ export class Visibility {
   /**
    * The room state a user may read (GET /state, /members, /joined_members): the current
    * state for members and world-readable rooms, the state as it was when they left for
-   * former members; undefined for anyone else.
+   * former members; undefined for anyone else, a banned user too (as Synapse: no state at
+   * the ban, which clients and the suites take for being out).
    */
   async readableState(roomId: string, userId: string): Promise<Map<StateKey, StoredEvent> | undefined> {
     if (!(await this.rooms.exists(roomId))) return undefined;
@@ -129,7 +130,7 @@ export class Visibility {
     if (membership === 'join') return this.rooms.currentState(roomId);
     const history = (await this.rooms.currentStateEvent(roomId, 'm.room.history_visibility', ''))?.event.content['history_visibility'];
     if (history === 'world_readable') return this.rooms.currentState(roomId);
-    if (membership === 'leave' || membership === 'ban') {
+    if (membership === 'leave') {
       const member = await this.rooms.currentStateEvent(roomId, 'm.room.member', userId);
       const state = member ? await this.rooms.stateAtEvent(member.event.event_id, 'after') : undefined;
       if (state) return this.rooms.loadStateEvents(state);

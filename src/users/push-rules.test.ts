@@ -89,6 +89,6 @@ describe('the default rules', () => {
 
   it('ignore the historical dont_notify and coalesce actions; a highlight tweak of false does not highlight', async () => {
     const rules = only({ rule_id: 'old', conditions: [], actions: ['dont_notify', 'coalesce', { set_tweak: 'highlight', value: false }] });
-    expect(await evaluatePushRules(rules, event({ content: {} }), context())).toEqual({ ruleId: 'old', notify: false, highlight: false, actions: [{ set_tweak: 'highlight', value: false }] });
+    expect(await evaluatePushRules(rules, event({ content: {} }), context())).toEqual({ ruleId: 'old', notify: false, highlight: false, markUnread: false, actions: [{ set_tweak: 'highlight', value: false }] });
   });
 });

@@ -80,8 +80,13 @@ export interface PushOutcome {
   ruleId: string;
   notify: boolean;
   highlight: boolean;
+  /** Whether it counts as unread (MSC2625): `notify` or the `mark_unread` action (unstable `org.matrix.msc2625.mark_unread`). */
+  markUnread: boolean;
   actions: PushAction[];
 }
+
+/** MSC2625's action: the event counts as unread without notifying. */
+const MARK_UNREAD_ACTIONS = new Set(['org.matrix.msc2625.mark_unread', 'mark_unread']);
 
 /** The first enabled rule, in the spec's order of kinds, that matches the event; undefined when none does. */
 export async function evaluatePushRules(rules: PushRuleset, event: PushEvent, context: PushContext): Promise<PushOutcome | undefined> {
@@ -90,10 +95,12 @@ export async function evaluatePushRules(rules: PushRuleset, event: PushEvent, co
       if (!rule.enabled || !(await ruleMatches(kind, rule, event, context))) continue;
       const actions = (rule.actions ?? []).filter((a) => a !== 'dont_notify' && a !== 'coalesce');
       const highlight = actions.find((a): a is { set_tweak: string; value?: unknown } => typeof a === 'object' && a !== null && a.set_tweak === 'highlight');
+      const notify = actions.includes('notify');
       return {
         ruleId: rule.rule_id,
-        notify: actions.includes('notify'),
+        notify,
         highlight: highlight !== undefined && highlight.value !== false,
+        markUnread: notify || actions.some((a) => typeof a === 'string' && MARK_UNREAD_ACTIONS.has(a)),
         actions,
       };
     }

@@ -306,6 +306,17 @@ export class Users {
     return row && row.expires_ts > this.options.now() ? row.user_id : undefined;
   }
 
+  /**
+   * Federation's `/openid/userinfo` answer for a token: `{ sub }`, or 401 with Synapse's codes, which the spec's
+   * example follows: `M_MISSING_TOKEN` when there is none, `M_UNKNOWN_TOKEN` when it is unknown or expired.
+   */
+  async openIdUserinfo(token: string | undefined): Promise<{ sub: string }> {
+    if (!token) throw new UsersError(401, 'M_MISSING_TOKEN', 'access_token is required');
+    const userId = await this.openIdUser(token);
+    if (!userId) throw new UsersError(401, 'M_UNKNOWN_TOKEN', 'The OpenID token is unknown or has expired');
+    return { sub: userId };
+  }
+
   /** The stream position an account was erased at, if it was. */
   async erasedAt(userId: string): Promise<number | undefined> {
     this.erased ??= this.options.db.all<{ user_id: string; erased_stream: number }>('SELECT user_id, erased_stream FROM erased_users')
@@ -388,6 +399,22 @@ export class Users {
    * Copies a user's push rules for one room to another (a room upgrade): the room rule
    * named after it and any override or underride rule matching only its room ID.
    */
+  /**
+   * A room upgrade, as Synapse carries it for each local member: their tags for the old room become the new
+   * room's, and the new room joins the old one in whichever m.direct list names it.
+   */
+  async copyRoomTagsAndDirect(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
+    const tags = await this.getAccountData(userId, fromRoomId, 'm.tag');
+    const tagged = tags?.['tags'];
+    if (tagged && typeof tagged === 'object' && Object.keys(tagged).length > 0) await this.putAccountData(userId, toRoomId, 'm.tag', tags);
+    const direct = await this.getAccountData(userId, '', 'm.direct');
+    if (!direct || !Object.values(direct).some((rooms) => Array.isArray(rooms) && rooms.includes(fromRoomId) && !rooms.includes(toRoomId))) return;
+    await this.updateAccountData<Record<string, unknown>>(userId, '', 'm.direct', (current) =>
+      Object.fromEntries(Object.entries(current ?? {}).map(([other, rooms]) =>
+        [other, Array.isArray(rooms) && rooms.includes(fromRoomId) && !rooms.includes(toRoomId) ? [...rooms, toRoomId] : rooms])),
+    );
+  }
+
   async copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
     type Rule = { rule_id: string; conditions?: { kind?: string; key?: string; pattern?: string }[] } & Record<string, unknown>;
     const forRoom = (rule: Rule) => rule.rule_id === fromRoomId || (rule.conditions?.length === 1 && rule.conditions[0]!.key === 'room_id' && rule.conditions[0]!.pattern === fromRoomId);

@@ -77,7 +77,10 @@ describe('/messages and /context after a backfill', () => {
     const pages = await pagesBack(timeline.prev_batch, 5);
     const events = pages.flatMap((p) => p.chunk).reverse();
     expect(events.map((e: any) => e.event_id)).toEqual(history.map((e) => e.event.event_id));
-    expect(pages.slice(0, -1).every((p) => p.chunk.length === 5 && p.end !== undefined)).toBe(true);
+    // Every page with events has `end` (the one reaching m.room.create too, as Synapse answers); the empty one after it has none.
+    expect(pages.slice(0, -2).every((p) => p.chunk.length === 5 && p.end !== undefined)).toBe(true);
+    expect(pages.at(-2).end).toBeDefined();
+    expect(pages.at(-1).chunk).toEqual([]);
     expect(pages.at(-1).end).toBeUndefined();
     // Each backfill started at the oldest event reached: first the join's missing prev event.
     expect(backfiller.calls[0]).toEqual({ fromEventIds: [history.at(-1)!.event.event_id], limit: 5 });
@@ -89,7 +92,9 @@ describe('/messages and /context after a backfill', () => {
     const calls = backfiller.calls.length;
     const again = (await messages('dir=b&limit=100')).body;
     expect(again.chunk.map((e: any) => e.event_id).reverse()).toEqual([...history, join, ...live].map((e) => e.event.event_id));
-    expect(again.end).toBeUndefined();
+    const past = (await messages(`dir=b&limit=100&from=${enc(again.end)}`)).body;
+    expect(past.chunk).toEqual([]);
+    expect(past.end).toBeUndefined();
     expect(backfiller.calls.length).toBe(calls);
     expect((await sync()).body.rooms.join[roomId].unread_notifications.notification_count).toBe(2);
   });
@@ -120,21 +125,25 @@ describe('/messages and /context after a backfill', () => {
     expect(upToJoin.chunk.map(bodyOf)).toEqual(['m17', 'm18', 'm19', 'm.room.member']);
   });
 
-  it('omits `end` exactly when nothing more can come in that direction', async () => {
+  it('omits `end` exactly when a page is empty and nothing more can come in that direction', async () => {
     await messages('dir=b&limit=100');
     // Forward: a page that takes the last event has no `end`; one short of it has.
     const lastPage = (await messages(`dir=b&limit=1&from=s${live[1]!.streamOrdering}_0`)).body;
     expect(lastPage.end).toBeDefined();
     const toTheEnd = (await messages(`dir=f&limit=2&from=${enc(lastPage.end)}`)).body;
     expect(toTheEnd.chunk.map(bodyOf)).toEqual(['live 1']);
-    expect(toTheEnd.end).toBeUndefined();
+    expect(toTheEnd.end).toBeDefined();
+    expect((await messages(`dir=f&limit=2&from=${enc(toTheEnd.end)}`)).body.end).toBeUndefined();
     const start = (await messages('dir=f&limit=3')).body;
     expect(start.chunk.map(bodyOf)).toEqual(['m.room.create', 'm.room.member', 'm.room.power_levels']);
     expect(start.end).toBeDefined();
-    // Back: a page that ends exactly at m.room.create has no `end`.
+    // Back: a page that ends exactly at m.room.create has `end`; the page after it is empty and has none.
     const exact = (await messages(`dir=b&limit=3&from=${enc(start.end)}`)).body;
     expect(exact.chunk.map(bodyOf)).toEqual(['m.room.power_levels', 'm.room.member', 'm.room.create']);
-    expect(exact.end).toBeUndefined();
+    expect(exact.end).toBeDefined();
+    const beforeCreate = (await messages(`dir=b&limit=3&from=${enc(exact.end)}`)).body;
+    expect(beforeCreate.chunk).toEqual([]);
+    expect(beforeCreate.end).toBeUndefined();
   });
 
   it('keeps `end` where local history stops at a gap only while a backfill is possible', async () => {
@@ -143,14 +152,18 @@ describe('/messages and /context after a backfill', () => {
     try {
       const page = (await messages(fromJoin)).body;
       expect(page.chunk.map(bodyOf)).toEqual(['m.room.member']);
-      expect(page.end).toBeUndefined();
+      // The page has events, so `end`; past it there is nothing to read or fetch.
+      const past = (await messages(`dir=b&limit=3&from=${enc(page.end)}`)).body;
+      expect(past.chunk).toEqual([]);
+      expect(past.end).toBeUndefined();
     } finally {
       homeserver.services.sync.backfiller = backfiller;
     }
     // A backfiller that finds nothing ends the timeline too, rather than sending the client round in circles.
     homeserver.services.sync.backfiller = { backfill: async () => 0 };
     try {
-      expect((await messages(fromJoin)).body.end).toBeUndefined();
+      const page = (await messages(fromJoin)).body;
+      expect((await messages(`dir=b&limit=3&from=${enc(page.end)}`)).body.end).toBeUndefined();
     } finally {
       homeserver.services.sync.backfiller = backfiller;
     }

@@ -114,6 +114,19 @@ describe('per-user data', () => {
     expect((await api(server, 'GET', '/_matrix/client/v3/pushrules/global/content/cake', { token: alice.accessToken })).status).toBe(404);
   });
 
+  it('answers a profile field that is not set with 200 and an empty object, as Synapse (issue 41), and an unknown user with 404', async () => {
+    const carol = await register(server, 'noavatar');
+    for (const token of [undefined, carol.accessToken]) {
+      const r = await api(server, 'GET', `/_matrix/client/v3/profile/${enc(carol.userId)}/avatar_url`, token ? { token } : {});
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual({});
+    }
+    expect((await api(server, 'GET', `/_matrix/client/v3/profile/${enc(carol.userId)}`)).body).toEqual({ displayname: 'noavatar' });
+    const nobody = await api(server, 'GET', `/_matrix/client/v3/profile/${enc(`@nobody:${carol.userId.split(':')[1]}`)}/avatar_url`);
+    expect(nobody.status).toBe(404);
+    expect(nobody.body.errcode).toBe('M_NOT_FOUND');
+  });
+
   it('keeps profiles and presence', async () => {
     await api(server, 'PUT', `/_matrix/client/v3/profile/${enc(alice.userId)}/avatar_url`, { token: alice.accessToken, body: { avatar_url: 'mxc://example.org/abc' } });
     expect((await api(server, 'GET', `/_matrix/client/v3/profile/${enc(alice.userId)}`)).body).toEqual({ displayname: 'alice', avatar_url: 'mxc://example.org/abc' });

@@ -510,6 +510,36 @@ describe('key backup', () => {
     }
   });
 
+  it('keeps auth_data as given, any JSON as Synapse takes it (a string, as the suites send), through more than ten versions, the newest current (issue 41)', async () => {
+    const alice = await newUser('alice');
+    const given: unknown[] = [{ public_key: 'k', signatures: {}, 'org.example.extra': [1, { deep: true }] }, 'anopaquestring', ['a', 1], 7, null];
+    const versions: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const auth_data = given[i % given.length];
+      // The spec says an object and names one algorithm: these are checked by hand, not against its schema.
+      const unchecked = true;
+      const created = await api(server, 'POST', `${V3}/room_keys/version`, { token: alice.accessToken, body: { algorithm: 'm.megolm_backup.v1', auth_data }, unchecked });
+      expect(created.status, JSON.stringify(created.body)).toBe(200);
+      versions.push(created.body.version);
+      const current = await api(server, 'GET', `${V3}/room_keys/version`, { token: alice.accessToken, unchecked });
+      expect(current.body).toEqual({ algorithm: 'm.megolm_backup.v1', auth_data, count: 0, etag: '0', version: created.body.version });
+    }
+    expect(new Set(versions).size).toBe(12);
+    expect(versions.map(Number)).toEqual([...versions.map(Number)].sort((x, y) => x - y));
+    // Version 10 onwards compare as numbers, not as text: 12 is newer than 9.
+    expect((await api(server, 'GET', `${V3}/room_keys/version/${versions[8]}`, { token: alice.accessToken, unchecked: true })).body.auth_data).toEqual(given[8 % given.length]);
+    const updated = await api(server, 'PUT', `${V3}/room_keys/version/${versions[11]}`, { token: alice.accessToken, body: { algorithm: 'm.megolm_backup.v1', auth_data: 'replaced' }, unchecked: true });
+    expect(updated.status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/room_keys/version`, { token: alice.accessToken, unchecked: true })).body.auth_data).toBe('replaced');
+    // Deleting the newest makes the one before current.
+    expect((await api(server, 'DELETE', `${V3}/room_keys/version/${versions[11]}`, { token: alice.accessToken })).status).toBe(200);
+    expect((await api(server, 'GET', `${V3}/room_keys/version`, { token: alice.accessToken, unchecked: true })).body.version).toBe(versions[10]);
+    // Still refused: no algorithm, or one that is not a string.
+    for (const body of [{ auth_data: {} }, { algorithm: 5, auth_data: {} }]) {
+      expectError(await api(server, 'POST', `${V3}/room_keys/version`, { token: alice.accessToken, body, unchecked: true }), 400, 'M_BAD_JSON');
+    }
+  });
+
   it('stores keys in the current version, keeping the better key, with etag and count', async () => {
     const alice = await newUser('alice');
     const room = '!room:example.org';

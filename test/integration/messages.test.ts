@@ -73,6 +73,34 @@ describe('/messages', () => {
   });
 });
 
+// Issue 41: clients (and the conformance suites) read `end` from a page that reached the room's start.
+describe('/messages at the ends of the room', () => {
+  const { newUser, createRoom, send, messages } = clientCalls(() => server);
+  it('answers `end` with every page that has events, as Synapse does, and leaves it out only of an empty one', async () => {
+    const alice = await newUser('alice');
+    const roomId = await createRoom(alice);
+    await send(alice, roomId, 'only');
+    // One page holds the whole room, m.room.create included: it still has `end`.
+    const whole = await messages(alice, roomId, { dir: 'b', limit: 100 });
+    expect(whole.chunk.at(-1).type).toBe('m.room.create');
+    expect(typeof whole.end).toBe('string');
+    // Paging on from there finds nothing, and says so by leaving `end` out.
+    const past = await messages(alice, roomId, { dir: 'b', limit: 100, from: whole.end });
+    expect(past.chunk).toEqual([]);
+    expect(past.start).toBe(whole.end);
+    expect(past.end).toBeUndefined();
+    // Forward the same: the page that reaches the newest event has `end`, the next none.
+    const forward = await messages(alice, roomId, { dir: 'f', limit: 100 });
+    expect(bodies(forward.chunk)).toEqual(['only']);
+    expect(typeof forward.end).toBe('string');
+    const beyond = await messages(alice, roomId, { dir: 'f', limit: 100, from: forward.end });
+    expect(beyond.chunk).toEqual([]);
+    expect(beyond.end).toBeUndefined();
+    await send(alice, roomId, 'later');
+    expect(bodies((await messages(alice, roomId, { dir: 'f', from: forward.end })).chunk)).toEqual(['later']);
+  });
+});
+
 // What established homeservers (Synapse, Dendrite) and the spec have clients expect (issue 13, item 13).
 describe('tokens', () => {
   const { newUser, createRoom, send, sync, messages } = clientCalls(() => server);

@@ -85,7 +85,7 @@ describe('push rules', () => {
   it('unread notification and highlight counts come from the push rules: the defaults with m.mentions, keywords, room and sender rules', async () => {
     const { alice, bob, carol, roomId } = await setup();
     const counts = async () => (await sync(bob, { filter: { room: { rooms: [roomId] } } })).rooms.join[roomId].unread_notifications;
-    const expectCounts = async (notification_count: number, highlight_count: number) => expect(await counts()).toEqual({ notification_count, highlight_count });
+    const expectCounts = async (notification_count: number, highlight_count: number) => expect(await counts()).toEqual({ notification_count, highlight_count, 'org.matrix.msc2625.unread_count': notification_count });
     await expectCounts(0, 0); // the joins are member events, which do not notify
     await send(alice, roomId, 'hello');
     await expectCounts(1, 0);
@@ -130,7 +130,35 @@ describe('push rules', () => {
     const aliceCounts = (await sync(alice, { filter: { room: { rooms: [roomId] } } })).rooms.join[roomId].unread_notifications;
     expect(aliceCounts.notification_count).toBe(2); // carol's two messages
     const carolCounts = (await sync(carol, { filter: { room: { rooms: [roomId] } } })).rooms.join[roomId].unread_notifications;
-    expect(carolCounts).toEqual({ notification_count: 10, highlight_count: 1 }); // alice's ten, one an @room
+    expect(carolCounts).toEqual({ notification_count: 10, highlight_count: 1, 'org.matrix.msc2625.unread_count': 10 }); // alice's ten, one an @room
+  });
+
+  it('counts what a mark_unread rule matches toward MSC2625’s unread_count, not as a notification; notify counts in both (issue 41)', async () => {
+    const { alice, bob, roomId } = await setup();
+    const counts = async () => (await sync(bob, { filter: { room: { rooms: [roomId] } } })).rooms.join[roomId].unread_notifications;
+    // The conformance suites' rule: every message's body, marked unread only.
+    await putRule(bob, 'content', 'anything', { pattern: '*', actions: ['org.matrix.msc2625.mark_unread'] });
+    const first = await send(alice, roomId, 'Test message 1');
+    expect((await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/receipt/m.read/${enc(first)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+    expect(await counts()).toEqual({ notification_count: 0, highlight_count: 0, 'org.matrix.msc2625.unread_count': 0 });
+    await send(alice, roomId, 'Test message 2');
+    expect(await counts()).toEqual({ notification_count: 0, highlight_count: 0, 'org.matrix.msc2625.unread_count': 1 });
+    // notify implies mark_unread (MSC2625); the user's own messages count in neither.
+    await putRule(bob, 'content', 'anything', { pattern: '*', actions: ['notify'] });
+    await send(alice, roomId, 'Test message 3');
+    await send(bob, roomId, 'my own');
+    expect(await counts()).toEqual({ notification_count: 1, highlight_count: 0, 'org.matrix.msc2625.unread_count': 2 });
+  });
+
+  it('keeps m.marked_unread (MSC2867) and its unstable name as room account data, which /sync carries (issue 41)', async () => {
+    const { bob, roomId } = await setup();
+    const initial = await sync(bob);
+    for (const type of ['m.marked_unread', 'com.famedly.marked_unread']) {
+      expect((await api(server, 'PUT', `${V3}/user/${enc(bob.userId)}/rooms/${enc(roomId)}/account_data/${type}`, { token: bob.accessToken, body: { unread: true } })).status).toBe(200);
+    }
+    const next = await sync(bob, { since: initial.next_batch, timeout: 0 });
+    const data = next.rooms.join[roomId].account_data.events.map((e: any) => [e.type, e.content]);
+    expect(data).toEqual(expect.arrayContaining([['m.marked_unread', { unread: true }], ['com.famedly.marked_unread', { unread: true }]]));
   });
 
   it('one-to-one and encrypted rooms notify by the underride rules; a display name in the body does not highlight (that legacy rule is gone)', async () => {
@@ -140,7 +168,7 @@ describe('push rules', () => {
     await join(bob, roomId);
     await sendContent(alice, roomId, { algorithm: 'm.megolm.v1.aes-sha2', ciphertext: 'opaque', sender_key: 'k', session_id: 's', device_id: 'D' }, 'm.room.encrypted');
     await send(alice, roomId, `${bob.userId.slice(1).split(':')[0]} are you there?`);
-    expect((await sync(bob)).rooms.join[roomId].unread_notifications).toEqual({ notification_count: 2, highlight_count: 0 });
+    expect((await sync(bob)).rooms.join[roomId].unread_notifications).toEqual({ notification_count: 2, highlight_count: 0, 'org.matrix.msc2625.unread_count': 2 });
   });
 
   it('/notifications lists what notified, newest first, with the actions, whether it was read, only=highlight and pages', async () => {

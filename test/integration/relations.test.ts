@@ -283,7 +283,7 @@ describe('threaded receipts and read markers', () => {
     let synced = await syncOf(bob, `&filter=${threadFilter}`);
     let joined = synced.body.rooms.join[room];
     expect(joined.unread_notifications.notification_count).toBe(2);
-    expect(joined.unread_thread_notifications).toEqual({ [root]: { notification_count: 2, highlight_count: 0 } });
+    expect(joined.unread_thread_notifications).toEqual({ [root]: { notification_count: 2, highlight_count: 0, 'org.matrix.msc2625.unread_count': 2 } });
     // Without the filter flag, one count for the room.
     expect((await syncOf(bob, '')).body.rooms.join[room].unread_notifications.notification_count).toBe(4);
 
@@ -296,7 +296,7 @@ describe('threaded receipts and read markers', () => {
     synced = await syncOf(bob, `&filter=${threadFilter}`);
     joined = synced.body.rooms.join[room];
     expect(joined.unread_notifications.notification_count).toBe(0);
-    expect(joined.unread_thread_notifications).toEqual({ [root]: { notification_count: 1, highlight_count: 0 } });
+    expect(joined.unread_thread_notifications).toEqual({ [root]: { notification_count: 1, highlight_count: 0, 'org.matrix.msc2625.unread_count': 1 } });
     const receipts = joined.ephemeral.events.find((e: any) => e.type === 'm.receipt').content;
     expect(receipts[reply1]['m.read'][bob.userId].thread_id).toBe(root);
     expect(receipts[main]['m.read'][bob.userId].thread_id).toBe('main');

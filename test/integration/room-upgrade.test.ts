@@ -91,3 +91,68 @@ describe('room upgrades', () => {
     expect(rule.body).toMatchObject({ rule_id: newRoom, actions: [], conditions: [{ kind: 'event_match', key: 'room_id', pattern: newRoom }] });
   });
 });
+
+// What else Synapse carries over, which clients and the conformance suites expect (issue 41): bans, each local
+// member's m.direct entry and tags for the room, its published or private visibility, and the user directory.
+describe('room upgrades carry over what Synapse carries over', () => {
+  let run = 0;
+  const upgrade = async (owner: Account, roomId: string) => {
+    const r = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/upgrade`, { ...as(owner), body: { new_version: '11' } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    return r.body.replacement_room as string;
+  };
+  const users = async () => {
+    run++;
+    return [await register(server, `owner${run}`), await register(server, `friend${run}`)] as const;
+  };
+
+  it('bans, as the upgrader bans them in the new room', async () => {
+    const [owner] = await users();
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { ...as(owner), body: { preset: 'public_chat' } })).body.room_id;
+    const banned = '@bob:matrix.org';
+    expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/m.room.member/${enc(banned)}`, { ...as(owner), body: { membership: 'ban', reason: 'spam' } })).status).toBe(200);
+    const replacement = await upgrade(owner, roomId);
+    const member = await api(server, 'GET', `${V3}/rooms/${enc(replacement)}/state/m.room.member/${enc(banned)}?format=event`, { ...as(owner), unchecked: true });
+    expect(member.status).toBe(200);
+    expect(member.body).toMatchObject({ sender: owner.userId, content: { membership: 'ban', reason: 'spam' } });
+  });
+
+  it("every local member's m.direct entry and tags for the room", async () => {
+    const [owner, friend] = await users();
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { ...as(owner), body: { preset: 'trusted_private_chat', is_direct: true, invite: [friend.userId] } })).body.room_id;
+    expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { ...as(friend), body: {} })).status).toBe(200);
+    const direct = (account: Account, other: Account, rooms: string[]) =>
+      api(server, 'PUT', `${V3}/user/${enc(account.userId)}/account_data/m.direct`, { ...as(account), body: { [other.userId]: rooms, '@someone:else.org': ['!other:else.org'] } });
+    expect((await direct(owner, friend, [roomId])).status).toBe(200);
+    expect((await direct(friend, owner, ['!older:else.org', roomId])).status).toBe(200);
+    for (const [account, tag] of [[owner, 'm.favourite'], [friend, 'u.work']] as const) {
+      expect((await api(server, 'PUT', `${V3}/user/${enc(account.userId)}/rooms/${enc(roomId)}/tags/${tag}`, { ...as(account), body: { order: 0.25 } })).status).toBe(200);
+    }
+    const replacement = await upgrade(owner, roomId);
+    const directOf = async (account: Account) => (await api(server, 'GET', `${V3}/user/${enc(account.userId)}/account_data/m.direct`, as(account))).body;
+    expect(await directOf(owner)).toEqual({ [friend.userId]: [roomId, replacement], '@someone:else.org': ['!other:else.org'] });
+    expect(await directOf(friend)).toEqual({ [owner.userId]: ['!older:else.org', roomId, replacement], '@someone:else.org': ['!other:else.org'] });
+    const tagsOf = async (account: Account) => (await api(server, 'GET', `${V3}/user/${enc(account.userId)}/rooms/${enc(replacement)}/tags`, as(account))).body.tags;
+    expect(await tagsOf(owner)).toEqual({ 'm.favourite': { order: 0.25 } });
+    expect(await tagsOf(friend)).toEqual({ 'u.work': { order: 0.25 } });
+  });
+
+  it("the room's visibility in the directory, public or private, and what the user directory finds", async () => {
+    for (const visibility of ['public', 'private'] as const) {
+      const [owner, friend] = await users();
+      const roomId = (await api(server, 'POST', `${V3}/createRoom`, { ...as(owner), body: { preset: 'public_chat' } })).body.room_id;
+      expect((await api(server, 'PUT', `${V3}/directory/list/room/${enc(roomId)}`, { ...as(owner), body: { visibility } })).status).toBe(200);
+      expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { ...as(friend), body: {} })).status).toBe(200);
+      const stranger = await register(server, `stranger${run}${visibility}`);
+      const finds = async (searcher: Account, user: Account) =>
+        (await api(server, 'POST', `${V3}/user_directory/search`, { ...as(searcher), body: { search_term: user.userId.slice(1).split(':')[0]! } })).body.results.some((r: any) => r.user_id === user.userId);
+      expect(await finds(stranger, friend)).toBe(true);
+      const replacement = await upgrade(owner, roomId);
+      expect((await api(server, 'GET', `${V3}/directory/list/room/${enc(replacement)}`)).body).toEqual({ visibility });
+      expect((await api(server, 'GET', `${V3}/directory/list/room/${enc(roomId)}`)).body).toEqual({ visibility: 'private' });
+      // friend is still in the old (public) room: as findable as before.
+      expect(await finds(stranger, friend)).toBe(true);
+      expect(await finds(friend, owner)).toBe(true);
+    }
+  });
+});

@@ -85,3 +85,155 @@ describe('gapped incremental sync', () => {
     expect(state).toContain('m.room.topic||changed in the gap');
   });
 });
+
+// The conformance suites' gapped syncs (issue 41), with filters that keep the state section to one made-up type.
+describe('gapped incremental sync, filtered', () => {
+  const FILTER = {
+    room: { timeline: { types: ['a.made.up.filler.type'], limit: 1 }, state: { types: ['a.madeup.test.state'] }, ephemeral: { types: [] } },
+    presence: { types: [] },
+  };
+  const putState = async (account: Account, roomId: string, key: string, myKey: number) =>
+    expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/a.madeup.test.state/${enc(key)}`, { token: account.accessToken, body: { my_key: myKey } })).status).toBe(200);
+  let filler = 0;
+  const fill = async (account: Account, roomId: string, count: number) => {
+    for (let i = 0; i < count; i++) expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/a.made.up.filler.type/g${++filler}`, { token: account.accessToken, body: { filler: i } })).status).toBe(200);
+  };
+  const stateOf = (room: any) => room.state.events.map((e: any) => [e.type, e.state_key, e.content.my_key]);
+
+  it('carries the state changed in the gap, and only that', async () => {
+    const user = await newUser('gapper');
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: user.accessToken, body: {} })).body.room_id as string;
+    await putState(user, roomId, 'this_state_changes', 1);
+    await putState(user, roomId, 'this_state_does_not_change', 1);
+    const initial = await sync(user, FILTER);
+    expect(initial.rooms.join[roomId].state.events).toHaveLength(2);
+    await putState(user, roomId, 'this_state_changes', 2);
+    await fill(user, roomId, 20);
+    const room = (await sync(user, FILTER, initial.next_batch)).rooms.join[roomId];
+    expect(room.timeline.limited).toBe(true);
+    expect(stateOf(room)).toEqual([['a.madeup.test.state', 'this_state_changes', 2]]);
+  });
+
+  it('carries the state of a room joined in the gap', async () => {
+    const [owner, joiner] = [await newUser('gapowner'), await newUser('gapjoiner')];
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: owner.accessToken, body: { invite: [joiner.userId] } })).body.room_id as string;
+    await putState(owner, roomId, '', 1);
+    const before = await sync(joiner, FILTER);
+    expect((await join(joiner, roomId)).status).toBe(200);
+    await fill(owner, roomId, 20);
+    const room = (await sync(joiner, FILTER, before.next_batch)).rooms.join[roomId];
+    expect(stateOf(room)).toEqual([['a.madeup.test.state', '', 1]]);
+  });
+
+  it('carries the whole state of a room joined and left in one gap, under leave', async () => {
+    const [owner, visitor] = [await newUser('leaveowner'), await newUser('visitor')];
+    const filter = { room: { timeline: { types: [] }, state: { types: ['a.madeup.test.state'] }, ephemeral: { types: [] }, include_leave: true }, presence: { types: [] } };
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: owner.accessToken, body: { invite: [visitor.userId] } })).body.room_id as string;
+    await putState(owner, roomId, '', 1);
+    const before = await sync(visitor, filter);
+    expect((await join(visitor, roomId)).status).toBe(200);
+    expect((await leave(visitor, roomId)).status).toBe(200);
+    const room = (await sync(visitor, filter, before.next_batch)).rooms.leave[roomId];
+    expect(stateOf(room)).toEqual([['a.madeup.test.state', '', 1]]);
+  });
+});
+
+// Lazy-loaded members in incremental and gapped syncs as Synapse sends them, which clients (and the conformance
+// suites) are written against (issue 41): an incremental sync carries the members of the timeline's senders only, the
+// user's own not again; a gapped one carries every state change of the gap, members too, as if not lazily loaded.
+describe('lazy-loaded members in incremental and gapped syncs', () => {
+  const LAZY10 = { room: { state: { lazy_load_members: true }, timeline: { limit: 10 } } };
+  const REDUNDANT10 = { room: { state: { lazy_load_members: true, include_redundant_members: true }, timeline: { limit: 10 } } };
+  let filler = 0;
+  const fill = async (account: Account, roomId: string, count: number) => {
+    for (let i = 0; i < count; i++) {
+      const r = await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/a.made.up.filler.type/f${++filler}`, { token: account.accessToken, body: { filler: i } });
+      expect(r.status).toBe(200);
+    }
+  };
+  /** The member events of a room's `state` section (not its timeline), as user → membership. */
+  const stateMembers = (room: any): Record<string, string> =>
+    Object.fromEntries((room?.state?.events ?? []).filter((e: any) => e.type === 'm.room.member').map((e: any) => [e.state_key, e.content.membership]));
+  const joined = (...accounts: Account[]) => Object.fromEntries(accounts.map((a) => [a.userId, 'join']));
+  /** alice's named public room with bob and charlie in it. */
+  const room = async () => {
+    const [alice, bob, charlie, dave] = [await newUser('alice'), await newUser('bob'), await newUser('charlie'), await newUser('dave')];
+    const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { preset: 'public_chat', name: 'A room name' } })).body.room_id as string;
+    expect((await join(bob, roomId)).status).toBe(200);
+    expect((await join(charlie, roomId)).status).toBe(200);
+    return { alice, bob, charlie, dave, roomId };
+  };
+
+  it('an incremental sync carries only the members of the senders in its timeline, then nothing', async () => {
+    const { alice, bob, charlie, roomId } = await room();
+    await fill(bob, roomId, 10);
+    const initial = await sync(alice, LAZY10);
+    const types = initial.rooms.join[roomId].state.events.map((e: any) => `${e.type}|${e.state_key}`).sort();
+    expect(types).toEqual(['m.room.create|', 'm.room.history_visibility|', 'm.room.join_rules|', `m.room.member|${alice.userId}`, `m.room.member|${bob.userId}`, 'm.room.name|', 'm.room.power_levels|'].sort());
+    await say(charlie, roomId, 'Message from charlie');
+    const next = await sync(alice, LAZY10, initial.next_batch);
+    expect(next.rooms.join[roomId].state.events.map((e: any) => `${e.type}|${e.state_key}`)).toEqual([`m.room.member|${charlie.userId}`]);
+    expect((await sync(alice, LAZY10, next.next_batch)).rooms.join[roomId]).toBeUndefined();
+  });
+
+  it('sends members already sent again only with include_redundant_members, and the user’s own not even then', async () => {
+    for (const [filter, expected] of [[LAZY10, false], [REDUNDANT10, true]] as const) {
+      const { alice, bob, charlie, roomId } = await room();
+      await fill(bob, roomId, 10);
+      await fill(charlie, roomId, 5);
+      const initial = await sync(alice, filter);
+      expect(stateMembers(initial.rooms.join[roomId])).toEqual(joined(alice, bob, charlie));
+      await say(bob, roomId, 'New message from bob');
+      await say(charlie, roomId, 'New message from charlie');
+      const next = (await sync(alice, filter, initial.next_batch)).rooms.join[roomId];
+      expect(stateMembers(next)).toEqual(expected ? joined(bob, charlie) : {});
+    }
+  });
+
+  it('a gapped sync carries the members who joined or left in the gap, and the senders', async () => {
+    const { alice, bob, charlie, dave, roomId } = await room();
+    await fill(bob, roomId, 10);
+    const initial = await sync(alice, LAZY10);
+    expect(stateMembers(initial.rooms.join[roomId])).toEqual(joined(alice, bob));
+    expect((await join(dave, roomId)).status).toBe(200);
+    await fill(charlie, roomId, 20);
+    const second = await sync(alice, LAZY10, initial.next_batch);
+    expect(second.rooms.join[roomId].timeline.limited).toBe(true);
+    // dave has said nothing: he is there because he joined in the gap.
+    expect(stateMembers(second.rooms.join[roomId])).toEqual(joined(charlie, dave));
+    expect((await leave(dave, roomId)).status).toBe(200);
+    await fill(charlie, roomId, 20);
+    const third = await sync(alice, LAZY10, second.next_batch);
+    expect(stateMembers(third.rooms.join[roomId])).toEqual({ [dave.userId]: 'leave' });
+  });
+
+  it('a gapped sync carries an old leave; an ungapped one has it in the timeline', async () => {
+    for (const after of [10, 5]) {
+      const { alice, bob, charlie, roomId } = await room();
+      await say(charlie, roomId, 'Hello world');
+      await fill(bob, roomId, 10);
+      const initial = await sync(alice, LAZY10);
+      expect(stateMembers(initial.rooms.join[roomId])).toEqual(joined(alice, bob));
+      expect((await leave(charlie, roomId)).status).toBe(200);
+      await fill(bob, roomId, after);
+      const next = (await sync(alice, LAZY10, initial.next_batch)).rooms.join[roomId];
+      if (after === 10) {
+        expect(next.timeline.limited).toBe(true);
+        expect(stateMembers(next)).toEqual({ [charlie.userId]: 'leave' });
+      } else {
+        expect(next.timeline.limited).toBe(false);
+        expect(next.timeline.events[0]).toMatchObject({ type: 'm.room.member', state_key: charlie.userId, content: { membership: 'leave' } });
+      }
+    }
+  });
+
+  it('a gapped sync carries an old member who starts speaking', async () => {
+    const { alice, bob, charlie, roomId } = await room();
+    await fill(bob, roomId, 10);
+    const initial = await sync(alice, LAZY10);
+    expect(stateMembers(initial.rooms.join[roomId])).toEqual(joined(alice, bob));
+    await fill(bob, roomId, 10);
+    await fill(charlie, roomId, 10);
+    expect(stateMembers((await sync(alice, LAZY10, initial.next_batch)).rooms.join[roomId])).toEqual(joined(charlie));
+  });
+});

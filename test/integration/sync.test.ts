@@ -142,14 +142,19 @@ describe('/sync', () => {
     expect(r.body.presence.events.find((e: any) => e.sender === bob.userId).content).toMatchObject({ presence: 'unavailable', status_msg: 'away' });
   });
 
-  it('keeps presence as set_presence says', async () => {
+  it('keeps presence as set_presence says, offline meaning "leave it alone" as Synapse reads it', async () => {
     const carol = await register(server, 'carol');
+    const presence = async () => (await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken })).body.presence;
     await sync(carol, '?set_presence=offline');
-    const status = await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken });
-    expect(status.body.presence).toBe('offline');
+    expect(await presence()).toBe('offline');
     await sync(carol, '?set_presence=online');
-    const online = await api(server, 'GET', `/_matrix/client/v3/presence/${enc(carol.userId)}/status`, { token: alice.accessToken });
-    expect(online.body.presence).toBe('online');
+    expect(await presence()).toBe('online');
+    await sync(carol, '?set_presence=offline');
+    expect(await presence()).toBe('online');
+    await sync(carol, '?set_presence=unavailable');
+    expect(await presence()).toBe('unavailable');
+    await sync(carol, '?set_presence=offline');
+    expect(await presence()).toBe('unavailable');
   });
 
   it('lists invites with stripped state and left rooms', async () => {
@@ -294,6 +299,23 @@ describe('display name changes in /sync', () => {
         expect(room.state.events).toEqual([]);
       }
     }
+  });
+});
+
+// The conformance suites' case (issue 41): a filter that keeps member events out of both sections leaves nothing.
+describe('a display name change hidden by the filter', () => {
+  const { newUser, createRoom, putState, send, sync } = clientCalls(() => server);
+  it('brings no room into an incremental /sync, not its whole state again', async () => {
+    const alice = await newUser('alice');
+    const filter = { room: { timeline: { types: [] }, state: { types: ['a.madeup.test.state'] }, ephemeral: { types: [] } }, presence: { types: [] } };
+    const roomId = await createRoom(alice);
+    await putState(alice, roomId, 'a.madeup.test.state', '', { my_key: 1 });
+    const initial = await sync(alice, { filter });
+    expect(initial.rooms.join[roomId].state.events.map((e: any) => e.type)).toEqual(['a.madeup.test.state']);
+    await putState(alice, roomId, 'm.room.member', alice.userId, { membership: 'join', displayname: 'boris' });
+    await send(alice, roomId, 'A message to wait on');
+    const next = await sync(alice, { filter, since: initial.next_batch, timeout: 0 });
+    expect(next.rooms?.join ?? {}).toEqual({});
   });
 });
 

@@ -77,6 +77,27 @@ describe('user directory', () => {
     expect(ids(await search(searcher, 'odysseus'))).toEqual([]);
   });
 
+  it('finds the searcher themselves only through a room anyone may join or read, as Synapse: a private room shares nothing with oneself (issue 41)', async () => {
+    for (const [type, open, closed] of [
+      ['m.room.join_rules', { join_rule: 'public' }, { join_rule: 'invite' }],
+      ['m.room.history_visibility', { history_visibility: 'world_readable' }, { history_visibility: 'shared' }],
+    ] as const) {
+      const [creator, user] = [await newUser('creator'), await newUser('narcissus')];
+      const displayname = `Narcissus ${run}`;
+      await setName(user, displayname);
+      const roomId = await createRoom(creator, { preset: 'private_chat', invite: [user.userId] });
+      expect((await join(user, roomId)).status).toBe(200);
+      const findsSelf = async () => ids(await search(user, displayname)).includes(user.userId);
+      expect(await findsSelf()).toBe(false);
+      expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/${type}/`, { token: creator.accessToken, body: open })).status).toBe(200);
+      expect(await findsSelf(), `${type} made open`).toBe(true);
+      expect((await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/state/${type}/`, { token: creator.accessToken, body: closed })).status).toBe(200);
+      expect(await findsSelf(), `${type} made private again`).toBe(false);
+      // The creator, who shares the room, finds the user all along.
+      expect(ids(await search(creator, displayname))).toEqual([user.userId]);
+    }
+  });
+
   it('limits the results and says when more exist', async () => {
     const searcher = await newUser('lim');
     const roomId = await createRoom(searcher, { preset: 'public_chat' });

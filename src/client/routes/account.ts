@@ -232,6 +232,10 @@ export function accountRoutes(app: Hono<Env>): void {
     return deleteDevices(c, body.devices, body.auth);
   });
 
+  // Federation's userinfo at the client API's address too, as Synapse can serve it there: an integration manager
+  // reaches a host without a DNS name (or a page's) only here, and the conformance suites ask here.
+  on(app, 'GET', '/openid/userinfo', async (c) => c.json(await c.get('services').users.openIdUserinfo(c.req.query('access_token'))), ['/_matrix/federation/v1']);
+
   on(app, 'POST', '/user/:userId/openid/request_token', async (c) => {
     const session = await requireSession(c);
     if (c.req.param('userId') !== session.userId) throw forbidden('You may only request OpenID tokens for yourself');
@@ -260,8 +264,8 @@ export function accountRoutes(app: Hono<Env>): void {
       const { users, federation } = c.get('services');
       const profile = await users.lookupProfile(c.req.param('userId')!, federation.client, field);
       if (!profile) throw notFound('Profile not found');
-      if (profile[field] === undefined) throw notFound(`No ${field} set`);
-      return c.json({ [field]: profile[field] });
+      // A field not set is an empty object, as Synapse answers (the spec says 404): clients read it so.
+      return c.json(profile[field] === undefined ? {} : { [field]: profile[field] });
     });
     on(app, 'PUT', `/profile/:userId/${field}`, async (c) => {
       const session = await requireSession(c);

@@ -5,7 +5,7 @@
  * requests, may reach loopback addresses, trusts no notary, lets anyone register, and has its
  * rate limits lifted as Synapse's own Complement set-up lifts them.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -30,10 +30,16 @@ export interface SynapseServer {
   /** A fetch that trusts the test's CA, for the client API. */
   fetch: typeof fetch;
   dataDir: string;
-  /** Everything it logged (INFO and above). */
+  /** The process ID of the Synapse running now (a restart changes it). */
+  pid(): number;
+  /** Everything it logged (INFO and above), across restarts. */
   log(): string;
   /** Kills it and removes its data folder. */
   stop(): Promise<void>;
+  /** Milliseconds from its process's start to its first answer of /versions (with a new data folder: making the database and key too). */
+  startMs: number;
+  /** Ends the process (SIGTERM, a clean stop, unless told) and starts it again on the same data folder and port; resolves once it answers /versions, with the milliseconds from the new process's start to that. */
+  restart(signal?: 'SIGTERM' | 'SIGKILL'): Promise<number>;
 }
 
 /** Not a limit a test would meet: Complement's own numbers for "no rate limit". */
@@ -86,50 +92,78 @@ function synapseConfig(options: { name: string; port: number; dataDir: string; t
 }
 
 /**
- * Starts Synapse on 127.0.0.1 at an OS-chosen port, named `localhost:PORT`, serving the test's
- * leaf certificate, and answers once `/_matrix/client/versions` does. `config` adds to or
- * overrides what synapseConfig sets.
+ * Starts Synapse on 127.0.0.1 at `port` (OS-chosen unless given; a bench that restarts it gives
+ * ports.ts's restartablePort()), named `localhost:PORT`, serving the test's leaf certificate, and
+ * answers once `/_matrix/client/versions` does. `config` adds to or overrides what synapseConfig sets.
  */
-export async function startSynapse(options: { tls: TestTls; config?: Record<string, unknown> }): Promise<SynapseServer> {
+export async function startSynapse(options: { tls: TestTls; config?: Record<string, unknown>; port?: number }): Promise<SynapseServer> {
   if (!existsSync(PYTHON)) throw new Error(`Synapse is not installed in .synapse/venv: run \`npm run synapse:install\` (scripts/install-synapse.sh) first.`);
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const name = `localhost:${port}`;
   const url = `https://localhost:${port}`;
   const dataDir = await mkdtemp(join(tmpdir(), 'hearth-synapse-'));
   const configPath = join(dataDir, 'homeserver.yaml');
   await writeFile(configPath, dump({ ...synapseConfig({ name, port, dataDir, tls: options.tls }), ...options.config }));
 
-  const child = spawn(PYTHON, ['-m', 'synapse.app.homeserver', '--config-path', configPath], {
-    cwd: dataDir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PYTHONUNBUFFERED: '1' },
-  });
   let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`exited (${code ?? signal})`)));
+  let current: { child: ChildProcess; exited: Promise<string> } | undefined;
+  const end = async (signal: 'SIGTERM' | 'SIGKILL') => {
+    if (!current) return;
+    const { child, exited } = current;
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    await exited;
+  };
   const stop = async () => {
     running.delete(stop);
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
+    await end('SIGKILL');
     await rm(dataDir, { recursive: true, force: true, maxRetries: 5 });
   };
   running.add(stop);
 
-  // Up when the client API answers; a Synapse that exits first failed to start.
-  let gone: string | undefined;
-  void exited.then((how) => (gone = how));
-  for (;;) {
-    if (gone) {
-      const log = output;
-      await stop();
-      throw new Error(`Synapse ${gone} before it answered /_matrix/client/versions; its log:\n${log}`);
+  /** Runs `python -m synapse.app.homeserver` on the config, and resolves once the client API answers; a Synapse that exits first failed to start. */
+  const launch = async (): Promise<number> => {
+    const started = performance.now();
+    const child = spawn(PYTHON, ['-m', 'synapse.app.homeserver', '--config-path', configPath], {
+      cwd: dataDir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PYTHONUNBUFFERED: '1' },
+    });
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`exited (${code ?? signal})`)));
+    current = { child, exited };
+    let gone: string | undefined;
+    void exited.then((how) => (gone = how));
+    for (;;) {
+      if (gone) {
+        const log = output;
+        await stop();
+        throw new Error(`Synapse ${gone} before it answered /_matrix/client/versions; its log:\n${log}`);
+      }
+      const answered = await options.tls.fetch(`${url}/_matrix/client/versions`).then((r) => r.ok, () => false);
+      if (answered) break;
+      // Nothing tells when Synapse listens but its answering: ask again soon (20 ms, so a bench's start-up figure is close).
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 20))]);
     }
-    const answered = await options.tls.fetch(`${url}/_matrix/client/versions`).then((r) => r.ok, () => false);
-    if (answered) break;
-    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 100))]);
-  }
-  return { name, port, url, fetch: options.tls.fetch, dataDir, log: () => output, stop };
+    return performance.now() - started;
+  };
+
+  const startMs = await launch();
+  return {
+    name,
+    port,
+    url,
+    fetch: options.tls.fetch,
+    dataDir,
+    pid: () => current!.child.pid!,
+    log: () => output,
+    stop,
+    startMs,
+    restart: async (signal = 'SIGTERM') => {
+      await end(signal);
+      return launch();
+    },
+  };
 }
 
 /** Stops every Synapse still running, one whose start failed a test's hook time-out too (for afterAll). */

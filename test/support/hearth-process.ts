@@ -20,17 +20,18 @@ const running = new Set<HearthProcess>();
 
 /**
  * Starts a peer on 127.0.0.1 with OS-chosen ports unless `port` or `listen` names one. `args` go
- * to serve as they are (`--server-name`, `--tls-cert`…), and `env` to the child's environment
- * (NODE_EXTRA_CA_CERTS for a test CA).
+ * to serve as they are (`--server-name`, `--tls-cert`…), `env` to the child's environment
+ * (NODE_EXTRA_CA_CERTS for a test CA), and `nodeFlags` to node before the entry (a bench gives
+ * scripts/host-flags.ts's, as `npm run serve` runs the host).
  */
-export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean; port?: number; args?: string[]; env?: Record<string, string>; entry?: string }): Promise<HearthProcess> {
+export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean; port?: number; args?: string[]; env?: Record<string, string>; entry?: string; nodeFlags?: readonly string[] }): Promise<HearthProcess> {
   // The compiled host, as `npm run serve` runs it (test/integration/global-setup.ts builds it; a bench, outside vitest, names its own build as `entry`).
   const args = [options.entry ?? inject('hearthServeEntry'), '--port', String(options.port ?? 0), '--data', options.dataDir, '--no-rate-limits', ...(options.args ?? [])];
   for (const address of options.listen ?? ['/ip4/127.0.0.1/tcp/0']) args.push('--listen', address);
   for (const address of options.bootstrap ?? []) args.push('--bootstrap', address);
   if (options.mailbox) args.push('--mailbox');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(options.env ? { env: { ...process.env, ...options.env } } : {}) });
+    const child = spawn(process.execPath, [...(options.nodeFlags ?? []), ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...(options.env ? { env: { ...process.env, ...options.env } } : {}) });
     let output = '';
     const exited = new Promise<void>((done) => child.once('exit', () => done()));
     const onOutput = (chunk: Buffer) => {

@@ -62,9 +62,10 @@ export interface HttpsHearth {
 
 /**
  * A Hearth host named `name` (`localhost:PORT` unless given) on `https://localhost:PORT`, PORT
- * OS-chosen unless given. Without `dataDir` it keeps its data in a new temporary folder.
+ * OS-chosen unless given. Without `dataDir` it keeps its data in a new temporary folder. Outside
+ * vitest (a bench), `entry` names the compiled host to run and `nodeFlags` node's flags for it.
  */
-export async function spawnHttpsHearth(tls: TestTls, options: { port?: number; dataDir?: string; name?: string; args?: string[]; env?: Record<string, string> } = {}): Promise<HttpsHearth> {
+export async function spawnHttpsHearth(tls: TestTls, options: { port?: number; dataDir?: string; name?: string; args?: string[]; env?: Record<string, string>; entry?: string; nodeFlags?: readonly string[] } = {}): Promise<HttpsHearth> {
   const port = options.port ?? (await freePort());
   const name = options.name ?? `localhost:${port}`;
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'hearth-https-')));
@@ -76,6 +77,8 @@ export async function spawnHttpsHearth(tls: TestTls, options: { port?: number; d
       listen: [],
       args: ['--server-name', name, '--tls-cert', tls.certFile, '--tls-key', tls.keyFile, ...(options.args ?? [])],
       env: { NODE_EXTRA_CA_CERTS: tls.ca.certFile, ...options.env },
+      ...(options.entry ? { entry: options.entry } : {}),
+      ...(options.nodeFlags ? { nodeFlags: options.nodeFlags } : {}),
     });
     if (child.serverName !== name) {
       await child.stop();

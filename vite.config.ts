@@ -4,8 +4,8 @@ import { join, relative, sep } from 'node:path';
 import { defineConfig, type Plugin } from 'vite';
 
 /**
- * The service worker must sit at the site root (/sw.js) to control `/`, and
- * keep a fixed name so the browser finds updates. In development the same URL
+ * The service worker must sit beside index.html (sw.js in the build's root) to
+ * control the page, and keep a fixed name so the browser finds updates. In development the same URL
  * serves the TypeScript source, which Vite transforms on the fly.
  */
 function serviceWorkerAtRoot(): Plugin {
@@ -44,7 +44,8 @@ function precacheManifest(): Plugin {
           .sort();
         const hash = createHash('sha256');
         for (const file of files) hash.update(file).update(await readFile(join(outDir, file)));
-        const manifest = { version: hash.digest('hex').slice(0, 16), files: files.map((file) => (file === 'index.html' ? '/' : `/${file}`)) };
+        // Relative to sw.js, which sits beside index.html: the site works under any path prefix.
+        const manifest = { version: hash.digest('hex').slice(0, 16), files: files.map((file) => (file === 'index.html' ? './' : file)) };
         const swPath = join(outDir, 'sw.js');
         const sw = await readFile(swPath, 'utf8');
         if (!PLACEHOLDER.test(sw)) throw new Error('hearth: sw.js has no precache placeholder');
@@ -56,6 +57,9 @@ function precacheManifest(): Plugin {
 
 // The browser host (worker/, src/ui) is built from here; see ARCHITECTURE.md.
 export default defineConfig({
+  // Every URL the page builds is relative to the page: the built site can be copied to any HTTPS static
+  // host under any path prefix (README, "Host it"). The service worker's scope is then the folder it sits in.
+  base: './',
   // No fallback to index.html: a /_matrix/* request that reaches the web server
   // (rather than the service worker) must get a 404, never the page.
   appType: 'mpa',

@@ -114,7 +114,7 @@ export class BrowserHost {
 
     // Elect while the registration runs: on later visits register() waits for an
     // update check of sw.js, and the core need not wait for that.
-    const registering = container.register(this.options.serviceWorkerUrl, { type: 'module', scope: '/' });
+    const registering = container.register(this.options.serviceWorkerUrl, { type: 'module' });
     this.elect();
     // Already controlled (any visit after the first): the page can go on while it registers.
     if (!container.controller) await registering;

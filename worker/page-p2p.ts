@@ -9,7 +9,7 @@
  *   bootstrap relay, so other browsers can reach us through any of them) and WebRTC
  *   (direct links to other browsers, signalled through a relay). Federation prefers
  *   the WebRTC link (`preferWebRTC`), so it goes on when the relay is gone.
- * - Bootstrap and ICE servers: `/hearth-config.json` on the serving origin; absent,
+ * - Bootstrap and ICE servers: `hearth-config.json` beside the page; absent,
  *   the node dials nobody until told. No public bootstrap list, no STUN.
  * - Peer store: IndexedDB (peer-datastore.ts), so a new leader redials known peers.
  */
@@ -27,9 +27,10 @@ import { loadAddedBootstrap } from './bootstrap-peers.ts';
 import type { CoreApi } from './homeserver.worker.ts';
 import { MAX_REQUEST_BODY_BYTES } from './protocol.ts';
 
-export const CONFIG_PATH = '/hearth-config.json';
+/** Beside the page (relative to it), so a site under a path prefix has its own. */
+export const CONFIG_PATH = 'hearth-config.json';
 
-/** What the serving origin tells the page (`/hearth-config.json`). */
+/** What the serving site tells the page (`hearth-config.json` beside index.html). */
 export interface HearthConfig {
   /** Multiaddrs ending in /p2p/<peer id>, dialled at start. */
   bootstrap: string[];

@@ -60,6 +60,12 @@ export interface P2PNodeOptions {
   transports: NonNullable<Libp2pInit['transports']>;
   /** Multiaddrs to listen on; none means the node only dials out. */
   listen?: string[];
+  /**
+   * The addresses others should dial, in place of those listened on (`--announce`): a peer behind a
+   * reverse proxy that ends TLS listens on `/ip4/127.0.0.1/tcp/4001/ws` and announces
+   * `/dns4/peer.example.org/tcp/443/wss`, the address a page can dial.
+   */
+  announce?: string[];
   /** Multiaddrs (with /p2p/<peer id>) to dial at start. No public list is built in. */
   bootstrap?: string[];
   /** Where the peer store persists; in memory when absent. */
@@ -130,7 +136,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   const discovery = hearthDiscovery({ intervalMs: options.announceIntervalMs ?? 10_000 });
   const libp2p = await createLibp2p({
     privateKey: await privateKeyFromSeed(options.seed),
-    addresses: { listen: options.listen ?? [] },
+    addresses: { listen: options.listen ?? [], ...(options.announce?.length ? { announce: options.announce } : {}) },
     transports: options.transports,
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],

@@ -15,9 +15,10 @@ export function serverOf(userId: string): string {
   return userId.slice(userId.indexOf(':') + 1);
 }
 
-/** A link that opens this page ready to invite `userId` (`#invite=@user:server`). */
-export function inviteLink(userId: string, origin = location.origin): string {
-  return `${origin}/#invite=${userId}`;
+/** A link that opens this page ready to invite `userId` (`#invite=@user:server`); `page` is the page's URL (any path prefix kept). */
+export function inviteLink(userId: string, page = location.href): string {
+  const url = new URL(page);
+  return `${url.origin}${url.pathname}#invite=${userId}`;
 }
 
 /** The Matrix ID an invite link carries, if the fragment is one. */

@@ -1,0 +1,119 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
+import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
+import { freePort } from '../support/node-peer.ts';
+import { startNginx } from '../support/nginx.ts';
+import { createTestCa, type TestCa } from '../support/test-ca.ts';
+import { openHearth, pageServerName, peersOf, registerThroughUi } from './hearth-page.ts';
+import { launchTrustingChromium, type TrustingChromium } from './trusting-chromium.ts';
+
+// Issue 40, "Deploy it": the built page as any HTTPS static host serves it, under a path prefix, with a
+// certificate from a CA of the test's own that Chromium trusts as a person's system would (an NSS
+// database), under names (hearth.test, peer.hearth.test) rather than 127.0.0.1; and the public Node peer
+// reached the way a page served over HTTPS may reach one: secure WebSockets by name, with the config
+// saying nothing about private addresses (the browser's own gater stays on). The peer is reached two ways:
+// listening on /wss itself with --tls-cert/--tls-key, and behind a reverse proxy that ends TLS, a plain /ws
+// listener announcing the proxy's /dns4/…/wss address (--announce).
+
+const PREFIX = '/apps/hearth';
+let ca: TestCa;
+let leaf: { cert: string; key: string };
+let chromium: TrustingChromium;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  ca = createTestCa();
+  leaf = ca.issue(['hearth.test', 'peer.hearth.test']);
+  chromium = await launchTrustingChromium({ caFile: ca.certFile, hosts: { 'hearth.test': '127.0.0.1', 'peer.hearth.test': '127.0.0.1' } });
+});
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch((error) => console.error(error));
+  await chromium?.close();
+  ca?.dispose();
+});
+
+async function startPeer(name: string, options: { listen: string[]; announce?: string[]; tls?: { cert: string; key: string } }): Promise<NodeHost> {
+  const dataDir = await mkdtemp(join(tmpdir(), `hearth-public-${name}-`));
+  const peer = await startNodeHost({ dataDir, port: 0, relay: true, mailbox: true, rateLimits: false, ...options });
+  cleanups.push(async () => (await peer.close(), await rm(dataDir, { recursive: true, force: true })));
+  return peer;
+}
+
+async function startPublicSite(config: unknown): Promise<StaticServer> {
+  const site = await serveStatic(inject('hearthDist'), 0, '127.0.0.1', { prefix: PREFIX, tls: leaf, publicHost: 'hearth.test', config });
+  cleanups.push(() => site.close());
+  return site;
+}
+
+/** A person opens the public URL: the service worker takes the page's folder, and the core answers. */
+async function openPublicPage(context: BrowserContext, siteUrl: string): Promise<Page> {
+  const page = await openHearth(context, `${siteUrl}/`);
+  const registration = await page.evaluate(async () => {
+    const registration = await navigator.serviceWorker.ready;
+    return { scope: registration.scope, script: navigator.serviceWorker.controller?.scriptURL };
+  });
+  expect(registration).toEqual({ scope: `${siteUrl}/`, script: `${siteUrl}/sw.js` });
+  return page;
+}
+
+describe('a page served from a public HTTPS origin under a path prefix', () => {
+  it('takes the service worker for its folder, creates an account, and reaches a Node peer over wss:// by name', async () => {
+    const port = await freePort();
+    const peer = await startPeer('wss', { listen: [`/ip4/127.0.0.1/tcp/${port}/wss`], announce: [`/dns4/peer.hearth.test/tcp/${port}/wss`], tls: leaf });
+    expect(peer.p2p.multiaddrs()).toEqual([`/dns4/peer.hearth.test/tcp/${port}/wss/p2p/${peer.p2p.peerId}`]);
+    const site = await startPublicSite({ bootstrap: peer.p2p.multiaddrs(), iceServers: [] });
+    // Nothing of the site is at the origin's root: a page that looked there would not start.
+    expect((await fetchStatus(site, '/sw.js'))).toBe(404);
+
+    const context = await chromium.browser.newContext();
+    cleanups.push(() => context.close());
+    const page = await openPublicPage(context, site.url);
+    await registerThroughUi(page, 'ana');
+    // The leader's node dialled the config beside the page, and reached the peer over secure WebSockets.
+    await page.waitForFunction((name) => (globalThis as any).hearthP2P?.node.peers().some((p: { server_name: string }) => p.server_name === name), peer.homeserver.serverName, { timeout: 30_000 });
+    const reached = (await peersOf(page)).find((p) => p.server_name === peer.homeserver.serverName)!;
+    expect(reached.multiaddrs.some((address) => address.includes('/tcp/') && address.includes('/wss'))).toBe(true);
+    expect(peer.p2p.peers().map((p) => p.server_name)).toContain(await pageServerName(page));
+    expect(await page.evaluate(() => (globalThis as any).hearthP2P.config.bootstrap)).toEqual(peer.p2p.multiaddrs());
+    // The invite link names the page where it is, prefix and all.
+    expect(await page.getByLabel('Your invite link').inputValue()).toBe(`${site.url}/#invite=@ana:${await pageServerName(page)}`);
+  });
+
+  it('served by nginx, reaches a peer behind nginx ending TLS, by the /wss address the peer announces', async () => {
+    const [sitePort, proxyPort, wsPort] = [await freePort(), await freePort(), await freePort()];
+    const peer = await startPeer('proxied', { listen: [`/ip4/127.0.0.1/tcp/${wsPort}/ws`], announce: [`/dns4/peer.hearth.test/tcp/${proxyPort}/wss`] });
+    expect(peer.p2p.multiaddrs()).toEqual([`/dns4/peer.hearth.test/tcp/${proxyPort}/wss/p2p/${peer.p2p.peerId}`]);
+    const nginx = await startNginx([
+      { serverName: 'hearth.test', port: sitePort, static: { root: inject('hearthDist'), prefix: PREFIX, config: { bootstrap: peer.p2p.multiaddrs(), iceServers: [] } } },
+      { serverName: 'peer.hearth.test', port: proxyPort, proxyTo: `127.0.0.1:${wsPort}` },
+    ], leaf);
+    cleanups.push(() => nginx.close());
+    const siteUrl = `https://hearth.test:${sitePort}${PREFIX}`;
+
+    const context = await chromium.browser.newContext();
+    cleanups.push(() => context.close());
+    const page = await openPublicPage(context, siteUrl);
+    await registerThroughUi(page, 'ben');
+    await page.waitForFunction((name) => (globalThis as any).hearthP2P?.node.peers().some((p: { server_name: string }) => p.server_name === name), peer.homeserver.serverName, { timeout: 30_000 });
+    expect(peer.p2p.peers().map((p) => p.server_name)).toContain(await pageServerName(page));
+    // Through the proxy: the page's connection is to the announced address, nginx's port.
+    const reached = (await peersOf(page)).find((p) => p.server_name === peer.homeserver.serverName)!;
+    expect(reached.multiaddrs, await nginx.log()).toContainEqual(expect.stringContaining(`/tcp/${proxyPort}/wss`));
+  });
+});
+
+async function fetchStatus(site: StaticServer, path: string): Promise<number> {
+  const { request } = await import('node:https');
+  const url = new URL(site.url);
+  return new Promise((resolve, reject) => {
+    request({ host: '127.0.0.1', port: url.port, path, servername: 'hearth.test', ca: ca.cert }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    }).on('error', reject).end();
+  });
+}
+

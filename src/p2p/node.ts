@@ -13,6 +13,7 @@ import { createLibp2p, type Libp2p, type Libp2pInit } from 'libp2p';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { hearthDiscovery } from './discovery.ts';
 import { createHttpTransport, HTTP_PROTOCOL, serveHttp, type HttpLimits, type InboundFederationHandler } from './http.ts';
+import { watchForStalls, type StallWatchOptions } from './stall-watch.ts';
 import { twinSentence, watchForTwins, type TwinReport } from './twin.ts';
 import { privateKeyFromSeed, serverNameFromPeerId } from './identity.ts';
 import { dialFailureLogger, forgetUndialablePeers, redialInBackground } from './redial.ts';
@@ -105,6 +106,8 @@ export interface P2PNodeOptions {
   onTwin?(report: TwinReport | undefined): void;
   /** How often a twin asks its witness again whether the other copy is still there (default 30 s). */
   twinRecheckMs?: number;
+  /** When a connection with a request outstanding is taken for stalled, and how the peer is redialled (stall-watch.ts). */
+  stalls?: Omit<StallWatchOptions, 'log'>;
 }
 
 export interface P2PNode {
@@ -187,9 +190,13 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   libp2p.addEventListener('peer:connect', ({ detail: peerId }) => {
     if (serverNameFromPeerId(peerId) === undefined) return;
     libp2p.peerStore.merge(peerId, { tags: { [KNOWN_PEER_TAG]: { value: 50 } } }).catch((error) => log(`could not tag peer ${peerId}`, error));
-    known(peerId, options.onPeerConnected);
     void ensureDirect(peerId);
   });
+  // Every new connection, not only a peer's first (peer:connect): one made while an older one lingers,
+  // stalled by a network that dropped, is the sign the network is back (stall-watch.ts), and whatever
+  // waits for the peer goes now, in either direction of the dial. An identify is one more such sign.
+  libp2p.addEventListener('connection:open', ({ detail: connection }) => known(connection.remotePeer, options.onPeerConnected));
+  libp2p.addEventListener('peer:identify', ({ detail }) => known(detail.peerId, options.onPeerConnected));
   // A WebRTC link lost while the relay still joins us: make another.
   libp2p.addEventListener('connection:close', ({ detail: connection }) => {
     if (connection.remoteAddr.toString().includes('/webrtc')) void ensureDirect(connection.remotePeer);
@@ -287,6 +294,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   }) : undefined;
   const inbound: InboundFederationHandler = (request, remote) =>
     twin ? Promise.resolve(Response.json({ errcode: 'M_UNKNOWN', error: twinSentence(twin) }, { status: 503 })) : options.handler(request, remote);
+  const stalls = await watchForStalls(libp2p, { ...options.stalls, log });
   await libp2p.handle(HTTP_PROTOCOL, serveHttp(inbound, { localServerName: self, limits: options.limits, log }), {
     runOnLimitedConnection: options.runOnLimitedConnection,
   });
@@ -299,6 +307,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     // A listen address that cannot be had (a port in use): leave nothing running behind.
     stopped = true;
     clearInterval(directSweep);
+    stalls.stop();
     await Promise.resolve(libp2p.stop()).catch(() => {});
     throw error;
   }
@@ -322,7 +331,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     });
   };
   const multiaddrs = () => libp2p.getMultiaddrs().map(String);
-  const outbound = createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial: ensureDirect });
+  const outbound = createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial: ensureDirect, track: stalls.track });
 
   return {
     peerId: libp2p.peerId.toString(),
@@ -345,6 +354,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       stopped = true;
       for (const timer of redialTimers) clearTimeout(timer);
       clearInterval(directSweep);
+      stalls.stop();
       await twins?.stop();
       await libp2p.stop();
     },

@@ -40,6 +40,8 @@ export interface StaticServerOptions {
    * a deployment can ship one in the build, or have none (no bootstrap peers).
    */
   config?: unknown;
+  /** Read at each request instead of `config` (a test that changes the site's config between visits). */
+  configOf?: () => unknown;
   /**
    * Serve the site under this path (`/hearth/app`), as a static host with other things beside it
    * would: the page is `<prefix>/`, the config `<prefix>/hearth-config.json`, and `<prefix>` alone
@@ -73,9 +75,10 @@ export async function serveStatic(root: string, port = 0, host = '127.0.0.1', op
       if (prefix !== '' && fullPath === prefix) return void response.writeHead(301, { location: `${prefix}/` }).end();
       if (!fullPath.startsWith(`${prefix}/`)) return notFound(response);
       const pathname = fullPath.slice(prefix.length);
-      if (pathname === '/hearth-config.json' && configText !== undefined) {
-        response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(configText), 'cache-control': 'no-cache' });
-        return void response.end(request.method === 'HEAD' ? undefined : configText);
+      const configNow = options.configOf ? JSON.stringify(options.configOf()) : configText;
+      if (pathname === '/hearth-config.json' && configNow !== undefined) {
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(configNow), 'cache-control': 'no-cache' });
+        return void response.end(request.method === 'HEAD' ? undefined : configNow);
       }
       const file = normalize(join(base, pathname.endsWith('/') ? pathname + 'index.html' : pathname));
       if (file !== base && !file.startsWith(base + sep)) return notFound(response);

@@ -33,3 +33,25 @@ export function invitedUserFromHash(hash: string): string | undefined {
   }
   return /^@[^:\s]+:\S+$/.test(userId) ? userId : undefined;
 }
+
+/** What a connection runs over, in words, from its multiaddr (the Peers panel says how each peer is reached). */
+export function linkKind(address: string): string {
+  if (address.includes('/webrtc-direct')) return 'WebRTC-Direct';
+  if (address.includes('/p2p-circuit/webrtc')) return 'WebRTC';
+  if (address.includes('/p2p-circuit')) return 'relay';
+  if (/\/(wss|tls\/ws)(\/|$)/.test(address)) return 'secure WebSockets';
+  if (/\/ws(\/|$)/.test(address)) return 'WebSockets';
+  if (address.includes('/tcp/')) return 'TCP';
+  return 'libp2p';
+}
+
+/** A bootstrap address as a person reads it: its host and port (`peer.example.org:443`), or the address itself. */
+export function addressHost(address: string): string {
+  const match = /^\/(?:ip4|ip6|dns|dns4|dns6)\/([^/]+)\/(?:tcp|udp)\/(\d+)/.exec(address);
+  return match ? `${match[1]}:${match[2]}` : address;
+}
+
+/** The peer ID an address ends with (`…/p2p/12D3KooW…`), if it names one. */
+export function addressPeerId(address: string): string | undefined {
+  return /\/p2p\/([^/]+)$/.exec(address)?.[1];
+}

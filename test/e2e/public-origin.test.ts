@@ -1,6 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { peerIdFromPrivateKey } from '@libp2p/peer-id';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
@@ -43,8 +45,8 @@ async function startPeer(name: string, options: { listen: string[]; announce?: s
   return peer;
 }
 
-async function startPublicSite(config: unknown): Promise<StaticServer> {
-  const site = await serveStatic(inject('hearthDist'), 0, '127.0.0.1', { prefix: PREFIX, tls: leaf, publicHost: 'hearth.test', config });
+async function startPublicSite(config: unknown | (() => unknown)): Promise<StaticServer> {
+  const site = await serveStatic(inject('hearthDist'), 0, '127.0.0.1', { prefix: PREFIX, tls: leaf, publicHost: 'hearth.test', ...(typeof config === 'function' ? { configOf: config as () => unknown } : { config }) });
   cleanups.push(() => site.close());
   return site;
 }
@@ -81,6 +83,33 @@ describe('a page served from a public HTTPS origin under a path prefix', () => {
     expect(await page.evaluate(() => (globalThis as any).hearthP2P.config.bootstrap)).toEqual(peer.p2p.multiaddrs());
     // The invite link names the page where it is, prefix and all.
     expect(await page.getByLabel('Your invite link').inputValue()).toBe(`${site.url}/#invite=@ana:${await pageServerName(page)}`);
+  });
+
+  it('tries every bootstrap peer of the config, says in the Peers panel which it reached and how, and remembers the one it met', async () => {
+    const port = await freePort();
+    const peer = await startPeer('several', { listen: [`/ip4/127.0.0.1/tcp/${port}/wss`], announce: [`/dns4/peer.hearth.test/tcp/${port}/wss`], tls: leaf });
+    // A second peer that is down: a port nothing listens on, under a peer ID of a node that never ran.
+    const downPort = await freePort();
+    const down = `/dns4/peer.hearth.test/tcp/${downPort}/wss/p2p/${peerIdFromPrivateKey(await generateKeyPair('Ed25519'))}`;
+    let config: { bootstrap: string[]; iceServers: [] } = { bootstrap: [down, ...peer.p2p.multiaddrs()], iceServers: [] };
+    const site = await startPublicSite(() => config);
+    const context = await chromium.browser.newContext();
+    cleanups.push(() => context.close());
+    let page = await openPublicPage(context, site.url);
+    await registerThroughUi(page, 'cy');
+    const reached = page.locator(`.bootstrap-peer[data-reached="true"]`);
+    await reached.waitFor({ timeout: 30_000 });
+    expect(await page.locator('.bootstrap-summary').textContent()).toBe('Bootstrap peers: 1 of 2 reached');
+    expect(await reached.textContent()).toBe(`peer.hearth.test:${port} reached over secure WebSockets`);
+    expect(await page.locator(`.bootstrap-peer[data-reached="false"]`).textContent()).toBe(`peer.hearth.test:${downPort} not reached: tried again every few seconds`);
+    expect(await page.locator(`.peer[data-server-name="${peer.homeserver.serverName}"] .how`).textContent()).toBe('secure WebSockets');
+
+    // The site's config now lists only the peer that is down: the page still reaches the one it met, from its own peer store.
+    config = { bootstrap: [down], iceServers: [] };
+    await page.close();
+    page = await openPublicPage(context, site.url);
+    await page.waitForFunction((name) => (globalThis as any).hearthP2P?.node.peers().some((p: { server_name: string }) => p.server_name === name), peer.homeserver.serverName, { timeout: 30_000 });
+    expect(await page.locator('.bootstrap-summary').textContent()).toBe('Bootstrap peers: 0 of 1 reached');
   });
 
   it('served by nginx, reaches a peer behind nginx ending TLS, by the /wss address the peer announces', async () => {

@@ -37,7 +37,8 @@ export function invitedUserFromHash(hash: string): string | undefined {
 /** What a connection runs over, in words, from its multiaddr (the Peers panel says how each peer is reached). */
 export function linkKind(address: string): string {
   if (address.includes('/webrtc-direct')) return 'WebRTC-Direct';
-  if (address.includes('/p2p-circuit/webrtc')) return 'WebRTC';
+  // The dialler's address reads …/p2p-circuit/webrtc/…, the listener's /webrtc/… alone: the relay only signalled.
+  if (address.includes('/webrtc')) return 'WebRTC';
   if (address.includes('/p2p-circuit')) return 'relay';
   if (/\/(wss|tls\/ws)(\/|$)/.test(address)) return 'secure WebSockets';
   if (/\/ws(\/|$)/.test(address)) return 'WebSockets';

@@ -1,0 +1,185 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { PROJECT_ROOT } from '../../scripts/build.ts';
+import { buildNodeHost } from '../../scripts/build-node.ts';
+import { startCoturn, type Coturn } from '../support/coturn.ts';
+import { spawnHearth, type HearthProcess } from '../support/hearth-process.ts';
+import { assertNetworkNamespaces, createLab, type Lab, type Namespace } from '../support/netns.ts';
+import { startNginx, type Nginx } from '../support/nginx.ts';
+import { createTestCa, type TestCa } from '../support/test-ca.ts';
+import { openHearth, pageServerName, peersOf, registerThroughUi, sendThroughUi } from './hearth-page.ts';
+import { launchTrustingChromium, type TrustingChromium } from './trusting-chromium.ts';
+
+// Issue 40, as people meet on the internet: a public network namespace serves the built page over HTTPS
+// (nginx, under hearth.test, with a certificate from the test's own CA, which each Chromium trusts through
+// an NSS database) and runs the public Node peer (relay and mailbox, secure WebSockets under
+// peer.hearth.test) and coturn as STUN. Two homes, each a namespace behind a NAT namespace of its own
+// (iptables masquerade: port-preserving, replies only from where a packet went, a port-restricted NAT,
+// with a router's firewall),
+// each run Chromium. Through the pages' own UI: both load from the public origin and create accounts;
+// Ben invites Ana and they chat; the pages link directly, hole-punched with STUN's help (the Peers panel
+// says direct), and go on chatting with the public peer stopped; Ben closes his page, Ana sends, and Ben's
+// reopened page gets the mail. Nothing here reaches beyond the namespaces. Needs root (a clear failure
+// otherwise, never a skip).
+
+const PUBLIC_IP = '10.250.0.1';
+const SITE = 'https://hearth.test/hearth';
+let lab: Lab;
+let ca: TestCa;
+let build: string;
+let pub: Namespace;
+let peer: HearthProcess | undefined;
+let peerData: string;
+let certFiles: { cert: string; key: string };
+let coturn: Coturn;
+let nginx: Nginx;
+const browsers: TrustingChromium[] = [];
+let ana: Page;
+let ben: Page;
+let anaId: string;
+let benId: string;
+const roomTitle = 'P2P demo';
+let tlsDir: string;
+const figures: string[] = [];
+
+/** A home behind a NAT: home ↔ nat ↔ the public namespace, which routes between the NATs' public sides. */
+function home(n: number): Namespace {
+  const nat = lab.namespace(`nat${n}`);
+  const homeNs = lab.namespace(`home${n}`);
+  const [, natOutside] = lab.link(pub, `10.250.${n}.1/30`, nat, `10.250.${n}.2/30`);
+  const [natInside] = lab.link(nat, `10.251.${n}.1/24`, homeNs, `10.251.${n}.2/24`);
+  nat.run('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+  nat.run('ip', ['route', 'add', 'default', 'via', `10.250.${n}.1`]);
+  nat.run('iptables', ['-t', 'nat', '-A', 'POSTROUTING', '!', '-o', natInside, '-j', 'MASQUERADE']);
+  // A home router's firewall: nothing unasked-for comes in. Without it, a hole-punching packet that comes
+  // first is taken in (and refused) by the NAT itself, its conntrack entry holds the port, and the home's
+  // own packet to that peer then leaves from another port: hole punching fails, as behind no real router.
+  for (const chain of ['INPUT', 'FORWARD']) nat.run('iptables', ['-A', chain, '-i', natOutside, '-m', 'conntrack', '!', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'DROP']);
+  homeNs.run('ip', ['route', 'add', 'default', 'via', `10.251.${n}.1`]);
+  return homeNs;
+}
+
+const startPeer = () =>
+  spawnHearth({
+    entry: join(build, 'node', 'serve.js'),
+    dataDir: peerData,
+    netns: pub,
+    listen: [`/ip4/${PUBLIC_IP}/tcp/4443/wss`],
+    mailbox: true,
+    args: ['--host', '127.0.0.1', '--relay', '--tls-cert', certFiles.cert, '--tls-key', certFiles.key, '--announce', '/dns4/peer.hearth.test/tcp/4443/wss'],
+  });
+
+beforeAll(async () => {
+  assertNetworkNamespaces('The across-NATs browser test');
+  await mkdir(join(PROJECT_ROOT, 'build'), { recursive: true });
+  build = await mkdtemp(join(PROJECT_ROOT, 'build', 'test-nats-'));
+  await buildNodeHost(build, { typeErrors: 'warn' });
+  lab = createLab();
+  pub = lab.namespace('pub');
+  pub.run('ip', ['addr', 'add', `${PUBLIC_IP}/32`, 'dev', 'lo']);
+  pub.run('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+  const homes = [home(1), home(2)];
+
+  ca = createTestCa();
+  const leaf = ca.issue(['hearth.test', 'peer.hearth.test']);
+  peerData = await mkdtemp(join(tmpdir(), 'hearth-nats-peer-'));
+  tlsDir = await mkdtemp(join(tmpdir(), 'hearth-nats-tls-'));
+  certFiles = { cert: join(tlsDir, 'cert.pem'), key: join(tlsDir, 'key.pem') };
+  await writeFile(certFiles.cert, leaf.cert);
+  await writeFile(certFiles.key, leaf.key, { mode: 0o600 });
+  coturn = await startCoturn(pub, PUBLIC_IP);
+  peer = await startPeer();
+  nginx = await startNginx([{ serverName: 'hearth.test', port: 443, static: { root: inject('hearthDist'), prefix: '/hearth', config: { bootstrap: peer.multiaddrs, iceServers: [coturn.stun] } } }], leaf, { netns: pub.name });
+  for (const ns of homes) browsers.push(await launchTrustingChromium({ caFile: ca.certFile, hosts: { 'hearth.test': PUBLIC_IP, 'peer.hearth.test': PUBLIC_IP }, netns: ns.name }));
+}, 300_000);
+
+afterAll(async () => {
+  if (figures.length > 0) console.log(`across NATs:\n  ${figures.join('\n  ')}`);
+  for (const browser of browsers) await browser.close().catch(() => {});
+  await nginx?.close();
+  await peer?.stop();
+  await coturn?.close();
+  lab?.close();
+  ca?.dispose();
+  if (peerData) await rm(peerData, { recursive: true, force: true });
+  if (tlsDir) await rm(tlsDir, { recursive: true, force: true });
+  if (build) await rm(build, { recursive: true, force: true });
+});
+
+const linkTo = async (page: Page, serverName: string) => (await peersOf(page)).find((p) => p.server_name === serverName);
+
+describe('two people behind two NATs, one public origin', () => {
+  it('both pages load from the public origin over HTTPS, take the service worker and create accounts; Ben invites Ana and they chat', async () => {
+    const opened: Page[] = [];
+    for (const [i, name] of (['ana', 'ben'] as const).entries()) {
+      const context = await browsers[i]!.browser.newContext();
+      const started = performance.now();
+      const page = await openHearth(context, `${SITE}/`);
+      expect(await page.evaluate(async () => (await navigator.serviceWorker.ready).scope)).toBe(`${SITE}/`);
+      await registerThroughUi(page, name);
+      figures.push(`${name}: first visit to the public URL → account ready ${(performance.now() - started).toFixed(0)} ms`);
+      // The public peer, over secure WebSockets by name, through the NAT.
+      await page.waitForFunction((id) => (globalThis as any).hearthP2P?.node.peers().some((p: { peer_id: string }) => p.peer_id === id), peer!.peerId, { timeout: 30_000 });
+      opened.push(page);
+    }
+    [ana, ben] = opened as [Page, Page];
+    anaId = `@ana:${await pageServerName(ana)}`;
+    benId = `@ben:${await pageServerName(ben)}`;
+
+    const inviting = performance.now();
+    await ben.locator('#demo-invitee').fill(anaId);
+    await ben.getByRole('button', { name: 'Start', exact: true }).click();
+    await ben.locator('.room-title', { hasText: roomTitle }).waitFor();
+    const invite = ana.locator('.invite');
+    await invite.waitFor({ timeout: 60_000 });
+    await invite.getByRole('button', { name: 'Accept' }).click();
+    await ben.locator('.timeline .notice', { hasText: 'ana joined' }).waitFor({ timeout: 60_000 });
+    figures.push(`invite sent → accepted and seen by the inviter ${(performance.now() - inviting).toFixed(0)} ms`);
+    await ana.locator('.room-title', { hasText: roomTitle }).waitFor();
+    await sendThroughUi(ana, 'Hello Ben, from behind my NAT');
+    await ben.locator('.event .body', { hasText: 'Hello Ben, from behind my NAT' }).waitFor({ timeout: 30_000 });
+    await sendThroughUi(ben, 'Hello Ana, from behind mine');
+    await ana.locator('.event .body', { hasText: 'Hello Ana, from behind mine' }).waitFor({ timeout: 30_000 });
+  }, 240_000);
+
+  it('with STUN, the pages link directly through their NATs: the Peers panel says direct, and they chat with the public peer stopped', async () => {
+    const anaName = anaId.split(':')[1]!;
+    const benName = benId.split(':')[1]!;
+    const started = performance.now();
+    for (const [page, other] of [[ana, benName], [ben, anaName]] as const) {
+      await page.locator(`.peer[data-server-name="${other}"][data-via="direct"]`).waitFor({ timeout: 90_000 });
+      expect((await linkTo(page, other))?.multiaddrs.some((address) => address.includes('/webrtc'))).toBe(true);
+    }
+    figures.push(`both pages up → the direct (hole-punched) link, seen in both Peers panels: ${(performance.now() - started).toFixed(0)} ms after the chat`);
+    expect(await ana.locator(`.peer[data-server-name="${benName}"] .how`).textContent()).toContain('WebRTC');
+
+    await peer!.stop();
+    peer = undefined;
+    for (const [page, other] of [[ana, benName], [ben, anaName]] as const) {
+      await expect.poll(async () => (await peersOf(page)).map((p) => p.server_name), { timeout: 30_000 }).toEqual([other]);
+    }
+    await sendThroughUi(ana, 'No public peer now, Ben');
+    await ben.locator('.event .body', { hasText: 'No public peer now, Ben' }).waitFor({ timeout: 30_000 });
+    await sendThroughUi(ben, 'Still here, Ana');
+    await ana.locator('.event .body', { hasText: 'Still here, Ana' }).waitFor({ timeout: 30_000 });
+  }, 180_000);
+
+  it('Ben closes his page; Ana sends; Ben opens the public URL again and gets the mail', async () => {
+    peer = await startPeer();
+    const benName = benId.split(':')[1]!;
+    for (const page of [ana, ben]) await page.waitForFunction((id) => (globalThis as any).hearthP2P?.node.peers().some((p: { peer_id: string }) => p.peer_id === id), peer.peerId, { timeout: 60_000 });
+    const context = ben.context();
+    await ben.close();
+    await expect.poll(async () => (await peersOf(ana)).map((p) => p.server_name), { timeout: 60_000 }).not.toContain(benName);
+    const sent = ['one', 'two', 'three'].map((n) => `While you were away: ${n}`);
+    for (const text of sent) await sendThroughUi(ana, text);
+    const reopened = performance.now();
+    ben = await openHearth(context, `${SITE}/`);
+    await ben.locator('.room-item', { hasText: roomTitle }).first().click();
+    for (const text of sent) await ben.locator('.event .body', { hasText: text }).waitFor({ timeout: 60_000 });
+    figures.push(`Ben's page reopened → the mail shown ${(performance.now() - reopened).toFixed(0)} ms`);
+  }, 180_000);
+});

@@ -45,6 +45,8 @@ const roomTitle = 'P2P demo';
 let tlsDir: string;
 const figures: string[] = [];
 
+const nats: { nat: Namespace; inside: string }[] = [];
+
 /** A home behind a NAT: home ↔ nat ↔ the public namespace, which routes between the NATs' public sides. */
 function home(n: number): Namespace {
   const nat = lab.namespace(`nat${n}`);
@@ -59,6 +61,7 @@ function home(n: number): Namespace {
   // own packet to that peer then leaves from another port: hole punching fails, as behind no real router.
   for (const chain of ['INPUT', 'FORWARD']) nat.run('iptables', ['-A', chain, '-i', natOutside, '-m', 'conntrack', '!', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'DROP']);
   homeNs.run('ip', ['route', 'add', 'default', 'via', `10.251.${n}.1`]);
+  nats.push({ nat, inside: natInside });
   return homeNs;
 }
 
@@ -181,5 +184,39 @@ describe('two people behind two NATs, one public origin', () => {
     await ben.locator('.room-item', { hasText: roomTitle }).first().click();
     for (const text of sent) await ben.locator('.event .body', { hasText: text }).waitFor({ timeout: 60_000 });
     figures.push(`Ben's page reopened → the mail shown ${(performance.now() - reopened).toFixed(0)} ms`);
+  }, 180_000);
+
+  it('with a symmetric NAT on one side, no hole is punched: the pages of two newcomers go through the public peer, the Peers panel says relayed, and messages flow', async () => {
+    // Ben's NAT now gives every new destination a port of its own (random source ports): what STUN saw is no use to Ana.
+    const { nat, inside } = nats[1]!;
+    nat.run('iptables', ['-t', 'nat', '-F', 'POSTROUTING']);
+    nat.run('iptables', ['-t', 'nat', '-A', 'POSTROUTING', '!', '-o', inside, '-j', 'MASQUERADE', '--random-fully']);
+    const pages: Page[] = [];
+    const webrtcFailed: Promise<void>[] = [];
+    for (const [i, name] of (['cleo', 'dan'] as const).entries()) {
+      const context = await browsers[i]!.browser.newContext();
+      const page = await openHearth(context, `${SITE}/`);
+      // The lower peer ID dials the WebRTC link; whichever it is says so when the dial fails.
+      webrtcFailed.push(new Promise((resolve) => page.on('console', (message) => message.text().includes('could not open a WebRTC link') && resolve())));
+      await registerThroughUi(page, name);
+      pages.push(page);
+    }
+    const [cleo, dan] = pages as [Page, Page];
+    const cleoId = `@cleo:${await pageServerName(cleo)}`;
+    await dan.locator('#demo-invitee').fill(cleoId);
+    await dan.getByRole('button', { name: 'Start', exact: true }).click();
+    await cleo.locator('.invite').waitFor({ timeout: 60_000 });
+    await cleo.locator('.invite').getByRole('button', { name: 'Accept' }).click();
+    await dan.locator('.timeline .notice', { hasText: 'cleo joined' }).waitFor({ timeout: 60_000 });
+    await Promise.race(webrtcFailed);
+    const danName = await pageServerName(dan);
+    const row = cleo.locator(`.peer[data-server-name="${danName}"]`);
+    expect(await row.getAttribute('data-via')).toBe('relayed');
+    expect(await row.locator('.how').textContent()).toBe('relay');
+    await cleo.locator('.room-title', { hasText: roomTitle }).waitFor();
+    await sendThroughUi(cleo, 'Through the public peer, Dan');
+    await dan.locator('.event .body', { hasText: 'Through the public peer, Dan' }).waitFor({ timeout: 30_000 });
+    await sendThroughUi(dan, 'Got it, Cleo');
+    await cleo.locator('.event .body', { hasText: 'Got it, Cleo' }).waitFor({ timeout: 30_000 });
   }, 180_000);
 });

@@ -55,6 +55,24 @@ function precacheManifest(): Plugin {
   };
 }
 
+/**
+ * The installable app's PNG icons (manifest.webmanifest names them; browsers want 192 and 512 px),
+ * drawn from public/icon.svg with sharp at build time, so only the SVG is kept in the repository.
+ */
+function appIcons(): Plugin {
+  return {
+    name: 'hearth-app-icons',
+    apply: 'build',
+    async generateBundle() {
+      const { default: sharp } = await import('sharp');
+      const svg = await readFile(new URL('./public/icon.svg', import.meta.url));
+      for (const size of [192, 512]) {
+        this.emitFile({ type: 'asset', fileName: `icon-${size}.png`, source: await sharp(svg, { density: 72 * (size / 512) * 4 }).resize(size, size).png().toBuffer() });
+      }
+    },
+  };
+}
+
 // The browser host (worker/, src/ui) is built from here; see ARCHITECTURE.md.
 export default defineConfig({
   // Every URL the page builds is relative to the page: the built site can be copied to any HTTPS static
@@ -65,7 +83,7 @@ export default defineConfig({
   appType: 'mpa',
   server: { host: '127.0.0.1' },
   preview: { host: '127.0.0.1' },
-  plugins: [serviceWorkerAtRoot(), precacheManifest()],
+  plugins: [serviceWorkerAtRoot(), appIcons(), precacheManifest()],
   worker: { format: 'es' },
   build: {
     target: 'es2022',

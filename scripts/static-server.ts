@@ -11,6 +11,7 @@ const TYPES: Record<string, string> = {
   '.mjs': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8',
   '.json': 'application/json',
+  '.webmanifest': 'application/manifest+json',
   // application/wasm lets the browser compile sql.js while it downloads.
   '.wasm': 'application/wasm',
   '.svg': 'image/svg+xml',

@@ -74,6 +74,13 @@ describe('a page served from a public HTTPS origin under a path prefix', () => {
     const context = await chromium.browser.newContext();
     cleanups.push(() => context.close());
     const page = await openPublicPage(context, site.url);
+    // An installable app: the browser finds its manifest (icons, start URL, scope: the page's folder) and nothing missing.
+    const cdp = await context.newCDPSession(page);
+    // (Playwright's contexts are incognito ones, which the browser never installs from; a person's profile is not.)
+    const { installabilityErrors } = await cdp.send('Page.getInstallabilityErrors');
+    expect(installabilityErrors.filter((error) => error.errorId !== 'in-incognito')).toEqual([]);
+    const { url: manifestUrl } = await cdp.send('Page.getAppManifest');
+    expect(manifestUrl).toBe(`${site.url}/manifest.webmanifest`);
     await registerThroughUi(page, 'ana');
     // The leader's node dialled the config beside the page, and reached the peer over secure WebSockets.
     await page.waitForFunction((name) => (globalThis as any).hearthP2P?.node.peers().some((p: { server_name: string }) => p.server_name === name), peer.homeserver.serverName, { timeout: 30_000 });

@@ -83,8 +83,8 @@ if (!values['no-peer']) {
   // "peer joined: 6f1c2a9b…e01d via direct", "peer left: …": once per peer, not per connection.
   const { printPeerEvents } = await import('../src/node/peer-events.ts');
   printPeerEvents(peer.p2p, (line) => console.log(line));
-  // The page can dial WebSocket addresses only.
-  const wsAddresses = peer.p2p.multiaddrs().filter((address) => /\/wss?\//.test(address));
+  // The page dials WebSocket and WebRTC-Direct addresses (not plain TCP).
+  const wsAddresses = peer.p2p.multiaddrs().filter((address) => /\/(wss?|webrtc-direct)\//.test(address));
   bootstrap.unshift(...wsAddresses);
   console.log(`Node peer ${peer.homeserver.serverName} (data in ${values['peer-data']}, client API on ${peer.url})`);
   for (const address of wsAddresses) console.log(`  libp2p on ${address}`);

@@ -15,7 +15,7 @@
  */
 import { circuitRelayTransport } from '@libp2p/circuit-relay-v2';
 import type { ConnectionGater } from '@libp2p/interface';
-import { webRTC } from '@libp2p/webrtc';
+import { webRTC, webRTCDirect } from '@libp2p/webrtc';
 import { webSockets } from '@libp2p/websockets';
 import * as Comlink from 'comlink';
 import { mediaAnswerBytes } from '../src/http/bounded-body.ts';
@@ -125,7 +125,8 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     // framing crosses to us whole; the default 4 MiB would refuse it.
     limits: { maxResponseBytes: mediaAnswerBytes(MAX_REQUEST_BODY_BYTES) },
     // Always our own ICE list: webRTC() left to itself would use public STUN servers.
-    transports: [webSockets(), circuitRelayTransport(), ...(webrtc ? [webRTC({ rtcConfiguration: { iceServers: config.iceServers } })] : [])],
+    // WebRTC-Direct dials a Node peer by IP and certificate hash (`/udp/…/webrtc-direct/certhash/…`): no domain, no CA.
+    transports: [webSockets(), circuitRelayTransport(), ...(webrtc ? [webRTC({ rtcConfiguration: { iceServers: config.iceServers } }), webRTCDirect({ rtcConfiguration: { iceServers: config.iceServers } })] : [])],
     // Node peers reach us over the connections we open. Each '/p2p-circuit' is one reservation on some relay
     // (refilled when that relay goes): one per bootstrap peer, so with one relay down we are still reachable
     // through another. '/webrtc' takes WebRTC dials signalled over those reservations.

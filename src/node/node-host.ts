@@ -188,13 +188,18 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     // libp2p, at its first federation request on one that has nothing to listen on or dial (lazy-p2p.ts).
     const startNode = async (listen: string[]): Promise<P2PNode> => {
       const [{ tcp }, { webSockets }, { FsDatastore }, { createP2PNode }] = await Promise.all([import('@libp2p/tcp'), import('@libp2p/websockets'), import('datastore-fs'), import('../p2p/node.ts')]);
+      // WebRTC-Direct (`/udp/P/webrtc-direct`): a browser dials the host by IP and certificate hash, no domain, no CA.
+      // Loaded only for such an address (node-datachannel, a native module).
+      const webRTCDirect = listen.some((address) => address.includes('/webrtc-direct')) ? (await import('@libp2p/webrtc')).webRTCDirect : undefined;
+      // Its certificate is kept, so its address (which carries the certificate's hash) stays the same across restarts.
+      const certificate = webRTCDirect ? await (await import('./webrtc-direct-certificate.ts')).loadOrCreateWebRTCDirectCertificate(options.dataDir) : undefined;
       const peers = new FsDatastore(peersDirectory);
       await peers.open();
       try {
         const node = await createP2PNode({
           seed,
           // A /wss listen address presents the host's certificate: pages served over HTTPS dial only wss://.
-          transports: [tcp(), webSockets(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {})],
+          transports: [tcp(), webSockets(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}), ...(webRTCDirect ? [webRTCDirect({ certificate })] : [])],
           listen,
           announce: options.announce,
           bootstrap: options.bootstrap ?? [],

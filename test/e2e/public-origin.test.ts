@@ -7,6 +7,8 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
+import { PROJECT_ROOT } from '../../scripts/build.ts';
+import { spawnHearth, stopAllHearths } from '../support/hearth-process.ts';
 import { freePort } from '../support/node-peer.ts';
 import { startNginx } from '../support/nginx.ts';
 import { createTestCa, type TestCa } from '../support/test-ca.ts';
@@ -117,6 +119,35 @@ describe('a page served from a public HTTPS origin under a path prefix', () => {
     page = await openPublicPage(context, site.url);
     await page.waitForFunction((name) => (globalThis as any).hearthP2P?.node.peers().some((p: { server_name: string }) => p.server_name === name), peer.homeserver.serverName, { timeout: 30_000 });
     expect(await page.locator('.bootstrap-summary').textContent()).toBe('Bootstrap peers: 0 of 1 reached');
+  });
+
+  it('reaches a Node peer over WebRTC-Direct alone: by IP and certificate hash, with no domain and no CA for the peer, at the same address after a restart', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'hearth-public-webrtc-direct-'));
+    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+    // `npm run serve` in a process of its own, as a person runs it (from source here): WebRTC-Direct's native
+    // module (node-datachannel) once aborted a process that stopped and restarted its listener in place.
+    const start = () => spawnHearth({ entry: join(PROJECT_ROOT, 'src/node/serve.ts'), nodeArgs: ['--import', 'tsx'], dataDir, listen: [`/ip4/127.0.0.1/udp/${udpPort}/webrtc-direct`], args: ['--relay'] });
+    const udpPort = await freePort();
+    let peer = await start();
+    cleanups.push(() => stopAllHearths());
+    const [address] = peer.multiaddrs;
+    expect(address).toMatch(/^\/ip4\/127\.0\.0\.1\/udp\/\d+\/webrtc-direct\/certhash\/[\w-]+\/p2p\//);
+    // The page on 127.0.0.1 may dial a loopback address (as `npm start` allows); on the internet the peer's address is public.
+    const site = await startPublicSite({ bootstrap: [address], iceServers: [], allowPrivateAddresses: true });
+    const context = await chromium.browser.newContext();
+    cleanups.push(() => context.close());
+    const page = await openPublicPage(context, site.url);
+    await registerThroughUi(page, 'dee');
+    const row = page.locator(`.peer[data-server-name="${peer.serverName}"]`);
+    await row.waitFor({ timeout: 30_000 });
+    expect(await row.locator('.how').textContent()).toBe('WebRTC-Direct');
+
+    // Restarted on its folder, the peer keeps its certificate, so the address the site's config names still reaches it.
+    await peer.stop();
+    await row.waitFor({ state: 'detached', timeout: 30_000 });
+    peer = await start();
+    expect(peer.multiaddrs).toEqual([address]);
+    await row.waitFor({ timeout: 30_000 });
   });
 
   it('served by nginx, reaches a peer behind nginx ending TLS, by the /wss address the peer announces', async () => {

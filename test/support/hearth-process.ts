@@ -24,9 +24,10 @@ const running = new Set<HearthProcess>();
  * to serve as they are (`--server-name`, `--tls-cert`…), and `env` to the child's environment
  * (NODE_EXTRA_CA_CERTS for a test CA).
  */
-export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean; port?: number; args?: string[]; env?: Record<string, string>; entry?: string; netns?: Namespace }): Promise<HearthProcess> {
+export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean; port?: number; args?: string[]; env?: Record<string, string>; entry?: string; netns?: Namespace; nodeArgs?: string[] }): Promise<HearthProcess> {
   // The compiled host, as `npm run serve` runs it (test/integration/global-setup.ts builds it; a bench, outside vitest, names its own build as `entry`).
-  const args = [options.entry ?? inject('hearthServeEntry'), '--port', String(options.port ?? 0), '--data', options.dataDir, '--no-rate-limits', ...(options.args ?? [])];
+  // `nodeArgs` come before the entry: `['--import', 'tsx']` runs src/node/serve.ts from source, where no compiled host is at hand (the browser tests).
+  const args = [...(options.nodeArgs ?? []), options.entry ?? inject('hearthServeEntry'), '--port', String(options.port ?? 0), '--data', options.dataDir, '--no-rate-limits', ...(options.args ?? [])];
   for (const address of options.listen ?? ['/ip4/127.0.0.1/tcp/0']) args.push('--listen', address);
   for (const address of options.bootstrap ?? []) args.push('--bootstrap', address);
   if (options.mailbox) args.push('--mailbox');

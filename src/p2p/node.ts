@@ -23,6 +23,9 @@ const KNOWN_PEER_TAG = 'hearth-peer';
 
 const DAY = 24 * 60 * 60 * 1000;
 
+/** How long a request waits for discovery to bring the record of a peer it holds no address for. */
+const DISCOVERY_WAIT_MS = 10_000;
+
 /** How often a peer reached only through a relay gets another WebRTC dial (preferWebRTC). */
 const DIRECT_SWEEP_MS = 5_000;
 
@@ -269,6 +272,33 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     return dialing;
   }
 
+  /**
+   * A peer we hold no address for yet (a page that opened a moment ago, whose record discovery has not
+   * brought yet) is waited for, up to DISCOVERY_WAIT_MS, rather than failed at once: an invite sent in
+   * the first second after the other page opened failed with "no valid addresses" (seen across NATs).
+   */
+  async function untilKnown(peerId: PeerId, signal: AbortSignal): Promise<void> {
+    const known = async () => libp2p.getConnections(peerId).length > 0 || ((await libp2p.peerStore.get(peerId).catch(() => undefined))?.addresses.length ?? 0) > 0;
+    if (await known()) return;
+    // Others answer a new record with theirs (discovery.ts): ours tells the network we are looking.
+    discovery.announce();
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        libp2p.removeEventListener('peer:discovery', onPeer);
+        libp2p.removeEventListener('peer:connect', onConnect);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const onPeer = ({ detail }: CustomEvent<{ id: PeerId }>) => detail.id.equals(peerId) && done();
+      const onConnect = ({ detail }: CustomEvent<PeerId>) => detail.equals(peerId) && done();
+      const timer = setTimeout(done, DISCOVERY_WAIT_MS);
+      libp2p.addEventListener('peer:discovery', onPeer);
+      libp2p.addEventListener('peer:connect', onConnect);
+      signal.addEventListener('abort', done);
+    });
+  }
+
   // A WebRTC dial that failed (now and then one stalls until its timeout) is not retried by any event:
   // libp2p reports a peer as discovered only the first time, and the relayed connection stays open. So
   // every few seconds the peers reached only through a relay get another try (ensureDirect dials at most
@@ -331,7 +361,16 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     });
   };
   const multiaddrs = () => libp2p.getMultiaddrs().map(String);
-  const outbound = createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial: ensureDirect, track: stalls.track });
+  // Before a request, the lower side tries for a direct link; but with a connection open already (through a relay
+  // of ours, unlimited) the request goes over it now rather than wait for that dial, which runs to its 20 s timeout
+  // where no hole can be punched (a symmetric NAT): an invite then took 20 s per request. The link, once up, carries the next.
+  const beforeDial = async (peerId: PeerId, signal: AbortSignal): Promise<void> => {
+    const usable = libp2p.getConnections(peerId).some((c) => c.status === 'open' && (c.limits === undefined || options.runOnLimitedConnection === true));
+    if (usable) return void ensureDirect(peerId);
+    await untilKnown(peerId, signal);
+    return ensureDirect(peerId, signal);
+  };
+  const outbound = createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial, track: stalls.track });
 
   return {
     peerId: libp2p.peerId.toString(),

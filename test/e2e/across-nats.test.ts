@@ -27,6 +27,9 @@ import { launchTrustingChromium, type TrustingChromium } from './trusting-chromi
 
 const PUBLIC_IP = '10.250.0.1';
 const SITE = 'https://hearth.test/hearth';
+/** The same build on another origin, whose config names only a peer reached over WebRTC-Direct. */
+const DIRECT_SITE = 'https://direct.hearth.test/hearth';
+let directPeer: HearthProcess | undefined;
 let lab: Lab;
 let ca: TestCa;
 let build: string;
@@ -44,6 +47,7 @@ let benId: string;
 const roomTitle = 'P2P demo';
 let tlsDir: string;
 const figures: string[] = [];
+const dirs: string[] = [];
 
 const nats: { nat: Namespace; inside: string }[] = [];
 
@@ -87,7 +91,7 @@ beforeAll(async () => {
   const homes = [home(1), home(2)];
 
   ca = createTestCa();
-  const leaf = ca.issue(['hearth.test', 'peer.hearth.test']);
+  const leaf = ca.issue(['hearth.test', 'peer.hearth.test', 'direct.hearth.test']);
   peerData = await mkdtemp(join(tmpdir(), 'hearth-nats-peer-'));
   tlsDir = await mkdtemp(join(tmpdir(), 'hearth-nats-tls-'));
   certFiles = { cert: join(tlsDir, 'cert.pem'), key: join(tlsDir, 'key.pem') };
@@ -95,8 +99,18 @@ beforeAll(async () => {
   await writeFile(certFiles.key, leaf.key, { mode: 0o600 });
   coturn = await startCoturn(pub, PUBLIC_IP);
   peer = await startPeer();
-  nginx = await startNginx([{ serverName: 'hearth.test', port: 443, static: { root: inject('hearthDist'), prefix: '/hearth', config: { bootstrap: peer.multiaddrs, iceServers: [coturn.stun] } } }], leaf, { netns: pub.name });
-  for (const ns of homes) browsers.push(await launchTrustingChromium({ caFile: ca.certFile, hosts: { 'hearth.test': PUBLIC_IP, 'peer.hearth.test': PUBLIC_IP }, netns: ns.name }));
+  // A second public peer with no domain and no certificate: WebRTC-Direct only, by IP and certificate hash.
+  const directData = await mkdtemp(join(tmpdir(), 'hearth-nats-direct-'));
+  dirs.push(directData);
+  directPeer = await spawnHearth({ entry: join(build, 'node', 'serve.js'), dataDir: directData, netns: pub, listen: [`/ip4/${PUBLIC_IP}/udp/4001/webrtc-direct`], mailbox: true, args: ['--host', '127.0.0.1', '--relay'] });
+  nginx = await startNginx([
+    { serverName: 'hearth.test', port: 443, static: { root: inject('hearthDist'), prefix: '/hearth', config: { bootstrap: peer.multiaddrs, iceServers: [coturn.stun] } } },
+    // The test's "public" addresses are private ones (10.250.0.0/16, inside the namespaces only), which the page's
+    // gater refuses unless told: on the internet this peer's address would be public and need no such switch.
+    { serverName: 'direct.hearth.test', port: 443, static: { root: inject('hearthDist'), prefix: '/hearth', config: { bootstrap: directPeer.multiaddrs, iceServers: [coturn.stun], allowPrivateAddresses: true } } },
+  ], leaf, { netns: pub.name });
+  const hosts = { 'hearth.test': PUBLIC_IP, 'peer.hearth.test': PUBLIC_IP, 'direct.hearth.test': PUBLIC_IP };
+  for (const ns of homes) browsers.push(await launchTrustingChromium({ caFile: ca.certFile, hosts, netns: ns.name }));
 }, 300_000);
 
 afterAll(async () => {
@@ -104,7 +118,9 @@ afterAll(async () => {
   for (const browser of browsers) await browser.close().catch(() => {});
   await nginx?.close();
   await peer?.stop();
+  await directPeer?.stop();
   await coturn?.close();
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
   lab?.close();
   ca?.dispose();
   if (peerData) await rm(peerData, { recursive: true, force: true });
@@ -218,5 +234,30 @@ describe('two people behind two NATs, one public origin', () => {
     await dan.locator('.event .body', { hasText: 'Through the public peer, Dan' }).waitFor({ timeout: 30_000 });
     await sendThroughUi(dan, 'Got it, Cleo');
     await cleo.locator('.event .body', { hasText: 'Got it, Cleo' }).waitFor({ timeout: 30_000 });
+  }, 180_000);
+
+  it('with the public peer reached over WebRTC-Direct alone (no domain, no certificate for it), two newcomers meet through it and chat', async () => {
+    const pages: Page[] = [];
+    for (const [i, name] of (['eve', 'finn'] as const).entries()) {
+      const context = await browsers[i]!.browser.newContext();
+      const page = await openHearth(context, `${DIRECT_SITE}/`);
+      await registerThroughUi(page, name);
+      const row = page.locator(`.peer[data-server-name="${directPeer!.serverName}"]`);
+      await row.waitFor({ timeout: 30_000 });
+      expect(await row.locator('.how').textContent()).toBe('WebRTC-Direct');
+      pages.push(page);
+    }
+    const [eve, finn] = pages as [Page, Page];
+    const eveId = `@eve:${await pageServerName(eve)}`;
+    await finn.locator('#demo-invitee').fill(eveId);
+    await finn.getByRole('button', { name: 'Start', exact: true }).click();
+    await eve.locator('.invite').waitFor({ timeout: 60_000 });
+    await eve.locator('.invite').getByRole('button', { name: 'Accept' }).click();
+    await finn.locator('.timeline .notice', { hasText: 'eve joined' }).waitFor({ timeout: 60_000 });
+    await eve.locator('.room-title', { hasText: roomTitle }).waitFor();
+    await sendThroughUi(eve, 'Met over WebRTC-Direct, Finn');
+    await finn.locator('.event .body', { hasText: 'Met over WebRTC-Direct, Finn' }).waitFor({ timeout: 30_000 });
+    await sendThroughUi(finn, 'Hello Eve');
+    await eve.locator('.event .body', { hasText: 'Hello Eve' }).waitFor({ timeout: 30_000 });
   }, 180_000);
 });

@@ -4,8 +4,8 @@ import { join, relative, sep } from 'node:path';
 import { defineConfig, type Plugin } from 'vite';
 
 /**
- * The service worker must sit at the site root (/sw.js) to control `/`, and
- * keep a fixed name so the browser finds updates. In development the same URL
+ * The service worker must sit beside index.html (sw.js in the build's root) to
+ * control the page, and keep a fixed name so the browser finds updates. In development the same URL
  * serves the TypeScript source, which Vite transforms on the fly.
  */
 function serviceWorkerAtRoot(): Plugin {
@@ -44,7 +44,8 @@ function precacheManifest(): Plugin {
           .sort();
         const hash = createHash('sha256');
         for (const file of files) hash.update(file).update(await readFile(join(outDir, file)));
-        const manifest = { version: hash.digest('hex').slice(0, 16), files: files.map((file) => (file === 'index.html' ? '/' : `/${file}`)) };
+        // Relative to sw.js, which sits beside index.html: the site works under any path prefix.
+        const manifest = { version: hash.digest('hex').slice(0, 16), files: files.map((file) => (file === 'index.html' ? './' : file)) };
         const swPath = join(outDir, 'sw.js');
         const sw = await readFile(swPath, 'utf8');
         if (!PLACEHOLDER.test(sw)) throw new Error('hearth: sw.js has no precache placeholder');
@@ -54,14 +55,35 @@ function precacheManifest(): Plugin {
   };
 }
 
+/**
+ * The installable app's PNG icons (manifest.webmanifest names them; browsers want 192 and 512 px),
+ * drawn from public/icon.svg with sharp at build time, so only the SVG is kept in the repository.
+ */
+function appIcons(): Plugin {
+  return {
+    name: 'hearth-app-icons',
+    apply: 'build',
+    async generateBundle() {
+      const { default: sharp } = await import('sharp');
+      const svg = await readFile(new URL('./public/icon.svg', import.meta.url));
+      for (const size of [192, 512]) {
+        this.emitFile({ type: 'asset', fileName: `icon-${size}.png`, source: await sharp(svg, { density: 72 * (size / 512) * 4 }).resize(size, size).png().toBuffer() });
+      }
+    },
+  };
+}
+
 // The browser host (worker/, src/ui) is built from here; see ARCHITECTURE.md.
 export default defineConfig({
+  // Every URL the page builds is relative to the page: the built site can be copied to any HTTPS static
+  // host under any path prefix (README, "Host it"). The service worker's scope is then the folder it sits in.
+  base: './',
   // No fallback to index.html: a /_matrix/* request that reaches the web server
   // (rather than the service worker) must get a 404, never the page.
   appType: 'mpa',
   server: { host: '127.0.0.1' },
   preview: { host: '127.0.0.1' },
-  plugins: [serviceWorkerAtRoot(), precacheManifest()],
+  plugins: [serviceWorkerAtRoot(), appIcons(), precacheManifest()],
   worker: { format: 'es' },
   build: {
     target: 'es2022',

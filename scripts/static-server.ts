@@ -1,6 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { extname, join, normalize, resolve, sep } from 'node:path';
 
@@ -10,6 +11,7 @@ const TYPES: Record<string, string> = {
   '.mjs': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8',
   '.json': 'application/json',
+  '.webmanifest': 'application/manifest+json',
   // application/wasm lets the browser compile sql.js while it downloads.
   '.wasm': 'application/wasm',
   '.svg': 'image/svg+xml',
@@ -39,15 +41,29 @@ export interface StaticServerOptions {
    * a deployment can ship one in the build, or have none (no bootstrap peers).
    */
   config?: unknown;
+  /** Read at each request instead of `config` (a test that changes the site's config between visits). */
+  configOf?: () => unknown;
+  /**
+   * Serve the site under this path (`/hearth/app`), as a static host with other things beside it
+   * would: the page is `<prefix>/`, the config `<prefix>/hearth-config.json`, and `<prefix>` alone
+   * redirects there. Default: the root.
+   */
+  prefix?: string;
+  /** PEM certificate chain and key: serve HTTPS (the page must be a secure origin anywhere but on 127.0.0.1). */
+  tls?: { cert: string; key: string };
+  /** The name in the URL this answers with (a DNS name the certificate is for); default the host listened on. */
+  publicHost?: string;
 }
 
 export async function serveStatic(root: string, port = 0, host = '127.0.0.1', options: StaticServerOptions = {}): Promise<StaticServer> {
   const base = resolve(root);
   const configText = options.config === undefined ? undefined : JSON.stringify(options.config);
-  const server = createServer(async (request, response) => {
+  const prefix = (options.prefix ?? '').replace(/\/+$/, '');
+  if (prefix !== '' && !/^(\/[\w.-]+)+$/.test(prefix)) throw new Error(`a path prefix is /segment[/segment…], not ${options.prefix}`);
+  const handle = async (request: IncomingMessage, response: ServerResponse) => {
     try {
-      const pathname = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
-      if (pathname.startsWith('/_matrix/') || pathname === '/_matrix' || pathname.startsWith('/.well-known/matrix/')) {
+      const fullPath = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
+      if (fullPath.startsWith('/_matrix/') || fullPath === '/_matrix' || fullPath.startsWith('/.well-known/matrix/')) {
         return sendJson(response, 404, {
           errcode: 'M_UNRECOGNIZED',
           error: 'This web server only serves the Hearth page; the homeserver runs inside the page, in your browser. Open / first.',
@@ -57,9 +73,13 @@ export async function serveStatic(root: string, port = 0, host = '127.0.0.1', op
         response.writeHead(405, { allow: 'GET, HEAD' }).end();
         return;
       }
-      if (pathname === '/hearth-config.json' && configText !== undefined) {
-        response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(configText), 'cache-control': 'no-cache' });
-        return void response.end(request.method === 'HEAD' ? undefined : configText);
+      if (prefix !== '' && fullPath === prefix) return void response.writeHead(301, { location: `${prefix}/` }).end();
+      if (!fullPath.startsWith(`${prefix}/`)) return notFound(response);
+      const pathname = fullPath.slice(prefix.length);
+      const configNow = options.configOf ? JSON.stringify(options.configOf()) : configText;
+      if (pathname === '/hearth-config.json' && configNow !== undefined) {
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(configNow), 'cache-control': 'no-cache' });
+        return void response.end(request.method === 'HEAD' ? undefined : configNow);
       }
       const file = normalize(join(base, pathname.endsWith('/') ? pathname + 'index.html' : pathname));
       if (file !== base && !file.startsWith(base + sep)) return notFound(response);
@@ -78,14 +98,18 @@ export async function serveStatic(root: string, port = 0, host = '127.0.0.1', op
     } catch {
       notFound(response);
     }
-  });
+  };
+  const server: Server = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, handle) : createServer(handle);
   await new Promise<void>((resolveListen, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolveListen());
   });
   const address = server.address() as AddressInfo;
+  const scheme = options.tls ? 'https' : 'http';
+  const defaultPort = options.tls ? 443 : 80;
   return {
-    url: `http://${host}:${address.port}`,
+    // The page's folder without its trailing slash: `${url}/` is the page.
+    url: `${scheme}://${options.publicHost ?? host}${address.port === defaultPort ? '' : `:${address.port}`}${prefix}`,
     port: address.port,
     close: () =>
       new Promise<void>((resolveClose) => {

@@ -55,6 +55,8 @@ export interface BrowserHostOptions {
 export interface P2PView {
   readonly node: { readonly serverName: string; readonly peerId: string; multiaddrs(): string[]; peers(): PeerStatus[]; status(): HearthStatus };
   readonly reachable: ReadonlySet<string>;
+  /** The bootstrap addresses the node dials: the site's config, then the peers added in the panel. */
+  readonly bootstrap: readonly string[];
   /** Dials a bootstrap peer the person added (the peers panel); resolves with its server name. */
   dial(address: string): Promise<string>;
   subscribe(listener: () => void): () => void;
@@ -114,7 +116,7 @@ export class BrowserHost {
 
     // Elect while the registration runs: on later visits register() waits for an
     // update check of sw.js, and the core need not wait for that.
-    const registering = container.register(this.options.serviceWorkerUrl, { type: 'module', scope: '/' });
+    const registering = container.register(this.options.serviceWorkerUrl, { type: 'module' });
     this.elect();
     // Already controlled (any visit after the first): the page can go on while it registers.
     if (!container.controller) await registering;

@@ -9,13 +9,13 @@
  *   bootstrap relay, so other browsers can reach us through any of them) and WebRTC
  *   (direct links to other browsers, signalled through a relay). Federation prefers
  *   the WebRTC link (`preferWebRTC`), so it goes on when the relay is gone.
- * - Bootstrap and ICE servers: `/hearth-config.json` on the serving origin; absent,
+ * - Bootstrap and ICE servers: `hearth-config.json` beside the page; absent,
  *   the node dials nobody until told. No public bootstrap list, no STUN.
  * - Peer store: IndexedDB (peer-datastore.ts), so a new leader redials known peers.
  */
 import { circuitRelayTransport } from '@libp2p/circuit-relay-v2';
 import type { ConnectionGater } from '@libp2p/interface';
-import { webRTC } from '@libp2p/webrtc';
+import { webRTC, webRTCDirect } from '@libp2p/webrtc';
 import { webSockets } from '@libp2p/websockets';
 import * as Comlink from 'comlink';
 import { mediaAnswerBytes } from '../src/http/bounded-body.ts';
@@ -27,9 +27,10 @@ import { loadAddedBootstrap } from './bootstrap-peers.ts';
 import type { CoreApi } from './homeserver.worker.ts';
 import { MAX_REQUEST_BODY_BYTES } from './protocol.ts';
 
-export const CONFIG_PATH = '/hearth-config.json';
+/** Beside the page (relative to it), so a site under a path prefix has its own. */
+export const CONFIG_PATH = 'hearth-config.json';
 
-/** What the serving origin tells the page (`/hearth-config.json`). */
+/** What the serving site tells the page (`hearth-config.json` beside index.html). */
 export interface HearthConfig {
   /** Multiaddrs ending in /p2p/<peer id>, dialled at start. */
   bootstrap: string[];
@@ -124,7 +125,8 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
     // framing crosses to us whole; the default 4 MiB would refuse it.
     limits: { maxResponseBytes: mediaAnswerBytes(MAX_REQUEST_BODY_BYTES) },
     // Always our own ICE list: webRTC() left to itself would use public STUN servers.
-    transports: [webSockets(), circuitRelayTransport(), ...(webrtc ? [webRTC({ rtcConfiguration: { iceServers: config.iceServers } })] : [])],
+    // WebRTC-Direct dials a Node peer by IP and certificate hash (`/udp/…/webrtc-direct/certhash/…`): no domain, no CA.
+    transports: [webSockets(), circuitRelayTransport(), ...(webrtc ? [webRTC({ rtcConfiguration: { iceServers: config.iceServers } }), webRTCDirect({ rtcConfiguration: { iceServers: config.iceServers } })] : [])],
     // Node peers reach us over the connections we open. Each '/p2p-circuit' is one reservation on some relay
     // (refilled when that relay goes): one per bootstrap peer, so with one relay down we are still reachable
     // through another. '/webrtc' takes WebRTC dials signalled over those reservations.

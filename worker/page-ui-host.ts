@@ -81,6 +81,10 @@ export class BrowserPageHost implements PageHost {
     return this.host.p2p?.node.peers() ?? [];
   }
 
+  bootstrapPeers(): readonly string[] {
+    return this.host.p2p?.bootstrap ?? [];
+  }
+
   dial(address: string): Promise<string> | undefined {
     return this.host.p2p?.dial(address);
   }

@@ -9,7 +9,8 @@ import { BrowserHost } from './page-host.ts';
 import { BrowserPageHost } from './page-ui-host.ts';
 
 const host = new BrowserHost({
-  serviceWorkerUrl: '/sw.js',
+  // Beside this page, wherever the site is served from (any path prefix): its scope is the page's folder.
+  serviceWorkerUrl: new URL('sw.js', document.baseURI).href,
   // VITE_HEARTH_RATE_LIMITS=off at build time: for the benchmark, which stores 10,000 events through the API.
   coreConfig: import.meta.env.VITE_HEARTH_RATE_LIMITS === 'off' ? { rateLimits: false } : {},
   // The leader tab runs the libp2p node that carries federation (loaded only there).

@@ -14,10 +14,16 @@
  *
  * Offline-first: the page itself (every file of the build, listed into this
  * script at build time by vite.config.ts) is precached at install, so the
- * homeserver opens with no network and no file server. Hashed `/assets/*` are
- * served from the cache; everything else (the page, /hearth-config.json) goes to
+ * homeserver opens with no network and no file server. Hashed `assets/*` are
+ * served from the cache; everything else (the page, hearth-config.json) goes to
  * the network first and falls back to the last copy, so the page updates as soon
  * as its server answers again.
+ *
+ * The site may live under any path prefix (`https://example.org/hearth/`): the
+ * page's files and its config are named relative to this script, which sits
+ * beside index.html, and its scope is that folder. The homeserver's own paths
+ * (`/_matrix/*`) stay at the origin's root, as clients expect; a service worker
+ * sees every fetch of the pages it controls, whatever its scope.
  */
 import { CoreRouter } from './core-router.ts';
 import { isHomeserverPath, type PageToServiceWorker, type ServiceWorkerToPage } from './protocol.ts';
@@ -27,7 +33,10 @@ declare const self: ServiceWorkerGlobalScope;
 /** Replaced after the build with `{ version, files }` (vite.config.ts); left as is in development, where nothing is precached. */
 const PRECACHE_MANIFEST: string = '__HEARTH_PRECACHE_MANIFEST__';
 const manifest: { version: string; files: string[] } = PRECACHE_MANIFEST.startsWith('{') ? JSON.parse(PRECACHE_MANIFEST) : { version: 'dev', files: [] };
-const CONFIG_PATH = '/hearth-config.json';
+/** The site's folder: where sw.js, index.html, assets/ and hearth-config.json are. */
+const SITE = new URL('./', self.location.href).href;
+const CONFIG_URL = new URL('hearth-config.json', SITE).href;
+const ASSETS = new URL('assets/', SITE).href;
 const CACHE_PREFIX = 'hearth-page-';
 const CACHE = `${CACHE_PREFIX}${manifest.version}`;
 
@@ -37,8 +46,8 @@ async function precache(): Promise<void> {
   // `reload` skips the HTTP cache: the copy kept must be the one this version was built with.
   await cache.addAll(manifest.files.map((file) => new Request(file, { cache: 'reload' })));
   // The bootstrap list is the origin's, not the build's: keep the last one known, so it works offline after an update.
-  const config = (await caches.match(CONFIG_PATH)) ?? (await fetch(CONFIG_PATH).catch(() => undefined));
-  if (config?.ok) await cache.put(CONFIG_PATH, config);
+  const config = (await caches.match(CONFIG_URL)) ?? (await fetch(CONFIG_URL).catch(() => undefined));
+  if (config?.ok) await cache.put(CONFIG_URL, config);
 }
 
 async function dropOldCaches(): Promise<void> {
@@ -98,8 +107,8 @@ self.addEventListener('fetch', (event) => {
   if (url.origin !== self.location.origin) return;
   if (isHomeserverPath(url.pathname)) return event.respondWith(router.forward(event.request));
   // The page's own files (never the API: that is the core's, and never cached).
-  if (event.request.method !== 'GET' || url.pathname === '/sw.js') return;
-  event.respondWith(url.pathname.startsWith('/assets/') ? cacheFirst(event) : networkFirst(event));
+  if (event.request.method !== 'GET' || url.pathname === self.location.pathname) return;
+  event.respondWith(url.href.startsWith(ASSETS) ? cacheFirst(event) : networkFirst(event));
 });
 
 self.addEventListener('message', (event) => {

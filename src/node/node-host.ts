@@ -33,8 +33,10 @@ export interface NodeHostOptions {
   registrationEnabled?: boolean;
   rateLimits?: RateLimitConfig | false;
   log?: (message: string, error?: unknown) => void;
-  /** libp2p multiaddrs to listen on (TCP, or WebSockets with /ws); none: the host only dials out. */
+  /** libp2p multiaddrs to listen on (TCP, or WebSockets with /ws, or secure WebSockets with /wss and `tls`); none: the host only dials out. */
   listen?: string[];
+  /** The libp2p addresses peers are told to dial instead (`--announce`): a public name in front of a reverse proxy that ends TLS. */
+  announce?: string[];
   /** Peers to dial at start (multiaddrs ending in /p2p/<peer id>); peers known from before are redialled too. */
   bootstrap?: string[];
   /** Media repository limits (m.upload.size, quota, refused types, remote cache). */
@@ -51,7 +53,10 @@ export interface NodeHostOptions {
    * `<data>/signing-keys.json`; other names are reached over HTTPS, hex names over libp2p.
    */
   serverName?: string;
-  /** PEM certificate chain and key (`--tls-cert`, `--tls-key`); required with serverName. */
+  /**
+   * PEM certificate chain and key (`--tls-cert`, `--tls-key`): required with serverName (the HTTPS
+   * homeserver), and what a `/wss` listen address presents to the browsers that dial it.
+   */
   tls?: { cert: string; key: string };
   /** A second HTTPS port that serves the server-server API (`--federation-port`). */
   federationPort?: number;
@@ -183,13 +188,20 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
     // libp2p, at its first federation request on one that has nothing to listen on or dial (lazy-p2p.ts).
     const startNode = async (listen: string[]): Promise<P2PNode> => {
       const [{ tcp }, { webSockets }, { FsDatastore }, { createP2PNode }] = await Promise.all([import('@libp2p/tcp'), import('@libp2p/websockets'), import('datastore-fs'), import('../p2p/node.ts')]);
+      // WebRTC-Direct (`/udp/P/webrtc-direct`): a browser dials the host by IP and certificate hash, no domain, no CA.
+      // Loaded only for such an address (node-datachannel, a native module).
+      const webRTCDirect = listen.some((address) => address.includes('/webrtc-direct')) ? (await import('@libp2p/webrtc')).webRTCDirect : undefined;
+      // Its certificate is kept, so its address (which carries the certificate's hash) stays the same across restarts.
+      const certificate = webRTCDirect ? await (await import('./webrtc-direct-certificate.ts')).loadOrCreateWebRTCDirectCertificate(options.dataDir) : undefined;
       const peers = new FsDatastore(peersDirectory);
       await peers.open();
       try {
         const node = await createP2PNode({
           seed,
-          transports: [tcp(), webSockets()],
+          // A /wss listen address presents the host's certificate: pages served over HTTPS dial only wss://.
+          transports: [tcp(), webSockets(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key } } : {}), ...(webRTCDirect ? [webRTCDirect({ certificate })] : [])],
           listen,
+          announce: options.announce,
           bootstrap: options.bootstrap ?? [],
           relay: options.relay,
           detectTwins: options.detectTwins,

@@ -4,6 +4,9 @@
 // the peers it knew before, from <data>/peers); others reach it over the connections it opens.
 // `--relay` makes it a circuit relay v2 for browsers (they take reservations on it and signal WebRTC
 // through it), with libp2p's relay limits lifted; give it a `/ws` --listen address, browsers dial only WebSockets.
+// Pages served over HTTPS dial only secure WebSockets: `--listen /ip4/0.0.0.0/tcp/443/wss --tls-cert FILE
+// --tls-key FILE` (no --server-name needed), or behind a reverse proxy that ends TLS, a plain `/ws` listen
+// address and `--announce /dns4/peer.example.org/tcp/443/wss` (repeatable): the address peers are told to dial.
 // `--mailbox` makes it a mailbox: it holds signed mail for peers that cannot be reached until they collect it.
 // `--server-name NAME --tls-cert FILE --tls-key FILE` makes it an ordinary Matrix homeserver named NAME
 // (a DNS name or IP literal, optionally with a port) over HTTPS: --port serves the client and the
@@ -32,6 +35,7 @@ const { values } = parseArgs({
     'no-registration': { type: 'boolean', default: false },
     'no-rate-limits': { type: 'boolean', default: false },
     listen: { type: 'string', multiple: true, default: [] },
+    announce: { type: 'string', multiple: true, default: [] },
     bootstrap: { type: 'string', multiple: true, default: [] },
     relay: { type: 'boolean', default: false },
     mailbox: { type: 'boolean', default: false },
@@ -58,9 +62,14 @@ const port = portNumber('port', values.port!);
 const serverName = values['server-name'];
 if (serverName !== undefined && !isValidServerName(serverName)) usage(`--server-name must be a DNS name or IP literal with an optional port, not ${serverName}`);
 if (serverName !== undefined && (!values['tls-cert'] || !values['tls-key'])) usage('--server-name needs --tls-cert FILE and --tls-key FILE');
-if (serverName === undefined && (values['tls-cert'] || values['tls-key'] || values['federation-port'] || values['trusted-key-server'].length > 0 || values['rotate-key'])) {
-  usage('--tls-cert, --tls-key, --federation-port, --trusted-key-server and --rotate-key need --server-name');
+// Secure WebSockets: a /wss listen address needs the certificate, and a certificate alone is for /wss.
+const secureWebSockets = values.listen.some((address) => /\/wss(\/|$)/.test(address));
+if (secureWebSockets && (!values['tls-cert'] || !values['tls-key'])) usage('a /wss --listen address needs --tls-cert FILE and --tls-key FILE');
+if (serverName === undefined && !secureWebSockets && (values['tls-cert'] || values['tls-key'])) usage('--tls-cert and --tls-key need --server-name or a /wss --listen address');
+if (serverName === undefined && (values['federation-port'] || values['trusted-key-server'].length > 0 || values['rotate-key'])) {
+  usage('--federation-port, --trusted-key-server and --rotate-key need --server-name');
 }
+for (const address of values.announce) if (!/\/(ip4|ip6|dns|dns4|dns6)\/[^/]+\/tcp\/\d+(\/|$)/.test(address)) usage(`--announce must be a multiaddr such as /dns4/peer.example.org/tcp/443/wss, not ${address}`);
 for (const notary of values['trusted-key-server']) if (!isValidServerName(notary)) usage(`--trusted-key-server must be a server name, not ${notary}`);
 const storage = values.storage === 'native' || values.storage === 'sqljs' ? values.storage : usage(`--storage must be native or sqljs, not ${values.storage}`);
 const federationPort = values['federation-port'] === undefined ? undefined : portNumber('federation-port', values['federation-port']);
@@ -71,7 +80,7 @@ const readPem = (flag: string, path: string): string => {
     return usage(`hearth: cannot start: --${flag} ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
   }
 };
-const tls = serverName !== undefined ? { cert: readPem('tls-cert', values['tls-cert']!), key: readPem('tls-key', values['tls-key']!) } : undefined;
+const tls = values['tls-cert'] && values['tls-key'] ? { cert: readPem('tls-cert', values['tls-cert']), key: readPem('tls-key', values['tls-key']) } : undefined;
 
 /** Server discovery pointed at a test's own DNS server and well-known port (HEARTH_DNS_SERVERS, HEARTH_WELL_KNOWN_PORT). */
 function httpsForTests(): { dnsServers?: string[]; wellKnownPort?: number } {
@@ -128,6 +137,7 @@ try {
     // Two running copies of this identity (a copy where a move was meant): say so and stop federating.
     detectTwins: true,
     listen: values.listen,
+    announce: values.announce,
     bootstrap: values.bootstrap,
     relay: values.relay,
     mailbox: values.mailbox,

@@ -234,6 +234,8 @@ export function createHttpTransport(
     runOnLimitedConnection?: boolean;
     /** Runs before each stream is opened: the node opens a direct (WebRTC) link here if it has only a relayed one. Failures are its own: the stream then goes over what there is. */
     beforeDial?(peer: PeerId, signal: AbortSignal): Promise<void>;
+    /** A request is outstanding on `connection` until the function it returns is called (stall-watch.ts). */
+    track?(connection: Connection): () => void;
   } = {},
 ): FederationTransport {
   const limits = { ...DEFAULT_HTTP_LIMITS, ...options.limits };
@@ -246,12 +248,15 @@ export function createHttpTransport(
       const body = (await readRequestBounded(request, Infinity)) ?? undefined;
       if (body && body.byteLength > limits.maxRequestBytes) throw new RangeError(`request body of ${body.byteLength} bytes exceeds ${limits.maxRequestBytes}`);
       const { signal, clear } = deadline(limits.timeoutMs, callerSignal);
+      let untrack: (() => void) | undefined;
       try {
         let stream: Stream;
         try {
           await options.beforeDial?.(peerId, signal).catch(() => {});
           const open = async () => {
             const connection = await dialer.dial(peerId, { signal });
+            untrack?.();
+            untrack = options.track?.(connection);
             try {
               return await connection.newStream(HTTP_PROTOCOL, { signal, runOnLimitedConnection: options.runOnLimitedConnection });
             } catch (error) {
@@ -274,6 +279,7 @@ export function createHttpTransport(
         allowResponsesOf(maxResponseBytes);
         return await exchange(stream, request, body, maxResponseBytes, signal);
       } finally {
+        untrack?.();
         clear();
       }
     },

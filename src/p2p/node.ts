@@ -13,6 +13,7 @@ import { createLibp2p, type Libp2p, type Libp2pInit } from 'libp2p';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import { hearthDiscovery } from './discovery.ts';
 import { createHttpTransport, HTTP_PROTOCOL, serveHttp, type HttpLimits, type InboundFederationHandler } from './http.ts';
+import { watchForStalls, type StallWatchOptions } from './stall-watch.ts';
 import { twinSentence, watchForTwins, type TwinReport } from './twin.ts';
 import { privateKeyFromSeed, serverNameFromPeerId } from './identity.ts';
 import { dialFailureLogger, forgetUndialablePeers, redialInBackground } from './redial.ts';
@@ -21,6 +22,9 @@ import { dialFailureLogger, forgetUndialablePeers, redialInBackground } from './
 const KNOWN_PEER_TAG = 'hearth-peer';
 
 const DAY = 24 * 60 * 60 * 1000;
+
+/** How long a request waits for discovery to bring the record of a peer it holds no address for. */
+const DISCOVERY_WAIT_MS = 10_000;
 
 /** How often a peer reached only through a relay gets another WebRTC dial (preferWebRTC). */
 const DIRECT_SWEEP_MS = 5_000;
@@ -60,6 +64,12 @@ export interface P2PNodeOptions {
   transports: NonNullable<Libp2pInit['transports']>;
   /** Multiaddrs to listen on; none means the node only dials out. */
   listen?: string[];
+  /**
+   * The addresses others should dial, in place of those listened on (`--announce`): a peer behind a
+   * reverse proxy that ends TLS listens on `/ip4/127.0.0.1/tcp/4001/ws` and announces
+   * `/dns4/peer.example.org/tcp/443/wss`, the address a page can dial.
+   */
+  announce?: string[];
   /** Multiaddrs (with /p2p/<peer id>) to dial at start. No public list is built in. */
   bootstrap?: string[];
   /** Where the peer store persists; in memory when absent. */
@@ -99,6 +109,8 @@ export interface P2PNodeOptions {
   onTwin?(report: TwinReport | undefined): void;
   /** How often a twin asks its witness again whether the other copy is still there (default 30 s). */
   twinRecheckMs?: number;
+  /** When a connection with a request outstanding is taken for stalled, and how the peer is redialled (stall-watch.ts). */
+  stalls?: Omit<StallWatchOptions, 'log'>;
 }
 
 export interface P2PNode {
@@ -130,7 +142,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   const discovery = hearthDiscovery({ intervalMs: options.announceIntervalMs ?? 10_000 });
   const libp2p = await createLibp2p({
     privateKey: await privateKeyFromSeed(options.seed),
-    addresses: { listen: options.listen ?? [] },
+    addresses: { listen: options.listen ?? [], ...(options.announce?.length ? { announce: options.announce } : {}) },
     transports: options.transports,
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
@@ -181,9 +193,13 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   libp2p.addEventListener('peer:connect', ({ detail: peerId }) => {
     if (serverNameFromPeerId(peerId) === undefined) return;
     libp2p.peerStore.merge(peerId, { tags: { [KNOWN_PEER_TAG]: { value: 50 } } }).catch((error) => log(`could not tag peer ${peerId}`, error));
-    known(peerId, options.onPeerConnected);
     void ensureDirect(peerId);
   });
+  // Every new connection, not only a peer's first (peer:connect): one made while an older one lingers,
+  // stalled by a network that dropped, is the sign the network is back (stall-watch.ts), and whatever
+  // waits for the peer goes now, in either direction of the dial. An identify is one more such sign.
+  libp2p.addEventListener('connection:open', ({ detail: connection }) => known(connection.remotePeer, options.onPeerConnected));
+  libp2p.addEventListener('peer:identify', ({ detail }) => known(detail.peerId, options.onPeerConnected));
   // A WebRTC link lost while the relay still joins us: make another.
   libp2p.addEventListener('connection:close', ({ detail: connection }) => {
     if (connection.remoteAddr.toString().includes('/webrtc')) void ensureDirect(connection.remotePeer);
@@ -256,6 +272,33 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     return dialing;
   }
 
+  /**
+   * A peer we hold no address for yet (a page that opened a moment ago, whose record discovery has not
+   * brought yet) is waited for, up to DISCOVERY_WAIT_MS, rather than failed at once: an invite sent in
+   * the first second after the other page opened failed with "no valid addresses" (seen across NATs).
+   */
+  async function untilKnown(peerId: PeerId, signal: AbortSignal): Promise<void> {
+    const known = async () => libp2p.getConnections(peerId).length > 0 || ((await libp2p.peerStore.get(peerId).catch(() => undefined))?.addresses.length ?? 0) > 0;
+    if (await known()) return;
+    // Others answer a new record with theirs (discovery.ts): ours tells the network we are looking.
+    discovery.announce();
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        libp2p.removeEventListener('peer:discovery', onPeer);
+        libp2p.removeEventListener('peer:connect', onConnect);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const onPeer = ({ detail }: CustomEvent<{ id: PeerId }>) => detail.id.equals(peerId) && done();
+      const onConnect = ({ detail }: CustomEvent<PeerId>) => detail.equals(peerId) && done();
+      const timer = setTimeout(done, DISCOVERY_WAIT_MS);
+      libp2p.addEventListener('peer:discovery', onPeer);
+      libp2p.addEventListener('peer:connect', onConnect);
+      signal.addEventListener('abort', done);
+    });
+  }
+
   // A WebRTC dial that failed (now and then one stalls until its timeout) is not retried by any event:
   // libp2p reports a peer as discovered only the first time, and the relayed connection stays open. So
   // every few seconds the peers reached only through a relay get another try (ensureDirect dials at most
@@ -281,6 +324,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   }) : undefined;
   const inbound: InboundFederationHandler = (request, remote) =>
     twin ? Promise.resolve(Response.json({ errcode: 'M_UNKNOWN', error: twinSentence(twin) }, { status: 503 })) : options.handler(request, remote);
+  const stalls = await watchForStalls(libp2p, { ...options.stalls, log });
   await libp2p.handle(HTTP_PROTOCOL, serveHttp(inbound, { localServerName: self, limits: options.limits, log }), {
     runOnLimitedConnection: options.runOnLimitedConnection,
   });
@@ -293,6 +337,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     // A listen address that cannot be had (a port in use): leave nothing running behind.
     stopped = true;
     clearInterval(directSweep);
+    stalls.stop();
     await Promise.resolve(libp2p.stop()).catch(() => {});
     throw error;
   }
@@ -316,7 +361,16 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     });
   };
   const multiaddrs = () => libp2p.getMultiaddrs().map(String);
-  const outbound = createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial: ensureDirect });
+  // Before a request, the lower side tries for a direct link; but with a connection open already (through a relay
+  // of ours, unlimited) the request goes over it now rather than wait for that dial, which runs to its 20 s timeout
+  // where no hole can be punched (a symmetric NAT): an invite then took 20 s per request. The link, once up, carries the next.
+  const beforeDial = async (peerId: PeerId, signal: AbortSignal): Promise<void> => {
+    const usable = libp2p.getConnections(peerId).some((c) => c.status === 'open' && (c.limits === undefined || options.runOnLimitedConnection === true));
+    if (usable) return void ensureDirect(peerId);
+    await untilKnown(peerId, signal);
+    return ensureDirect(peerId, signal);
+  };
+  const outbound = createHttpTransport(libp2p, { limits: options.limits, runOnLimitedConnection: options.runOnLimitedConnection, beforeDial, track: stalls.track });
 
   return {
     peerId: libp2p.peerId.toString(),
@@ -339,6 +393,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       stopped = true;
       for (const timer of redialTimers) clearTimeout(timer);
       clearInterval(directSweep);
+      stalls.stop();
       await twins?.stop();
       await libp2p.stop();
     },

@@ -36,6 +36,10 @@ export interface HostStatus {
 export interface PeerLink {
   server_name: string;
   via: 'direct' | 'relayed';
+  /** Its libp2p peer ID, to tell which of the bootstrap addresses it is. */
+  peer_id?: string;
+  /** The addresses of the connections to it (what they run over: WebSockets, WebRTC, a relay). */
+  multiaddrs?: readonly string[];
 }
 
 /**
@@ -94,6 +98,8 @@ export interface PageHost {
   subscribe(listener: (status: HostStatus) => void): () => void;
   /** The peers this tab's node is connected to (none when this tab runs no node). */
   peers(): readonly PeerLink[];
+  /** The bootstrap addresses this tab's node dials (the site's hearth-config.json, then the peers added here); none when it runs no node. */
+  bootstrapPeers?(): readonly string[];
   /** Dials an added peer now, resolving with its server name; undefined when this tab runs no node. */
   dial(address: string): Promise<string> | undefined;
   readonly addedPeers: AddedPeers;

@@ -15,9 +15,10 @@ export function serverOf(userId: string): string {
   return userId.slice(userId.indexOf(':') + 1);
 }
 
-/** A link that opens this page ready to invite `userId` (`#invite=@user:server`). */
-export function inviteLink(userId: string, origin = location.origin): string {
-  return `${origin}/#invite=${userId}`;
+/** A link that opens this page ready to invite `userId` (`#invite=@user:server`); `page` is the page's URL (any path prefix kept). */
+export function inviteLink(userId: string, page = location.href): string {
+  const url = new URL(page);
+  return `${url.origin}${url.pathname}#invite=${userId}`;
 }
 
 /** The Matrix ID an invite link carries, if the fragment is one. */
@@ -31,4 +32,27 @@ export function invitedUserFromHash(hash: string): string | undefined {
     return undefined;
   }
   return /^@[^:\s]+:\S+$/.test(userId) ? userId : undefined;
+}
+
+/** What a connection runs over, in words, from its multiaddr (the Peers panel says how each peer is reached). */
+export function linkKind(address: string): string {
+  if (address.includes('/webrtc-direct')) return 'WebRTC-Direct';
+  // The dialler's address reads …/p2p-circuit/webrtc/…, the listener's /webrtc/… alone: the relay only signalled.
+  if (address.includes('/webrtc')) return 'WebRTC';
+  if (address.includes('/p2p-circuit')) return 'relay';
+  if (/\/(wss|tls\/ws)(\/|$)/.test(address)) return 'secure WebSockets';
+  if (/\/ws(\/|$)/.test(address)) return 'WebSockets';
+  if (address.includes('/tcp/')) return 'TCP';
+  return 'libp2p';
+}
+
+/** A bootstrap address as a person reads it: its host and port (`peer.example.org:443`), or the address itself. */
+export function addressHost(address: string): string {
+  const match = /^\/(?:ip4|ip6|dns|dns4|dns6)\/([^/]+)\/(?:tcp|udp)\/(\d+)/.exec(address);
+  return match ? `${match[1]}:${match[2]}` : address;
+}
+
+/** The peer ID an address ends with (`…/p2p/12D3KooW…`), if it names one. */
+export function addressPeerId(address: string): string | undefined {
+  return /\/p2p\/([^/]+)$/.exec(address)?.[1];
 }

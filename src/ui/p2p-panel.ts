@@ -1,7 +1,7 @@
 import { copyText, h } from './dom.ts';
 import { ErrorSlot, succeeded } from './error-slot.ts';
 import type { NodeState, PageHost } from './host.ts';
-import { inviteLink, shortServerName } from './ids.ts';
+import { addressHost, addressPeerId, inviteLink, linkKind, shortServerName } from './ids.ts';
 
 /**
  * The peers panel: this tab's libp2p node (its state, the peers it is connected to and how
@@ -16,6 +16,7 @@ export class P2PPanel {
   private readonly nodeLine = h('p', { class: 'p2p-state hint' });
   private readonly noWebrtcLine = h('p', { class: 'no-webrtc hint', hidden: true }, 'This browser has no WebRTC: it reaches other browsers only through a relay peer, never directly.');
   private readonly peerList = h('ul', { class: 'peer-list', 'aria-label': 'Connected peers' });
+  private readonly bootstrapList = h('ul', { class: 'bootstrap-peers', 'aria-label': 'Bootstrap peers' });
   private readonly identity = h('div', { class: 'identity' });
   private readonly actions = h('div', { class: 'p2p-actions' });
   private readonly bootstrapInput = h('input', { id: 'bootstrap-address', placeholder: '/dns4/\u2026/wss/p2p/12D3KooW\u2026', 'aria-label': 'Peer address', autocomplete: 'off', spellcheck: false });
@@ -33,6 +34,7 @@ export class P2PPanel {
       this.nodeLine,
       this.noWebrtcLine,
       this.peerList,
+      this.bootstrapList,
       h('h3', {}, 'Add a peer'),
       h('form', { class: 'inline add-peer', onsubmit: (e: Event) => void this.addPeer(e) }, this.bootstrapInput, h('button', { type: 'submit' }, 'Add')),
       this.bootstrapError.element,
@@ -192,11 +194,34 @@ export class P2PPanel {
                 { class: 'peer', 'data-server-name': peer.server_name, 'data-via': peer.via },
                 name,
                 h('span', { class: `via ${peer.via}`, title: peer.via === 'direct' ? 'A direct connection' : 'Through a relay peer' }, peer.via),
+                h('span', { class: 'how hint' }, [...new Set((peer.multiaddrs ?? []).map(linkKind))].join(', ')),
                 copy,
               );
             })),
     );
+    this.renderBootstrap(peers);
     this.renderOffline(state);
+  }
+
+  /** Which of the site's bootstrap peers (and those added here) this tab's node reached, and over what; any may be down. */
+  private renderBootstrap(peers: ReturnType<PageHost['peers']>): void {
+    const addresses = this.host.bootstrapPeers?.() ?? [];
+    if (addresses.length === 0) return this.bootstrapList.replaceChildren();
+    const reached = addresses.filter((address) => peers.some((peer) => peer.peer_id !== undefined && peer.peer_id === addressPeerId(address)));
+    this.bootstrapList.replaceChildren(
+      h('li', { class: 'hint bootstrap-summary' }, `Bootstrap peers: ${reached.length} of ${addresses.length} reached`),
+      ...addresses.map((address) => {
+        const peer = peers.find((p) => p.peer_id !== undefined && p.peer_id === addressPeerId(address));
+        const how = peer ? [...new Set((peer.multiaddrs ?? []).map(linkKind))].join(', ') : '';
+        return h(
+          'li',
+          { class: 'bootstrap-peer', 'data-reached': String(Boolean(peer)), title: address },
+          h('code', {}, addressHost(address)),
+          ' ',
+          h('span', { class: 'hint' }, peer ? `reached over ${how}` : 'not reached: tried again every few seconds'),
+        );
+      }),
+    );
   }
 
   private renderOffline(state: NodeState): void {

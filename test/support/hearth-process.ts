@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { inject } from 'vitest';
+import type { Namespace } from './netns.ts';
 
 /** `npm run serve` (its compiled entry) in a child process of its own, as a person would run a peer. */
 export interface HearthProcess {
@@ -24,14 +25,18 @@ const running = new Set<HearthProcess>();
  * (NODE_EXTRA_CA_CERTS for a test CA), and `nodeFlags` to node before the entry (a bench gives
  * scripts/host-flags.ts's, as `npm run serve` runs the host).
  */
-export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean; port?: number; args?: string[]; env?: Record<string, string>; entry?: string; nodeFlags?: readonly string[] }): Promise<HearthProcess> {
+export function spawnHearth(options: { dataDir: string; listen?: string[]; bootstrap?: string[]; mailbox?: boolean; port?: number; args?: string[]; env?: Record<string, string>; entry?: string; nodeFlags?: readonly string[]; netns?: Namespace }): Promise<HearthProcess> {
   // The compiled host, as `npm run serve` runs it (test/integration/global-setup.ts builds it; a bench, outside vitest, names its own build as `entry`).
+  // `nodeFlags` come before the entry: `['--import', 'tsx']` runs src/node/serve.ts from source, where no compiled host is at hand (the browser tests).
   const args = [options.entry ?? inject('hearthServeEntry'), '--port', String(options.port ?? 0), '--data', options.dataDir, '--no-rate-limits', ...(options.args ?? [])];
   for (const address of options.listen ?? ['/ip4/127.0.0.1/tcp/0']) args.push('--listen', address);
   for (const address of options.bootstrap ?? []) args.push('--bootstrap', address);
   if (options.mailbox) args.push('--mailbox');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...(options.nodeFlags ?? []), ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...(options.env ? { env: { ...process.env, ...options.env } } : {}) });
+    const nodeArgs = [...(options.nodeFlags ?? []), ...args];
+    const spawnOptions = { stdio: ['ignore', 'pipe', 'pipe'] as ('ignore' | 'pipe')[], ...(options.env ? { env: { ...process.env, ...options.env } } : {}) };
+    // In a network namespace of the test's (`ip netns exec` execs node, so the child is node itself).
+    const child = options.netns ? options.netns.spawn(process.execPath, nodeArgs, spawnOptions) : spawn(process.execPath, nodeArgs, spawnOptions);
     let output = '';
     const exited = new Promise<void>((done) => child.once('exit', () => done()));
     const onOutput = (chunk: Buffer) => {

@@ -23,3 +23,21 @@ describe('the page’s invite links', () => {
     expect(shortUserId(`@bob:${server}`)).toBe('@bob:abababab\u2026abab');
   });
 });
+
+describe('how a peer is reached, in words', () => {
+  it('names the transport of each kind of address', async () => {
+    const { linkKind, addressHost, addressPeerId } = await import('../../src/ui/ids.ts');
+    const id = '12D3KooWSPw3CyjSi5bSsntFi7qPoFgttmpEqCoVgZQua36Q43cX';
+    expect(linkKind(`/dns4/peer.example.org/tcp/443/wss/p2p/${id}`)).toBe('secure WebSockets');
+    expect(linkKind(`/dns4/peer.example.org/tcp/443/tls/ws/p2p/${id}`)).toBe('secure WebSockets');
+    expect(linkKind(`/ip4/127.0.0.1/tcp/4001/ws/p2p/${id}`)).toBe('WebSockets');
+    expect(linkKind(`/ip4/10.0.0.1/tcp/4001/ws/p2p/${id}/p2p-circuit/webrtc/p2p/${id}`)).toBe('WebRTC');
+    expect(linkKind(`/webrtc/p2p/${id}`)).toBe('WebRTC');
+    expect(linkKind(`/ip4/10.0.0.1/tcp/4001/ws/p2p/${id}/p2p-circuit/p2p/${id}`)).toBe('relay');
+    expect(linkKind(`/ip4/203.0.113.5/udp/4001/webrtc-direct/certhash/uEiA/p2p/${id}`)).toBe('WebRTC-Direct');
+    expect(linkKind(`/ip4/127.0.0.1/tcp/4001/p2p/${id}`)).toBe('TCP');
+    expect(addressHost(`/dns4/peer.example.org/tcp/443/wss/p2p/${id}`)).toBe('peer.example.org:443');
+    expect(addressPeerId(`/dns4/peer.example.org/tcp/443/wss/p2p/${id}`)).toBe(id);
+    expect(addressPeerId('/dns4/peer.example.org/tcp/443/wss')).toBeUndefined();
+  });
+});

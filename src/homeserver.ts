@@ -274,6 +274,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     start: async () => {
       // Before requests are served: a blob no metadata names was left by a crash.
       await media.sweepOrphans().catch((error) => log('media: the orphan sweep failed', error));
+      // Events stored before search existed, indexed through the room engine's API (once; resumed if stopped).
+      await searchIndex.buildFirstIndex(rooms);
       await mailbox.start();
       await federation.start();
     },

@@ -199,6 +199,11 @@ export class RoomStore {
     return row ? toStored(row) : undefined;
   }
 
+  /** Timeline events (no outliers) after a nid, in nid order, read inside a write transaction. */
+  timelineAfter(tx: WriteTransaction, afterNid: number, limit: number): StoredEvent[] {
+    return tx.all<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_nid > ? AND outlier = 0 ORDER BY event_nid LIMIT ?`, [afterNid, limit]).map(toStored);
+  }
+
   cache(stored: StoredEvent): StoredEvent {
     this.byId.set(stored.event.event_id, stored);
     this.byNid.set(stored.nid, stored);

@@ -1,6 +1,7 @@
 import type { RoomEvent } from '../events/event.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
+import type { WriteTransaction } from '../storage/database.ts';
 import { RoomAliases } from './aliases.ts';
 import { LocalWrites } from './local-writes.ts';
 import { RoomRelations } from './relations.ts';
@@ -55,6 +56,20 @@ export class Rooms extends RoomReads {
   /** Search's hook for every event stored (see {@link EventIndexHook}). */
   setIndexer(hook: EventIndexHook): void {
     this.store.indexer = hook;
+  }
+
+  /**
+   * For an index begun after events were stored (search's first index): hands the timeline events
+   * after `afterNid`, up to `limit` in nid order, to `index` inside one write transaction, so what
+   * it writes is atomic with what it read (a redaction or a new event comes before or after, and
+   * reaches the index through the {@link EventIndexHook}). Returns how many it handed over.
+   */
+  async replayTimeline(afterNid: number, limit: number, index: (tx: WriteTransaction, events: StoredEvent[]) => void): Promise<number> {
+    return this.options.db.transaction((tx) => {
+      const events = this.store.timelineAfter(tx, afterNid, limit);
+      index(tx, events);
+      return events.length;
+    });
   }
 
   /** The keys component's hook for users of other servers we stop sharing rooms with (see {@link UnsharedHook}). */

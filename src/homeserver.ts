@@ -110,7 +110,12 @@ export interface Homeserver {
   readonly federation: HomeserverFederation & { readonly component: Federation };
   /** Store-and-forward: deposits for unreachable peers, collection, and (on mailbox hosts) the letters held. */
   readonly mailbox: Mailbox;
-  /** Starts the background work (outgoing queues). */
+  /**
+   * Before requests are served: removes media blobs no metadata names (a crash left them), and
+   * builds search's first index if one is due. Then the mailbox (the mailboxes known, old opened
+   * letters forgotten) and federation (the outgoing queues resumed, stale remote device lists
+   * resynced) start. Hosts call it once, after createHomeserver.
+   */
   start(): Promise<void>;
   close(): Promise<void>;
 }

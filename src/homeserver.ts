@@ -78,8 +78,11 @@ export interface HomeserverOptions {
    * and the seed signs.
    */
   dnsIdentity?: { serverName: string; signingKeys: ServerSigningKeys; trustedKeyServers?: string[] };
-  /** How this server reaches other servers; without it, nothing crosses servers. */
-  federation?: { transport: FederationTransport; backoff?: BackoffPolicy };
+  /**
+   * How this server reaches other servers; without it, nothing crosses servers. `backoff` is the
+   * outgoing queues' after a failure, `deviceListBackoff` that of the resyncs of remote device lists.
+   */
+  federation?: { transport: FederationTransport; backoff?: BackoffPolicy; deviceListBackoff?: BackoffPolicy };
   /** How to reach push gateways (the Node host: fetch); without one, pushers are kept but nothing is pushed. */
   pushGateway?: PushGateway;
   /** Hold mail for unreachable peers (a mailbox host: Node peers, never pages), within these limits (`true`: the defaults). */
@@ -158,7 +161,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const searchIndex = new SearchIndex(db);
   rooms.setIndexer(searchIndex);
   const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
-  const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now });
+  const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now, deviceListBackoff: options.federation?.deviceListBackoff });
   users.addDeviceListener(keys);
   // A remote user we share no room with any more: their device list goes stale in that very write.
   rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));

@@ -4,7 +4,9 @@ import type { ClientServices } from './client/services.ts';
 import { UserInteractiveAuth } from './client/uia.ts';
 import { defaultEd25519Backend, type Ed25519Backend } from './crypto/ed25519.ts';
 import { HEARTH_KEY_ID, serverNameFromPublicKey } from './crypto/identity.ts';
+import { FederationClient } from './federation/client.ts';
 import { Federation } from './federation/federation.ts';
+import { OutgoingQueues, roomOutbox } from './federation/queue.ts';
 import { Memberships } from './federation/memberships.ts';
 import { federationSchema } from './federation/schema.ts';
 import { SqlServerKeyStore, serverKeysSchema } from './federation/server-key-store.ts';
@@ -139,12 +141,19 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const signingKey = named?.signingKeys.signingKey ?? seedKey;
   const db = options.database;
   const transport = options.federation?.transport ?? NO_TRANSPORT;
+  const log = options.log ?? (() => {});
 
   // Components report stream changes; the sync notifier wakes long-polls.
   let sync: Sync | undefined;
   const notify = (change: StreamChange) => sync?.notify(change);
 
   const users = new Users({ db, serverName, now, random, notify, passwordIterations: options.passwordIterations });
+  // The room engine is given, at construction, the two hooks it calls inside each write: the
+  // outgoing queues' outbox (local events leave in the write that made them, durable together)
+  // and the search index (kept with the events, as durable as they are).
+  const federationClient = new FederationClient(transport, serverName, keyId, signingKey);
+  const queues = new OutgoingQueues(db, federationClient, serverName, now, log, options.federation?.backoff);
+  const searchIndex = new SearchIndex(db);
   const rooms = new Rooms({
     db,
     serverName,
@@ -155,18 +164,16 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     random,
     notify,
     resolveVerifyKey: (server, id, at) => federation.keyRing.verifyKey(server, id, at),
+    outbox: roomOutbox(queues),
+    indexer: searchIndex,
   });
   sync = new Sync(db, rooms, users, now);
-  // The search index is written inside each event's own write, through the room engine's hook.
-  const searchIndex = new SearchIndex(db);
-  rooms.setIndexer(searchIndex);
   const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
   const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now, deviceListBackoff: options.federation?.deviceListBackoff });
   users.addDeviceListener(keys);
   // A remote user we share no room with any more: their device list goes stale in that very write.
   rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));
   sync.addExtension(keys);
-  const log = options.log ?? (() => {});
   // Remote media comes from its origin through the federation client (made just below).
   const media: Media = new Media({
     db,
@@ -201,8 +208,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     users,
     keys,
     sync,
-    transport,
-    backoff: options.federation?.backoff,
+    client: federationClient,
+    queues,
     rateLimiter: options.federationRateLimits === false ? undefined : new RateLimiter(options.federationRateLimits ?? DEFAULT_FEDERATION_RATE_LIMITS, now),
     // A DNS-named server fetches other servers' keys (through the same transport) and is a notary.
     keyRing: named

@@ -14,19 +14,18 @@ import type { Database } from '../storage/database.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
 import type { RateLimiter } from '../http/rate-limit.ts';
-import type { BackoffPolicy } from '../util/backoff.ts';
 import { CodedError } from '../util/coded-error.ts';
 import { createFederationApp } from './app.ts';
 import { asJoinError, checkTemplate, FederationJoinError, unique } from './templates.ts';
 import { GapNotFilled, UndoneTransactions, type TransactionAnswer } from './transaction-gaps.ts';
 import { GapFiller, PrevEventsWithheld, type Elements } from './gap-filling.ts';
 import { serverAllowedInRoom } from './acl.ts';
-import { FederationClient, FederationRequestError, isUnknownEndpoint, type SendJoinResponse } from './client.ts';
+import { FederationRequestError, isUnknownEndpoint, type FederationClient, type SendJoinResponse } from './client.ts';
 import type { FederationEnv, FederationMediaSource } from './context.ts';
 import { Edus } from './edus.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
 import { countersignEvent, isPduShaped, roomOf, toPdu } from './pdus.ts';
-import { OutgoingQueues, type Edu, type PendingEvent } from './queue.ts';
+import type { OutgoingQueues, Edu, PendingEvent } from './queue.ts';
 import { takeInviteIntoRoom } from './invites.ts';
 import { leaveOutOfBand, receiveRescindedInvite } from './out-of-band-memberships.ts';
 import type { FederationTransport } from './transport.ts';
@@ -43,10 +42,11 @@ export interface FederationOptions {
   users: Users;
   keys: Keys;
   sync: Sync;
-  transport: FederationTransport;
+  /** The signed requests to other servers, and the outgoing queues the room engine's outbox fills (`roomOutbox`): made by the composition root before the room engine. */
+  client: FederationClient;
+  queues: OutgoingQueues;
   now: () => number;
   log: (message: string, error?: unknown) => void;
-  backoff?: BackoffPolicy;
   /** Limits each origin server's requests (429 M_LIMIT_EXCEEDED once it is spent); none when not given. */
   rateLimiter?: RateLimiter;
   /** More server-server routes, from components above federation (the mailbox's). */
@@ -84,9 +84,9 @@ export class Federation {
   private readonly undone = new UndoneTransactions();
 
   constructor(private readonly options: FederationOptions) {
-    const { db, serverName, keyId, signingKey, transport, now, log } = options;
-    this.client = new FederationClient(transport, serverName, keyId, signingKey);
-    this.queues = new OutgoingQueues(db, this.client, serverName, now, log, options.backoff);
+    const { serverName, signingKey, now, log } = options;
+    this.client = options.client;
+    this.queues = options.queues;
     this.keyRing = options.keyRing ?? new KeyRing(serverName, signingKey, now);
     this.graph = new RoomGraph(options.rooms);
     this.gaps = new GapFiller({
@@ -96,14 +96,6 @@ export class Federation {
     });
     this.edus = new Edus({ ...options, queues: this.queues, client: this.client });
     this.app = createFederationApp({ ...options, keyRing: this.keyRing, federation: this }, options.routes);
-    // Local events go out with the write that made them: durable together.
-    options.rooms.setOutbox((tx, write) => {
-      if (write.servers.length === 0) return;
-      this.queues.enqueue(tx, write.servers, { pdus: write.events.map((e) => toPdu(e, write.version)), eventIds: write.events.map((e) => e.event_id) });
-      return () => {
-        for (const server of write.servers) this.queues.kick(server);
-      };
-    });
   }
 
   get serverName(): string {

@@ -116,8 +116,8 @@ export class RoomStore {
   readonly stateStore: StateStore;
   /** The room's input lock: one write is built and run at a time per room; rooms run in parallel. */
   readonly lock = new KeyedLock();
-  outbox: OutboxHook | undefined;
-  indexer: EventIndexHook | undefined;
+  readonly outbox: OutboxHook | undefined;
+  readonly indexer: EventIndexHook | undefined;
   unshared: UnsharedHook | undefined;
   /** Each room's durable head: what queries see. */
   private readonly heads = new Map<string, RoomHead>();
@@ -135,6 +135,8 @@ export class RoomStore {
   constructor(readonly options: RoomsOptions) {
     this.db = options.db;
     this.stateStore = new StateStore(options.db);
+    this.outbox = options.outbox;
+    this.indexer = options.indexer;
   }
 
   /** The room's durable head. */

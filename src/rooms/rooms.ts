@@ -48,16 +48,6 @@ export class Rooms extends RoomReads {
     this.remoteMemberships = new RemoteMemberships(this.store);
   }
 
-  /** Federation's hook for every local write (see {@link OutboxHook}). */
-  setOutbox(hook: OutboxHook): void {
-    this.store.outbox = hook;
-  }
-
-  /** Search's hook for every event stored (see {@link EventIndexHook}). */
-  setIndexer(hook: EventIndexHook): void {
-    this.store.indexer = hook;
-  }
-
   /**
    * For an index begun after events were stored (search's first index): hands the timeline events
    * after `afterNid`, up to `limit` in nid order, to `index` inside one write transaction, so what
@@ -145,6 +135,18 @@ export class Rooms extends RoomReads {
 
   resolveAlias(alias: string): Promise<string | undefined> {
     return this.aliases.resolveAlias(alias);
+  }
+
+  /**
+   * The room an alias of ours names, with the servers to join it through: this server first (it
+   * holds the alias), then every other server in the room. What a client of ours and another
+   * server asking `/query/directory` are both told.
+   */
+  async resolveAliasWithServers(alias: string): Promise<{ roomId: string; servers: string[] } | undefined> {
+    const roomId = await this.aliases.resolveAlias(alias);
+    if (!roomId) return undefined;
+    const { serverName } = this.options;
+    return { roomId, servers: [serverName, ...(await this.joinedServers(roomId)).filter((s) => s !== serverName)] };
   }
 
   /** Creates an alias; false when it is taken. */

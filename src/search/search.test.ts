@@ -97,13 +97,14 @@ describe('the search index', () => {
 
 describe('the first index (issue 37: the migration read the room engine\'s table)', () => {
   /** A room engine over `db`, as the composition root builds it. */
-  async function roomEngine(db: Database) {
+  async function roomEngine(db: Database, indexer?: SearchIndex) {
     const ed25519 = await defaultEd25519Backend();
     const signingKey = await ed25519.keyFromSeed(new Uint8Array(32).fill(7));
     const serverName = serverNameFromPublicKey(signingKey.publicKey);
     return new Rooms({
       db, serverName, keyId: HEARTH_KEY_ID, signingKey, ed25519, now: Date.now, random: webRandomBytes, notify: () => {},
       resolveVerifyKey: async (name, keyId) => (keyId === HEARTH_KEY_ID ? publicKeyFromServerName(name) : undefined),
+      ...(indexer ? { indexer } : {}),
     });
   }
 
@@ -121,9 +122,8 @@ describe('the first index (issue 37: the migration read the room engine\'s table
     for (let i = 0; i < 5; i++) await say(`zeppelin number ${i}`);
 
     const after = await openSqlJsDatabase({ sqlJs, schemas: [streamSchema, roomsSchema, searchSchema], image: (before.freeStatements(), before.db.export()) });
-    const rooms = await roomEngine(after);
     const index = new SearchIndex(after);
-    rooms.setIndexer(index);
+    const rooms = await roomEngine(after, index);
     // Before the first index runs, a new event reaches the index through the hook; the first index leaves it as it is.
     await rooms.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { msgtype: 'm.text', body: 'a new zeppelin' } }]);
     const found = async () => {

@@ -10,7 +10,7 @@ import { RemoteMemberships } from './remote-memberships.ts';
 import { RoomReads } from './room-reads.ts';
 import { RoomStore } from './room-store.ts';
 import { RoomTimeline } from './timeline.ts';
-import type { Countersign, EventIndexHook, EventTemplate, OutboxHook, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
+import type { Countersign, EventIndexHook, EventTemplate, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
 
 export { MAX_EVENT_BYTES } from './event-builder.ts';
 export type { Countersign, EventIndexHook, EventTemplate, OutboxHook, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook, VerifyKeyResolver } from './types.ts';

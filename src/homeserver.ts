@@ -5,6 +5,7 @@ import { UserInteractiveAuth } from './client/uia.ts';
 import { defaultEd25519Backend, type Ed25519Backend } from './crypto/ed25519.ts';
 import { HEARTH_KEY_ID, serverNameFromPublicKey } from './crypto/identity.ts';
 import { FederationClient } from './federation/client.ts';
+import { toDeviceOutbox } from './federation/edus.ts';
 import { Federation } from './federation/federation.ts';
 import { OutgoingQueues, roomOutbox } from './federation/queue.ts';
 import { Memberships } from './federation/memberships.ts';
@@ -169,7 +170,13 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   });
   sync = new Sync(db, rooms, users, now);
   const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
-  const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now, deviceListBackoff: options.federation?.deviceListBackoff });
+  // Keys sends to-device messages through federation's queues and fetches other servers' device lists with its client.
+  const keys = new Keys({
+    db, ed25519, notify, membership: rooms, users, log: options.log, now,
+    deviceListBackoff: options.federation?.deviceListBackoff,
+    toDeviceOutbox: toDeviceOutbox(queues),
+    deviceListSource: federationClient,
+  });
   users.addDeviceListener(keys);
   // A remote user we share no room with any more: their device list goes stale in that very write.
   rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));

@@ -20,7 +20,8 @@ import type { VerifyKeys } from './keyring.ts';
 export interface InboundFederation {
   readonly graph: RoomGraph;
   receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<{ pdus: Record<string, { error?: string }> }>;
-  receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU>;
+  /** An invite of one of our users to a room on the sending server; `roomVersion` undefined from the v1 endpoint. */
+  receiveInvite(origin: string, roomId: string, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]): Promise<PDU>;
   /** Passes an event this server accepted (a join, leave or knock sent to it) on to the rest of the room. */
   forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
   /** Whether a server's signature on an event verifies, under any of its key IDs. */

@@ -178,8 +178,8 @@ export class Federation {
   /** Whether a server's signature on an event verifies, under any of its key IDs. */
   readonly signedBy: SignatureCheck;
 
-  receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU> {
-    return this.handshakes.receiveInvite(origin, roomVersion, pdu, inviteRoomState);
+  receiveInvite(origin: string, roomId: string, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]): Promise<PDU> {
+    return this.handshakes.receiveInvite(origin, roomId, roomVersion, pdu, inviteRoomState);
   }
 
   // ------------------------------------------------------------- backfill (backfill.ts)

@@ -7,6 +7,7 @@ import { getRoomVersion, ROOM_VERSIONS, type RoomVersion } from '../events/room-
 import { RoomError } from '../rooms/errors.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import type { Users } from '../users/users.ts';
+import { serverAllowedInRoom } from './acl.ts';
 import { isUnknownEndpoint, type FederationClient, type SendJoinResponse } from './client.ts';
 import type { Elements } from './gap-filling.ts';
 import { takeInviteIntoRoom } from './invites.ts';
@@ -196,9 +197,19 @@ export class MembershipHandshakes {
     return countersignEvent(pdu, version, serverName, keyId, signingKey);
   }
 
-  /** Accepts an invite of a local user from another server (PUT /invite v2): check, countersign, keep. */
-  async receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU> {
+  /**
+   * Accepts an invite of a local user from another server (PUT /invite, v2 with the room's version,
+   * v1 with none): check, countersign, keep. A room we hold has its server ACL; for one we do not,
+   * the inviting server is all we know of it. v1 names no version: the room's when we hold it, else
+   * 1 (v1 is for rooms of versions 1 and 2, whose events differ only in state resolution, which an
+   * invite does not use).
+   */
+  async receiveInvite(origin: string, roomId: string, namedVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]): Promise<PDU> {
     const { rooms, users } = this.options;
+    if (!isPduShaped(pdu) || pdu.room_id !== roomId) throw new RoomError('bad_event', 'the invite is not an event for this room');
+    const held = await rooms.roomVersion(roomId);
+    if (held && !(await serverAllowedInRoom(rooms, roomId, origin))) throw new RoomError('forbidden', `${origin} is denied by the server ACL of ${roomId}`);
+    const roomVersion = namedVersion ?? held?.id ?? '1';
     const version = getRoomVersion(roomVersion);
     if (!version) throw new FederationJoinError(400, 'M_INCOMPATIBLE_ROOM_VERSION', `room version ${roomVersion} is not supported here`, { room_version: roomVersion });
     // The whole event must be JSON its version allows (v6+: integers within ±(2^53−1), no floats), not only what is signed.

@@ -12,6 +12,7 @@ import type { RoomGraph } from '../rooms/dag.ts';
 import type { MediaContent } from '../media/media.ts';
 import type { Edu } from './queue.ts';
 import type { VerifyKeys } from './keyring.ts';
+import type { ServedHistory } from './served-history.ts';
 
 /**
  * What the inbound routes need of the Federation component: a view, not the class,
@@ -19,6 +20,8 @@ import type { VerifyKeys } from './keyring.ts';
  */
 export interface InboundFederation {
   readonly graph: RoomGraph;
+  /** A room's events and state as other servers read them (served-history.ts). */
+  readonly served: ServedHistory;
   receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<{ pdus: Record<string, { error?: string }> }>;
   /** An invite of one of our users to a room on the sending server; `roomVersion` undefined from the v1 endpoint. */
   receiveInvite(origin: string, roomId: string, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]): Promise<PDU>;

@@ -22,6 +22,7 @@ import { InboundTransactions } from './inbound-transactions.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
 import { MembershipHandshakes } from './membership-handshakes.ts';
 import { signatureCheck, toPdu, type SignatureCheck } from './pdus.ts';
+import { ServedHistory } from './served-history.ts';
 import type { Edu, OutgoingQueues, PendingEvent } from './queue.ts';
 import type { TransactionAnswer } from './transaction-gaps.ts';
 import type { FederationTransport } from './transport.ts';
@@ -63,6 +64,8 @@ export class Federation {
   readonly queues: OutgoingQueues;
   readonly keyRing: VerifyKeys;
   readonly graph: RoomGraph;
+  /** A room's events and state as other servers read them. */
+  readonly served: ServedHistory;
   readonly edus: Edus;
   /** What an event from another server lacks, fetched from that server. */
   readonly gaps: GapFiller;
@@ -77,6 +80,7 @@ export class Federation {
     this.queues = options.queues;
     this.keyRing = options.keyRing ?? new KeyRing(serverName, signingKey, now);
     this.graph = new RoomGraph(options.rooms);
+    this.served = new ServedHistory({ rooms: options.rooms, graph: this.graph, visibility: options.sync.visibility });
     const { db, rooms, users, keyId, ed25519 } = options;
     this.edus = new Edus({ ...options, queues: this.queues, client: this.client });
     // Each seam is given what it uses: no part reaches into another after construction.

@@ -25,5 +25,16 @@ export const syncSchema: ComponentSchema = {
       description: 'receipts by stream position alone, to find the rooms an incremental sync must look at',
       up: (tx) => void tx.run('CREATE INDEX receipts_by_position ON receipts (stream_id)'),
     },
+    {
+      version: 3,
+      description: 'peeks: the world_readable rooms each device peeks into (MSC2753)',
+      up: (tx) => void tx.run(`CREATE TABLE peeks (
+        user_id TEXT NOT NULL,
+        device_id TEXT NOT NULL,
+        room_id TEXT NOT NULL,
+        stream_id INTEGER NOT NULL,
+        PRIMARY KEY (user_id, device_id, room_id)
+      ) WITHOUT ROWID`),
+    },
   ],
 };

@@ -36,5 +36,27 @@ export const syncSchema: ComponentSchema = {
         PRIMARY KEY (user_id, device_id, room_id)
       ) WITHOUT ROWID`),
     },
+    {
+      version: 4,
+      description: 'push delivery kept across restarts: the notifications not yet delivered, and how far events were looked at',
+      up: (tx) => {
+        // One row per notification per pusher, deleted once its gateway took it (or gave it up).
+        tx.run(`CREATE TABLE push_outbox (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          user_id TEXT NOT NULL,
+          app_id TEXT NOT NULL,
+          pushkey TEXT NOT NULL,
+          url TEXT NOT NULL,
+          body TEXT NOT NULL,
+          event_id TEXT NOT NULL,
+          failures INTEGER NOT NULL DEFAULT 0,
+          first_failure_ts INTEGER,
+          next_attempt_ts INTEGER NOT NULL DEFAULT 0
+        )`);
+        tx.run('CREATE INDEX push_outbox_by_pusher ON push_outbox (user_id, app_id, pushkey, id)');
+        // The stream position up to which events were evaluated and their notifications queued.
+        tx.run('CREATE TABLE push_progress (id INTEGER PRIMARY KEY CHECK (id = 0), stream_position INTEGER NOT NULL)');
+      },
+    },
   ],
 };

@@ -148,11 +148,11 @@ export class Sync {
   }
 
   /**
-   * Starts sending notifications to local users' push gateways for what comes after now
-   * (hosts that can reach them: see PushDelivery).
+   * Starts sending notifications to local users' push gateways: for what comes after now the first
+   * time, and from where it stopped after a restart (hosts that can reach them: see PushDelivery).
    */
   async deliverPushes(gateway: PushGateway, log: (message: string, error?: unknown) => void): Promise<PushDelivery> {
-    this.pushDelivery = new PushDelivery(this.rooms, this.users, this.push, gateway, await this.streamPosition(), log);
+    this.pushDelivery = await PushDelivery.start({ db: this.db, rooms: this.rooms, users: this.users, push: this.push, gateway, position: await this.streamPosition(), log, now: this.now });
     return this.pushDelivery;
   }
 

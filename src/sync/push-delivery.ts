@@ -150,7 +150,11 @@ export class PushDelivery {
       for (const stored of events) {
         const outcome = await evaluate(stored);
         if (!outcome?.notify) continue;
-        const unread = (await this.push.unread(roomId, userId, stored.streamOrdering ?? upTo, rules)).notification_count;
+        const counted = (await this.push.unread(roomId, userId, stored.streamOrdering ?? upTo, rules)).notification_count;
+        // The room's counts begin at membership, so they never hold the user's own invite; Synapse
+        // counts it in the invite's push, and apps show that number on their badge.
+        const ownInvite = stored.event.type === 'm.room.member' && stored.event.state_key === userId && stored.event.content['membership'] === 'invite';
+        const unread = ownInvite ? counted + 1 : counted;
         for (const pusher of pushers) queued.push(await this.notification(userId, pusher, stored, outcome.actions, outcome.highlight, unread));
       }
     }
@@ -162,6 +166,8 @@ export class PushDelivery {
     const event = stored.event;
     const tweaks: Record<string, unknown> = {};
     for (const action of actions) if (typeof action === 'object' && action !== null && 'set_tweak' in action) tweaks[action.set_tweak as string] = 'value' in action ? action.value : true;
+    // Always said, true or false, as Synapse's default rules make it say it: gateways need not know the rules.
+    tweaks['highlight'] = highlight;
     const notification: Record<string, unknown> = {
       event_id: event.event_id,
       room_id: event.room_id,
@@ -179,7 +185,11 @@ export class PushDelivery {
       if (typeof senderName === 'string') notification['sender_display_name'] = senderName;
       if (typeof roomName === 'string') notification['room_name'] = roomName;
       if (typeof alias === 'string') notification['room_alias'] = alias;
-      if (event.type === 'm.room.member') notification['user_is_target'] = event.state_key === userId;
+      if (event.type === 'm.room.member') {
+        notification['user_is_target'] = event.state_key === userId;
+        // Not in the spec's body, but Synapse sends it and Sygnal's pushkins read it to word invites.
+        notification['membership'] = event.content['membership'];
+      }
     }
     return { userId, appId: pusher.app_id, pushkey: pusher.pushkey, url, body: { notification }, eventId: event.event_id };
   }

@@ -4,8 +4,6 @@
 // pushed, and a pusher its gateway rejects is removed. (The spec data here has no push
 // gateway OpenAPI, so the bodies are checked field by field against the spec's text.)
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,51 +11,23 @@ import { startNodeHost } from '../../src/node/node-host.ts';
 import { fetchPushGateway } from '../../src/sync/push-delivery.ts';
 import { clientCalls } from '../support/client-calls.ts';
 import { createTestTls } from '../support/https-hosts.ts';
+import { startPushGateway, type PushGateway } from '../support/push-gateway.ts';
 import { freePort, startNodePeer } from '../support/node-peer.ts';
 import { startScriptedRemote } from '../support/scripted-remote.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
-let gateway: Server;
-let gatewayUrl: string;
+let gateway: PushGateway;
 let alice: Account;
 let bob: Account;
 let teaRoom: string;
 let quietRoom: string;
 const V3 = '/_matrix/client/v3';
 const enc = encodeURIComponent;
-
-/** What the gateway received, in order, and a way to wait for the next. */
-const received: { path: string; body: any }[] = [];
-const waiting: ((value: { path: string; body: any }) => void)[] = [];
-let rejectKeys: string[] = [];
-const nextPush = () => new Promise<{ path: string; body: any }>((resolve) => {
-  const ready = received.shift();
-  if (ready) resolve(ready);
-  else waiting.push(resolve);
-});
-
-async function readBody(request: IncomingMessage): Promise<any> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-}
+const nextPush = () => gateway.next();
 
 beforeAll(async () => {
-  gateway = createServer((request, response) => {
-    void readBody(request).then((body) => {
-      const pushkeys = (body.notification?.devices ?? []).map((d: any) => d.pushkey);
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ rejected: pushkeys.filter((k: string) => rejectKeys.includes(k)) }));
-      const item = { path: request.url!, body };
-      const waiter = waiting.shift();
-      if (waiter) waiter(item);
-      else received.push(item);
-    });
-  });
-  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-  gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/_matrix/push/v1/notify`;
-
+  gateway = await startPushGateway();
   server = await startTestServer({ pushGateway: fetchPushGateway });
   [alice, bob] = [await register(server, 'alice'), await register(server, 'bob')];
   await api(server, 'PUT', `${V3}/profile/${enc(bob.userId)}/displayname`, { token: bob.accessToken, body: { displayname: 'Bob Builder' } });
@@ -66,13 +36,13 @@ beforeAll(async () => {
   for (const roomId of [teaRoom, quietRoom]) expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
   const pusher = await api(server, 'POST', `${V3}/pushers/set`, {
     token: alice.accessToken,
-    body: { kind: 'http', app_id: 'org.example.app', pushkey: 'alice-phone', app_display_name: 'Example', device_display_name: 'Phone', lang: 'en', data: { url: gatewayUrl, brand: 'tea' } },
+    body: { kind: 'http', app_id: 'org.example.app', pushkey: 'alice-phone', app_display_name: 'Example', device_display_name: 'Phone', lang: 'en', data: { url: gateway.url, brand: 'tea' } },
   });
   expect(pusher.status).toBe(200);
 });
 afterAll(async () => {
   await server.close();
-  await new Promise((resolve) => gateway.close(resolve));
+  await gateway.close();
 });
 
 let txn = 0;
@@ -116,10 +86,10 @@ describe('push gateways', () => {
   it('removes a pusher the gateway rejects, and keeps the others', async () => {
     const second = await api(server, 'POST', `${V3}/pushers/set`, {
       token: alice.accessToken,
-      body: { kind: 'http', app_id: 'org.example.app', pushkey: 'old-tablet', app_display_name: 'Example', device_display_name: 'Tablet', lang: 'en', data: { url: gatewayUrl, format: 'event_id_only' }, append: true },
+      body: { kind: 'http', app_id: 'org.example.app', pushkey: 'old-tablet', app_display_name: 'Example', device_display_name: 'Tablet', lang: 'en', data: { url: gateway.url, format: 'event_id_only' }, append: true },
     });
     expect(second.status).toBe(200);
-    rejectKeys = ['old-tablet'];
+    gateway.rejectedPushkeys.add('old-tablet');
     const eventId = await say(teaRoom, 'anyone there?');
     const pushes = [await nextPush(), await nextPush()];
     const toTablet = pushes.find((p) => p.body.notification.devices[0].pushkey === 'old-tablet')!;
@@ -145,7 +115,7 @@ describe('push gateways', () => {
     const next = await nextPush();
     expect(next.body.notification.event_id).toBe(eventId);
     await server.homeserver.services.sync.pushDelivery!.idle();
-    expect(received).toEqual([]);
+    expect(gateway.untaken()).toEqual([]);
   });
 });
 
@@ -229,44 +199,6 @@ describe('pushers', () => {
   });
 });
 
-/**
- * A scripted push gateway for the failure cases: it answers each POST with the next status of
- * `statuses` (200 once they run out) and records every POST, answered or not, in order.
- */
-async function scriptedGateway(statuses: number[] = []) {
-  const posts: any[] = [];
-  const waiting: (() => void)[] = [];
-  const server = createServer((request, response) => {
-    void readBody(request).then((body) => {
-      const status = statuses.shift() ?? 200;
-      response.writeHead(status, { 'content-type': 'application/json' });
-      response.end(JSON.stringify(status === 200 ? { rejected: [] } : { errcode: 'M_UNKNOWN', error: 'scripted failure' }));
-      posts.push({ status, notification: body.notification });
-      for (const wake of waiting.splice(0)) wake();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/_matrix/push/v1/notify`,
-    posts,
-    statuses,
-    /** Resolves once `count` POSTs have come. */
-    async posted(count: number): Promise<any[]> {
-      while (posts.length < count) await new Promise<void>((resolve) => waiting.push(resolve));
-      return posts;
-    },
-    /** The first POST that matches, once it has come. */
-    async postedWhere(matches: (post: any) => boolean): Promise<any> {
-      for (;;) {
-        const found = posts.find(matches);
-        if (found) return found;
-        await new Promise<void>((resolve) => waiting.push(resolve));
-      }
-    },
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
-}
-
 const httpPusher = (url: string, pushkey = 'phone') => ({
   kind: 'http', app_id: 'org.example.app', pushkey, app_display_name: 'Example', device_display_name: 'Phone', lang: 'en', data: { url },
 });
@@ -274,7 +206,7 @@ const httpPusher = (url: string, pushkey = 'phone') => ({
 describe('durable delivery', () => {
   it('retries a POST its gateway failed, with backoff, until it is taken: one notification per event per pusher', async () => {
     // Three failures: more than a gateway that is merely slow to come back would be allowed were retries capped at a few.
-    const gateway = await scriptedGateway([500, 503, 502]);
+    const gateway = await startPushGateway([500, 503, 502]);
     const home = await startTestServer({ pushGateway: fetchPushGateway });
     try {
       const [carol, dave] = [await register(home, 'carol'), await register(home, 'dave')];
@@ -283,7 +215,7 @@ describe('durable delivery', () => {
       expect((await api(home, 'POST', `${V3}/pushers/set`, { token: carol.accessToken, body: httpPusher(gateway.url) })).status).toBe(200);
       const eventId = (await api(home, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/r1`, { token: dave.accessToken, body: { msgtype: 'm.text', body: 'are you there?' } })).body.event_id;
       const posts = await gateway.posted(4);
-      expect(posts.map((p) => [p.status, p.notification.event_id])).toEqual([[500, eventId], [503, eventId], [502, eventId], [200, eventId]]);
+      expect(posts.map((p) => [p.status, p.body.notification.event_id])).toEqual([[500, eventId], [503, eventId], [502, eventId], [200, eventId]]);
       await home.homeserver.services.sync.pushDelivery!.idle();
       expect(gateway.posts).toHaveLength(4);
     } finally {
@@ -295,7 +227,7 @@ describe('durable delivery', () => {
   it('keeps what its gateway did not take across a restart, and delivers it then', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'hearth-push-'));
     // Three failures: as many tries as a host that kept its retries in memory would ever make, lingering after its close.
-    const gateway = await scriptedGateway([503, 503, 503]);
+    const gateway = await startPushGateway([503, 503, 503]);
     try {
       const first = await startNodeHost({ dataDir, port: 0, rateLimits: false });
       const [carol, dave] = [await register(first, 'carol'), await register(first, 'dave')];
@@ -309,7 +241,7 @@ describe('durable delivery', () => {
       const second = await startNodeHost({ dataDir, port: 0, rateLimits: false });
       try {
         const delivered = await gateway.postedWhere((p) => p.status === 200);
-        expect(delivered.notification).toMatchObject({ event_id: eventId, counts: { unread: 1 } });
+        expect(delivered.body.notification).toMatchObject({ event_id: eventId, counts: { unread: 1 } });
         await second.homeserver.services.sync.pushDelivery!.idle();
         expect(gateway.posts.filter((p) => p.status === 200)).toHaveLength(1);
       } finally {
@@ -331,7 +263,7 @@ describe('events other servers send', () => {
     const host = await startNodePeer({ port, listen: [], serverName: `localhost:${port}`, tls: tls.leaf, https: { extraCa: [tls.ca.cert] } });
     const hearth = { url: host.url, fetch: tls.fetch };
     const remote = await startScriptedRemote(tls);
-    const gateway = await scriptedGateway();
+    const gateway = await startPushGateway();
     try {
       const [alice, carol] = [await register(hearth, 'alice'), await register(hearth, 'carol')];
       const bob = `@bob:${remote.name}`;
@@ -355,10 +287,9 @@ describe('events other servers send', () => {
       expect((await remote.sendPdus(host.homeserver.serverName, [rejected.pdu]))[rejected.eventId]?.error).toMatch(/rejected/);
       const sentinel = (await api(hearth, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/sentinel`, { token: alice.accessToken, body: { msgtype: 'm.text', body: 'sentinel' } })).body.event_id;
       // Rooms are evaluated in stream order: had either been pushed, it would have come first.
-      const [first] = await gateway.posted(1);
-      expect(first.notification.event_id).toBe(sentinel);
+      expect((await gateway.next()).body.notification.event_id).toBe(sentinel);
       await host.homeserver.services.sync.pushDelivery!.idle();
-      expect(gateway.posts.map((p) => p.notification.event_id)).toEqual([sentinel]);
+      expect(gateway.posts.map((p) => p.body.notification.event_id)).toEqual([sentinel]);
     } finally {
       await remote.close();
       await host.close();

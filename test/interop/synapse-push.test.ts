@@ -1,7 +1,6 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api } from '../integration/harness.ts';
+import { startPushGateway, type PushGateway } from '../support/push-gateway.ts';
 import { synapseAndHearth, type InteropServer } from '../support/synapse-interop.ts';
 import type { Account } from '../integration/harness.ts';
 
@@ -15,40 +14,14 @@ const servers = synapseAndHearth({ synapseUsers: ['sam', 'sid'], hearthUsers: ['
 const V3 = '/_matrix/client/v3';
 const enc = encodeURIComponent;
 
-/** What the gateway received for each pushkey, in order, and a way to wait for the next. */
-const received = new Map<string, any[]>();
-const waiting = new Map<string, (body: any) => void>();
-let gateway: Server;
-let gatewayUrl: string;
-
-function nextPush(pushkey: string): Promise<any> {
-  const ready = received.get(pushkey)?.shift();
-  if (ready) return Promise.resolve(ready);
-  return new Promise((resolve) => waiting.set(pushkey, resolve));
-}
-
-async function readJson(request: IncomingMessage): Promise<any> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-}
-
+let gateway: PushGateway;
 beforeAll(async () => {
-  gateway = createServer((request, response) => {
-    void readJson(request).then((body) => {
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ rejected: [] }));
-      const pushkey: string = body.notification.devices[0].pushkey;
-      const waiter = waiting.get(pushkey);
-      waiting.delete(pushkey);
-      if (waiter) waiter(body);
-      else received.set(pushkey, [...(received.get(pushkey) ?? []), body]);
-    });
-  });
-  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-  gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/_matrix/push/v1/notify`;
+  gateway = await startPushGateway();
 });
-afterAll(() => new Promise((resolve) => gateway.close(resolve)));
+afterAll(() => gateway.close());
+
+/** The next notification for one pushkey. */
+const nextPush = async (pushkey: string) => (await gateway.next((p) => p.body.notification.devices[0].pushkey === pushkey)).body;
 
 /**
  * Where Hearth and Synapse differ on purpose, by path: `id`, which Synapse still sends beside
@@ -77,7 +50,7 @@ async function inviteAndMessage(server: InteropServer, pushed: Account, sender: 
   const pushkey = `${label}-phone`;
   const pusher = await api(server, 'POST', `${V3}/pushers/set`, {
     token: pushed.accessToken,
-    body: { kind: 'http', app_id: 'org.example.app', pushkey, app_display_name: 'Example', device_display_name: 'Phone', lang: 'en', data: { url: gatewayUrl, brand: label } },
+    body: { kind: 'http', app_id: 'org.example.app', pushkey, app_display_name: 'Example', device_display_name: 'Phone', lang: 'en', data: { url: gateway.url, brand: label } },
   });
   expect(pusher.status, JSON.stringify(pusher.body)).toBe(200);
   await api(server, 'PUT', `${V3}/profile/${enc(sender.userId)}/displayname`, { token: sender.accessToken, body: { displayname: 'Sender Person' } });

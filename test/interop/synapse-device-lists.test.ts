@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { signJson } from '../../src/crypto/signing.ts';
 import { api } from '../integration/harness.ts';
-import { call, devicesOf, keyedPerson, listing, newDevice, query, syncUntil, untilQuery, type Person } from '../support/device-list-watch.ts';
+import { call, devicesOf, listing, newDevice, ownerAndWatcher, query, syncUntil, untilQuery, type Person } from '../support/device-list-watch.ts';
 import { crossSigningSet } from '../support/e2ee-keys.ts';
 import { PASSWORD, synapseAndHearth } from '../support/synapse-interop.ts';
 import type { SyncBody } from '../support/sync-until.ts';
@@ -36,14 +36,7 @@ describe.each([
   /** The device added while the watcher was away. */
   let meanwhile: string;
 
-  beforeAll(async () => {
-    [owner, watcher] = await Promise.all([keyedPerson(ownerServer(), `owner-${tag}`), keyedPerson(watcherServer(), `watcher-${tag}`)]);
-    ({ room_id: roomId } = await call(owner, 'POST', '/_matrix/client/v3/createRoom', { preset: 'public_chat' }));
-    await call(watcher, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?server_name=${encodeURIComponent(owner.server.name)}`, {});
-    // Sharing a room, the watcher's server tracks the owner's list; the first device is listed.
-    await syncUntil(watcher, () => true, 'a first position');
-    expect(await devicesOf(watcher, owner)).toEqual([owner.account.deviceId]);
-  });
+  beforeAll(async () => ({ owner, watcher, roomId } = await ownerAndWatcher(ownerServer(), watcherServer(), tag)));
 
   it('a new device is listed, and the owner is in device_lists.changed', async () => {
     const second = await newDevice(owner, 'the second device');

@@ -35,6 +35,20 @@ async function uploadKeys(account: Account, on: Person): Promise<void> {
   await call({ server: on.server, account }, 'POST', '/_matrix/client/v3/keys/upload', { device_keys: signed });
 }
 
+/**
+ * An owner on one server and a watcher on another, each with a keyed device, sharing a room the
+ * owner made; the watcher has a /sync position, and their server lists the owner's first device.
+ */
+export async function ownerAndWatcher(ownerServer: InteropServer, watcherServer: InteropServer, tag: string): Promise<{ owner: Person; watcher: Person; roomId: string }> {
+  const [owner, watcher] = await Promise.all([keyedPerson(ownerServer, `owner-${tag}`), keyedPerson(watcherServer, `watcher-${tag}`)]);
+  const { room_id: roomId } = await call(owner, 'POST', '/_matrix/client/v3/createRoom', { preset: 'public_chat' });
+  await call(watcher, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?server_name=${encodeURIComponent(owner.server.name)}`, {});
+  // Sharing a room, the watcher's server tracks the owner's list; the first device is listed.
+  await syncUntil(watcher, () => true, 'a first position');
+  expect(await devicesOf(watcher, owner)).toEqual([owner.account.deviceId]);
+  return { owner, watcher, roomId };
+}
+
 /** A new session of the owner, with device keys, named. */
 export async function newDevice(owner: Person, name: string): Promise<Account> {
   const r = await api(owner.server, 'POST', '/_matrix/client/v3/login', {

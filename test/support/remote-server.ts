@@ -35,15 +35,8 @@ export interface RemoteServer {
   restart(signal?: 'SIGTERM' | 'SIGKILL'): Promise<number>;
 }
 
-export interface RemoteServerSpec {
-  label: string;
-  name: string;
-  port: number;
-  url: string;
-  fetch: typeof fetch;
-  /** The folder of its data and config, removed by stop(). */
-  dataDir: string;
-  /** The command that runs it, in `dataDir`. */
+export interface RemoteServerSpec extends Pick<RemoteServer, 'label' | 'name' | 'port' | 'url' | 'fetch' | 'dataDir'> {
+  /** The command that runs it, in `dataDir` (its data and config, removed by stop()). */
   command: string;
   args: string[];
   env?: Record<string, string>;

@@ -7,6 +7,9 @@
 # so no PostgreSQL is needed. Building takes about six minutes on two cores the first time.
 set -euo pipefail
 
+# Go's official tarball installs to /usr/local/go, which only interactive shells (.bashrc) put on PATH.
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then PATH="$PATH:/usr/local/go/bin"; fi
+
 DENDRITE_VERSION=v0.13.8
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 HOME_DIR="$ROOT/.dendrite"

@@ -1,6 +1,7 @@
-import { DirectInviteFailed, type ChatClient, type ChatRoom } from './chat.ts';
+import { DirectInviteFailed, DirectTargetUnknown, type ChatClient, type ChatRoom } from './chat.ts';
 import { copyText, h } from './dom.ts';
-import { describeError, describeInviteError, describeJoinError } from './errors.ts';
+import { describeDirectError, describeError, describeInviteError, describeJoinError, notAMatrixId } from './errors.ts';
+import { isMatrixUserId } from './ids.ts';
 import { ErrorSlot, succeeded, type ActionKind } from './error-slot.ts';
 
 /** What the sidebar asks of the chat screen. */
@@ -71,9 +72,12 @@ export class Sidebar {
           onsubmit: (e: Event) =>
             this.guard(e, 'create', async () => {
               const userId = directTo.value.trim();
+              // The ID's grammar first, then (in startDirect) its homeserver's answer: nothing is created for a wrong one.
+              if (!isMatrixUserId(userId)) throw new Error(notAMatrixId(userId));
               try {
                 this.actions.select(await client.startDirect(userId), () => (directTo.value = ''));
               } catch (error) {
+                if (error instanceof DirectTargetUnknown) throw new Error(describeDirectError(error, userId));
                 if (!(error instanceof DirectInviteFailed)) throw error;
                 this.actions.select(error.roomId);
                 throw new Error(`The direct message was created, but the invite failed. ${describeInviteError(error.cause, userId)}`);

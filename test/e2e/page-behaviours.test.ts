@@ -120,6 +120,39 @@ describe('a send that fails', () => {
 });
 
 describe('another server that cannot be reached', () => {
+  it('a direct chat with a mistyped, unknown or unreachable ID says why and creates nothing', async () => {
+    const { accessToken } = JSON.parse((await page.evaluate(() => localStorage.getItem('hearth-session')))!);
+    const joinedRooms = async () => (await pageFetch(page, 'GET', '/_matrix/client/v3/joined_rooms', { token: accessToken })).body.joined_rooms as string[];
+    const before = await joinedRooms();
+    const directChats = page.getByRole('list', { name: 'Direct chats' }).locator('.room-item');
+    const error = page.locator('.sidebar > .error');
+    const field = page.getByLabel('Start a direct chat with');
+    const own = await pageServerName(page);
+    const tries: [string, string][] = [
+      // Mistyped: the grammar says so before anything is asked.
+      ['zed', '\u201czed\u201d is not a Matrix ID'],
+      [`zed:${NOWHERE}`, 'is not a Matrix ID'],
+      [`@zed ${NOWHERE}`, 'is not a Matrix ID'],
+      [`@zed:bad host!`, 'is not a Matrix ID'],
+      [`@:${own}`, 'is not a Matrix ID'],
+      // Well formed, but this homeserver has nobody by that name.
+      [`@nobody:${own}`, 'No user @nobody:'],
+      // Well formed, on a server nobody can reach.
+      [`@zed:${NOWHERE}`, 'Could not reach the server of @zed:'],
+    ];
+    for (const [userId, words] of tries) {
+      await field.fill(userId);
+      await page.getByRole('button', { name: 'Start chat' }).click();
+      await error.filter({ hasText: words }).filter({ hasText: 'Nothing was created' }).waitFor({ timeout: 30_000 });
+      expect(await error.textContent()).not.toMatch(NO_ERRCODE);
+      expect(await field.inputValue()).toBe(userId);
+      expect(await directChats.count()).toBe(0);
+      await error.getByRole('button', { name: 'Dismiss' }).click();
+    }
+    // Nothing was made on the homeserver either.
+    expect(await joinedRooms()).toEqual(before);
+  });
+
   it('a join says so plainly, keeps the address and joins nothing', async () => {
     const rooms = await page.locator('.room-item').count();
     await page.getByLabel('Room ID to join').fill(`#lobby:${NOWHERE}`);

@@ -1,4 +1,4 @@
-import { DirectInviteFailed, DirectTargetUnknown, type ChatClient, type ChatRoom } from './chat.ts';
+import { DirectInviteFailed, DirectTargetUnknown, type ChatClient, type ChatRoom, type MatrixEvent } from './chat.ts';
 import { copyText, h } from './dom.ts';
 import { describeDirectError, describeError, describeInviteError, describeJoinError, notAMatrixId } from './errors.ts';
 import { isMatrixUserId } from './ids.ts';
@@ -152,8 +152,14 @@ export class Sidebar {
         room.unread > 0 && room.id !== selectedRoomId
           ? h('span', { class: room.highlights > 0 ? 'unread-badge highlight' : 'unread-badge', title: `${room.unread} unread${room.highlights > 0 ? `, ${room.highlights} mentioning you` : ''}` }, String(room.unread))
           : null,
-        h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${String(last.content.body ?? '')}` : ''),
+        h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${previewText(last)}` : ''),
       ),
     );
   }
+}
+
+/** A message's text for the room list: an edit's new text, not its "* …" fallback (the newest event may be an edit alone). */
+function previewText(event: MatrixEvent): string {
+  const newContent = event.content['m.relates_to']?.rel_type === 'm.replace' ? event.content['m.new_content'] : undefined;
+  return String((newContent && typeof newContent === 'object' ? newContent.body : event.content.body) ?? '');
 }

@@ -118,6 +118,8 @@ describe('after a reload the page shows what it showed before', () => {
     await pageA.getByLabel('Message').fill('A typo here');
     await pageA.getByRole('button', { name: 'Send' }).click();
     await message(pageB, 'A typo here').locator('.edited').waitFor({ timeout: 30_000 });
+    // The room list's preview shows the new text (issue 38 item 3), not the edit's "* …" fallback.
+    for (const page of [pageA, pageB]) await expect.poll(() => dm(page).locator('.preview').textContent(), { timeout: 30_000 }).toBe('ana: A typo here');
 
     // A thread: Ana's root, her reply (edited) and Ben's.
     await sendThroughUi(pageA, 'Thread root');

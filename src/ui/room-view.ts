@@ -16,6 +16,8 @@ export class RoomView {
   private readonly threadsButton = h('button', { type: 'button', class: 'small link room-threads' }, 'Threads');
   private readonly topicLine = h('p', { class: 'room-topic hint' });
   private readonly avatar = h('img', { class: 'avatar', alt: '', hidden: true });
+  /** Until the first sync answers, no room is open because none is known yet: said so rather than "create a room". */
+  loading = false;
 
   /** Builds the pane around the composer (again at each sign-in), under the encryption panel; the settings and search folds under the header. */
   build(composer: Composer, encryptionPanel: HTMLElement, folds: HTMLElement[] = []): void {
@@ -36,12 +38,12 @@ export class RoomView {
     this.leaveButton.onclick = () => actions.leave();
     this.threadsButton.onclick = () => actions.threads();
     if (!room) {
-      this.roomTitle.textContent = 'No room selected';
+      this.roomTitle.textContent = this.loading ? 'Loading your rooms…' : 'No room selected';
       this.roomIdLine.textContent = '';
       this.topicLine.hidden = true;
       this.avatar.hidden = true;
       this.encryptionLine.textContent = '';
-      this.timeline.replaceChildren(h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
+      this.timeline.replaceChildren(this.loading ? h('li', { class: 'notice loading', role: 'status' }, 'Loading…') : h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
       this.typingLine.textContent = '';
       return;
     }

@@ -107,13 +107,16 @@ export class Sidebar {
     return h('span', { class: 'hint inviter-line' }, 'invited by\u00a0', id, copy);
   }
 
-  /** `rooms`: the client's `sortedRooms()`. */
-  renderRooms(client: ChatClient, rooms: readonly ChatRoom[], selectedRoomId: string | undefined): void {
+  /** `rooms`: the client's `sortedRooms()`; `loading` until the first sync has answered (an empty list is not known to be empty yet). */
+  renderRooms(client: ChatClient, rooms: readonly ChatRoom[], selectedRoomId: string | undefined, loading = false): void {
     const item = (room: ChatRoom) => this.roomItem(client, room, selectedRoomId);
     const direct = rooms.filter((room) => room.isDirect).map(item);
     const items = rooms.filter((room) => !room.isDirect).map(item);
-    this.directList.replaceChildren(...(direct.length > 0 ? direct : [h('li', { class: 'hint' }, 'None yet: start one with a Matrix ID.')]));
-    this.roomList.replaceChildren(...(items.length > 0 ? items : [h('li', { class: 'hint' }, 'No rooms yet: create one, or join one by its ID.')]));
+    const empty = (words: string) => (loading ? h('li', { class: 'hint loading', role: 'status' }, h('span', { class: 'spinner small', 'aria-hidden': 'true' }), 'Loading…') : h('li', { class: 'hint' }, words));
+    this.directList.setAttribute('aria-busy', String(loading));
+    this.roomList.setAttribute('aria-busy', String(loading));
+    this.directList.replaceChildren(...(direct.length > 0 ? direct : [empty('None yet: start one with a Matrix ID.')]));
+    this.roomList.replaceChildren(...(items.length > 0 ? items : [empty('No rooms yet: create one, or join one by its ID.')]));
     // Left (or kicked from) and not forgotten: Forget takes a room from every list, for good.
     const left = client.leftRooms();
     this.leftHeading.hidden = this.leftList.hidden = left.length === 0;

@@ -251,6 +251,38 @@ describe('errors that are out of date, and an invite card', () => {
   });
 });
 
+describe('the page\u2019s Content-Security-Policy (issue 38)', () => {
+  it('blocks script that got past the sanitizer: an inline handler, a javascript: link, a string as code; the page still works', async () => {
+    const policy = (await page.locator('meta[http-equiv="Content-Security-Policy"]').getAttribute('content'))!;
+    for (const directive of ["script-src 'self' 'wasm-unsafe-eval'", "object-src 'none'", "base-uri 'none'", "connect-src 'self' ws: wss:"]) expect(policy).toContain(directive);
+    expect(policy).not.toContain('unsafe-inline');
+    expect(policy).not.toMatch(/'unsafe-eval'/);
+    // As if a hostile message's HTML had got past DOMPurify into the timeline: the browser reports each blocked attempt.
+    const outcome = await page.getByRole('list', { name: 'Timeline' }).evaluate(async (timeline) => {
+      const violations: string[] = [];
+      const reported = new Promise<void>((resolve) => {
+        document.addEventListener('securitypolicyviolation', (event) => {
+          violations.push(`${event.effectiveDirective} ${event.blockedURI}`);
+          if (violations.length === 3) resolve();
+        });
+      });
+      const item = document.createElement('li');
+      item.innerHTML = '<div class="body"><img src="/no-such-image.png" onerror="window.hearthPwned = 1"><a href="javascript:window.hearthPwned = 2">link</a></div>';
+      timeline.append(item);
+      item.querySelector('a')!.click();
+      // A string made code (eval's kin), from the page's own task: Playwright's evaluate itself is let eval by DevTools.
+      (setTimeout as (code: string) => number)('window.hearthPwned = 3');
+      await reported;
+      item.remove();
+      return { violations: violations.sort(), pwned: (window as any).hearthPwned ?? null };
+    });
+    expect(outcome.pwned).toBeNull();
+    expect(outcome.violations).toEqual(['script-src eval', 'script-src-attr inline', 'script-src-elem inline']);
+    // Under the same policy the page runs as before: its service worker, core worker and crypto wasm answered, and a message goes.
+    await sendThroughUi(page, 'still working under the policy');
+  });
+});
+
 describe('a narrow screen (390 px)', () => {
   it('header, sign-out, members and invite are all reachable, with nothing off the side', async () => {
     const phone = await context.newPage();

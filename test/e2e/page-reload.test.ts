@@ -83,9 +83,13 @@ async function reloadAndCompare(page: Page, before: { timeline: string[]; thread
   expect(await shownThread(page, 2)).toEqual(before.thread);
 }
 
+/** What the browser refused under the page's Content-Security-Policy (index.html) while the pages ran: nothing, it must be. */
+const refused: string[] = [];
+
 beforeAll(async () => {
   pair = await startPagePair(inject('hearthDist'), 'reload');
   ({ pageA, pageB } = pair);
+  for (const page of [pageA, pageB]) page.on('console', (message) => void (/Content Security Policy/i.test(message.text()) && refused.push(message.text())));
   await registerThroughUi(pageA, 'ana');
   await registerThroughUi(pageB, 'ben');
   await saveRecoveryKey(pageA);
@@ -179,4 +183,8 @@ describe('after a reload the page shows what it showed before', () => {
       await reloadAndCompare(page, before.get(page)!);
     }
   }, 180_000);
+
+  it('all of it (the service worker, the core worker, the crypto\u2019s wasm, media, two reloads) ran under the page\u2019s Content-Security-Policy with nothing refused', () => {
+    expect(refused).toEqual([]);
+  });
 });

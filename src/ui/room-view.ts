@@ -21,7 +21,7 @@ export class RoomView {
   private atEnd = true;
   /** The open room, and its newest item's key when it was last drawn. */
   private shown: { roomId: string; last: string | undefined } | undefined;
-  private readonly typingLine = h('div', { class: 'typing', 'aria-live': 'polite' });
+  private readonly typingLine = h('div', { class: 'typing', role: 'status', 'aria-label': 'Who is typing' });
   private readonly roomTitle = h('h2', { class: 'room-title' });
   private readonly roomIdLine = h('code', { class: 'room-id' });
   private readonly encryptionLine = h('span', { class: 'room-encryption' });

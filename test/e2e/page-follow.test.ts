@@ -88,4 +88,14 @@ describe('on a phone the timeline follows the conversation', () => {
     await timeline(pageB).locator('.event[data-event-id] .body', { hasText: 'My own answer' }).waitFor({ timeout: 30_000 });
     await expect.poll(() => inView(pageB, 'My own answer')).toBe(true);
   }, 60_000);
+
+  it('says who is typing, and stops saying it when they send', async () => {
+    const typing = pageB.getByRole('status', { name: 'Who is typing' });
+    // fill() types the text at once: one input event, as a paste.
+    await pageA.getByLabel('Message').fill('I am writing a long answer');
+    await typing.filter({ hasText: /^ana is typing\u2026$/ }).waitFor({ timeout: 30_000 });
+    await pageA.getByRole('button', { name: 'Send' }).click();
+    await timeline(pageB).locator('.event[data-event-id] .body', { hasText: 'I am writing a long answer' }).waitFor({ timeout: 30_000 });
+    await typing.filter({ hasText: /^$/ }).waitFor({ timeout: 30_000 });
+  }, 60_000);
 });

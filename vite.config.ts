@@ -21,6 +21,18 @@ function serviceWorkerAtRoot(): Plugin {
 }
 
 /**
+ * index.html's Content-Security-Policy allows no inline style; the dev server (`npm run dev`) injects each CSS
+ * module as a <style> element, so there, and only there, inline style is allowed. The build links its CSS.
+ */
+function devServerInlineStyle(): Plugin {
+  return {
+    name: 'hearth-dev-server-inline-style',
+    apply: 'serve',
+    transformIndexHtml: (html) => html.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'"),
+  };
+}
+
+/**
  * Offline-first (issue 13): after the build is written, lists every file in it
  * (the page, its chunks, the core's worker, sql.js's wasm) and writes that list,
  * with a hash of their contents, into sw.js in place of its placeholder. The
@@ -83,7 +95,7 @@ export default defineConfig({
   appType: 'mpa',
   server: { host: '127.0.0.1' },
   preview: { host: '127.0.0.1' },
-  plugins: [serviceWorkerAtRoot(), appIcons(), precacheManifest()],
+  plugins: [serviceWorkerAtRoot(), devServerInlineStyle(), appIcons(), precacheManifest()],
   worker: { format: 'es' },
   build: {
     target: 'es2022',

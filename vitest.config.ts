@@ -40,7 +40,7 @@ export default defineConfig({
         },
       },
       {
-        // Hearth against a real Synapse (`npm run test:interop`, after scripts/install-synapse.sh);
+        // Hearth against a real Synapse and Dendrite (`npm run test:interop`, after scripts/install-synapse.sh and install-dendrite.sh);
         // not one of `npm test`'s projects, which that script names.
         test: {
           name: 'interop',

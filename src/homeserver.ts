@@ -62,6 +62,8 @@ export interface HomeserverOptions {
   /** 32-byte ed25519 seed: the server's identity. */
   seed: Uint8Array;
   registrationEnabled?: boolean;
+  /** Guest accounts (client-server §Guest access); off by default, and in the browser. */
+  allowGuests?: boolean;
   /** Rate limits per device; false turns them off (test harnesses that register many users). */
   rateLimits?: RateLimitConfig | false;
   /** Rate limits per origin server on the federation API; false turns them off. */
@@ -178,6 +180,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     deviceListSource: federationClient,
   });
   users.addDeviceListener(keys);
+  // A device's peeks go with it.
+  users.addDeviceListener(sync.peeks);
   // A remote user we share no room with any more: their device list goes stale in that very write.
   rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));
   sync.addExtension(keys);
@@ -258,6 +262,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const services: ClientServices = {
     config: {
       registrationEnabled: options.registrationEnabled ?? true,
+      guestsEnabled: options.allowGuests ?? false,
       maxSyncTimeoutMs: options.maxSyncTimeoutMs ?? 5 * 60 * 1000,
     },
     users,

@@ -1,10 +1,13 @@
 import type { Context } from 'hono';
 import type { Session } from '../users/users.ts';
-import { missingToken, unknownToken } from '../http/matrix-error.ts';
+import { MatrixError, missingToken, unknownToken } from '../http/matrix-error.ts';
 import type { ClientServices } from './services.ts';
 
-/** `body` is the request body as text, once read (http.ts readBody). */
-export type Env = { Variables: { session: Session; services: ClientServices; body: string } };
+/**
+ * `body` is the request body as text, once read (http.ts readBody); `guestsAllowed`, set by
+ * the route (`on(…, { guests: true })`), lets guest accounts' tokens through requireSession.
+ */
+export type Env = { Variables: { session: Session; services: ClientServices; body: string; guestsAllowed: boolean } };
 export type Ctx = Context<Env>;
 
 /** The access token from `Authorization: Bearer …` or, as the spec still allows, `?access_token=`. */
@@ -17,7 +20,11 @@ export function accessToken(c: Context): string | undefined {
   return c.req.query('access_token') || undefined;
 }
 
-/** Authenticates the request; M_MISSING_TOKEN / M_UNKNOWN_TOKEN otherwise. */
+/**
+ * Authenticates the request; M_MISSING_TOKEN / M_UNKNOWN_TOKEN otherwise. A guest's token
+ * passes only on the endpoints open to guests (client-server §Guest access; Synapse's list):
+ * elsewhere 403 M_GUEST_ACCESS_FORBIDDEN.
+ */
 export async function requireSession(c: Ctx): Promise<Session> {
   const existing = c.get('session');
   if (existing) return existing;
@@ -25,6 +32,7 @@ export async function requireSession(c: Ctx): Promise<Session> {
   if (!token) throw missingToken();
   const session = await c.get('services').users.authenticate(token);
   if (!session) throw unknownToken();
+  if (session.isGuest && !c.get('guestsAllowed')) throw new MatrixError(403, 'M_GUEST_ACCESS_FORBIDDEN', 'Guest access is not allowed on this endpoint');
   c.set('session', session);
   return session;
 }

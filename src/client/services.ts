@@ -15,6 +15,8 @@ import type { UserInteractiveAuth } from './uia.ts';
 export interface ClientConfig {
   /** Accept new accounts on /register. */
   registrationEnabled: boolean;
+  /** Accept guest accounts (`/register?kind=guest`): off unless the host turns it on (`--allow-guests`). */
+  guestsEnabled: boolean;
   /** Longest /sync long-poll we hold, in ms (below a service worker's lifetime in the browser). */
   maxSyncTimeoutMs: number;
 }

@@ -43,6 +43,7 @@ export class Memberships {
   }
 
   async join(userId: string, roomId: string, via: string[], extra: JsonObject): Promise<StoredEvent | undefined> {
+    if (await this.users.isGuest(userId)) await this.checkGuestMayJoin(roomId);
     if (await this.inRoom(roomId)) {
       if ((await this.rooms.membership(roomId, userId)) === 'join') return undefined;
       // A restricted room lets in a member of an allowed room, vouched for by one of ours who may invite.
@@ -55,6 +56,15 @@ export class Memberships {
       throw notFound('No known servers: this room is unknown here');
     }
     return this.federation.joinRemoteRoom(roomId, userId, servers, await this.withProfile(userId, 'join', extra));
+  }
+
+  /**
+   * A guest joins only a room whose `m.room.guest_access` is `can_join` (client-server §Guest access). Guests
+   * are this server's notion, so the room's state here decides: a room we do not hold is refused.
+   */
+  private async checkGuestMayJoin(roomId: string): Promise<void> {
+    const guestAccess = (await this.rooms.exists(roomId)) ? await this.rooms.currentStateEvent(roomId, 'm.room.guest_access', '') : undefined;
+    if (guestAccess?.event.content['guest_access'] !== 'can_join') throw forbidden('Guest access is not allowed in this room');
   }
 
   async knock(userId: string, roomId: string, via: string[], extra: JsonObject): Promise<StoredEvent> {

@@ -174,7 +174,15 @@ export class RemoteDeviceLists {
     if (serverNameOf(userId) !== origin || this.options.isLocal(userId) || !(await this.options.sharesRoom(userId))) return;
     const resync = await this.userLock.run(userId, async () => {
       const list = await this.get(userId);
-      if (list && update.stream_id <= list.streamId) return false; // seen already
+      if (list && update.stream_id <= list.streamId) {
+        // Seen already, by the spec's numbering; but a deletion of a device we still serve is
+        // worth a resync whatever its number: Dendrite 0.13.8 numbers a deletion after the
+        // highest number left once the device's own rows are gone, which may be one we have seen.
+        const deletesServed = update.deleted === true && list.devices[update.device_id] !== undefined && isServedDevice(list.devices[update.device_id]!);
+        if (!deletesServed) return false;
+        await this.markStale(userId, list);
+        return true;
+      }
       const prev = update.prev_id ?? [];
       // We can apply it only on top of the list it follows; otherwise we missed something.
       const follows = list !== undefined && !list.stale && prev.length > 0 && prev.every((id) => id <= list.streamId) && prev.includes(list.streamId);
@@ -318,6 +326,7 @@ export class RemoteDeviceLists {
   /** Fetches the whole list from the user's server and stores it in place of ours. */
   private async resyncNow(server: string, userId: string): Promise<void> {
     if (!this.options.source) throw new DeviceListResyncError(server, 'this homeserver does not federate');
+    const askedAt = (await this.get(userId))?.streamId;
     let answer: Record<string, unknown>;
     try {
       const ms = this.options.requestTimeoutMs ?? 10_000;
@@ -342,8 +351,10 @@ export class RemoteDeviceLists {
     next.stale = next.streamId > 0 && !(await this.options.sharesRoom(userId));
     await this.userLock.run(userId, async () => {
       const current = await this.get(userId);
-      // Updates applied while the request was in flight are newer than its answer: keep them.
-      if (current && current.streamId > next.streamId) return;
+      // Updates applied while the request was in flight are newer than its answer: keep them. With
+      // none, the answer is the newest word even when its stream ID is below ours (Dendrite's
+      // go back when the device numbered last is deleted).
+      if (current && current.streamId !== askedAt && current.streamId > next.streamId) return;
       await this.store(userId, next, current);
     });
   }

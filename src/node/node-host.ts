@@ -31,6 +31,8 @@ export interface NodeHostOptions {
   port?: number;
   host?: string;
   registrationEnabled?: boolean;
+  /** Guest accounts (`--allow-guests`): off unless asked for. */
+  allowGuests?: boolean;
   rateLimits?: RateLimitConfig | false;
   log?: (message: string, error?: unknown) => void;
   /** libp2p multiaddrs to listen on (TCP, or WebSockets with /ws, or secure WebSockets with /wss and `tls`); none: the host only dials out. */
@@ -167,6 +169,7 @@ export async function startNodeHost(options: NodeHostOptions): Promise<NodeHost>
       database,
       seed,
       registrationEnabled: options.registrationEnabled,
+      allowGuests: options.allowGuests,
       rateLimits: options.rateLimits,
       // --no-rate-limits turns off both APIs' limits.
       ...(options.rateLimits === false ? { federationRateLimits: false as const } : {}),

@@ -33,6 +33,7 @@ const { values } = parseArgs({
     data: { type: 'string', default: './hearth-data' },
     host: { type: 'string', default: '127.0.0.1' },
     'no-registration': { type: 'boolean', default: false },
+    'allow-guests': { type: 'boolean', default: false },
     'no-rate-limits': { type: 'boolean', default: false },
     listen: { type: 'string', multiple: true, default: [] },
     announce: { type: 'string', multiple: true, default: [] },
@@ -132,6 +133,7 @@ try {
     port,
     host: values.host!,
     registrationEnabled: !values['no-registration'],
+    allowGuests: values['allow-guests'],
     rateLimits: values['no-rate-limits'] ? false : undefined,
     log: (message, error) => console.error(message, error ?? ''),
     // Two running copies of this identity (a copy where a move was meant): say so and stop federating.

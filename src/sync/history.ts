@@ -49,6 +49,28 @@ export class RoomHistory {
   ) {}
 
   /**
+   * GET /rooms/{roomId}/initialSync (deprecated, still in the spec and served by Synapse): the room's
+   * state and newest events as the user may see them, and `messages.end`, a sync token that GET
+   * /events?room_id= continues from. How a user not in a world_readable room (a guest too) peeks into it.
+   */
+  async roomInitialSync(roomId: string, viewer: Viewer, limit: number): Promise<Record<string, unknown>> {
+    const state = await this.visibility.readableState(roomId, viewer.userId);
+    if (!state) throw new NotVisibleError(`${viewer.userId} may not read room ${roomId}`);
+    const end = formatToken(await this.currentToken());
+    const page = await this.messages(roomId, viewer, { dir: 'b', limit });
+    const membership = await this.rooms.membership(roomId, viewer.userId);
+    return {
+      room_id: roomId,
+      ...(membership ? { membership } : {}),
+      messages: { chunk: [...page.chunk].reverse(), start: page.end ?? page.start, end },
+      state: await this.formatter.formatAll([...state.values()], viewer),
+      presence: [],
+      receipts: [],
+      account_data: [],
+    };
+  }
+
+  /**
    * Paginates a room's timeline in topological order (client-server GET
    * /rooms/{roomId}/messages), backfilling from other servers when history runs
    * out going back.

@@ -37,6 +37,8 @@ export interface UserPushRules {
 export interface Notification {
   actions: unknown[];
   event: Omit<ClientEvent, 'room_id'>;
+  /** The profile tag of the pusher the asking access token set, when it gave one. */
+  profile_tag?: string;
   read: boolean;
   room_id: string;
   ts: number;
@@ -154,7 +156,7 @@ export class PushNotifications {
    * The events the user was notified about in the rooms they are joined to, newest
    * first (client-server GET /notifications). `from` is a `next_token`: a stream position.
    */
-  async notifications(viewer: Viewer, options: { from?: string; limit: number; only?: string }): Promise<{ notifications: Notification[]; next_token?: string }> {
+  async notifications(viewer: Viewer & { tokenId?: string }, options: { from?: string; limit: number; only?: string }): Promise<{ notifications: Notification[]; next_token?: string }> {
     const { userId } = viewer;
     if (options.from !== undefined && !/^\d{1,15}$/.test(options.from)) throw new TokenError(`invalid token ${JSON.stringify(options.from)}`);
     const before = options.from === undefined ? Number.MAX_SAFE_INTEGER : Number(options.from);
@@ -177,11 +179,16 @@ export class PushNotifications {
     const page = found.slice(0, options.limit);
     const receipts = new Map<string, number>();
     const notifications: Notification[] = [];
+    // The rules are the user's, whatever the device; the tag says which device's pusher asks, as the spec's field does.
+    const profileTag = await this.users.pushers.profileTagOf(userId, viewer.tokenId);
     for (const { stored, outcome } of page) {
       const roomId = stored.event.room_id;
       if (!receipts.has(roomId)) receipts.set(roomId, await this.receiptPosition(roomId, userId));
       const { room_id: _room, ...event } = await this.formatter.format(stored, viewer);
-      notifications.push({ actions: outcome.actions, event, read: stored.streamOrdering! <= receipts.get(roomId)!, room_id: roomId, ts: stored.event.origin_server_ts });
+      notifications.push({
+        actions: outcome.actions, event, ...(profileTag !== undefined ? { profile_tag: profileTag } : {}),
+        read: stored.streamOrdering! <= receipts.get(roomId)!, room_id: roomId, ts: stored.event.origin_server_ts,
+      });
     }
     const result: { notifications: Notification[]; next_token?: string } = { notifications };
     if (page.length === options.limit) result.next_token = String(page.at(-1)!.stored.streamOrdering);

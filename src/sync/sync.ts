@@ -18,6 +18,7 @@ import { Visibility } from './visibility.ts';
 import { RelationsReader } from './relations.ts';
 import { EventStream } from './event-stream.ts';
 import { RoomHistory, type Backfiller, type MessagesPage } from './history.ts';
+import { Peeks } from './peeks.ts';
 
 export type { Backfiller, MessagesPage } from './history.ts';
 
@@ -50,6 +51,8 @@ export interface SyncResponse {
     invite: Record<string, { invite_state: { events: Record<string, unknown>[] } }>;
     leave: Record<string, LeftRoom>;
     knock: Record<string, { knock_state: { events: Record<string, unknown>[] } }>;
+    /** The world_readable rooms this device peeks into (MSC2753), present when there are any. */
+    peek?: Record<string, JoinedRoom>;
   };
   presence: { events: Record<string, unknown>[] };
   account_data: { events: Record<string, unknown>[] };
@@ -100,6 +103,8 @@ export class Sync {
   readonly history: RoomHistory;
   /** The deprecated GET /events. */
   readonly eventStream: EventStream;
+  /** The rooms each device peeks into (MSC2753). */
+  readonly peeks: Peeks;
   private readonly extensions: SyncExtension[] = [];
   /** Member events each device was sent, per room, for lazy loading (see withoutRedundantMembers). */
   private readonly sentMembers = new LruCache<string, Map<string, number>>(10_000);
@@ -123,6 +128,7 @@ export class Sync {
       for (const userId of change.userIds ?? []) void rooms.roomsOf(userId).then((roomIds) => notify({ position: 0, roomIds }), () => undefined);
     }, now);
     this.receipts = new Receipts(db, notify, now);
+    this.peeks = new Peeks(db, rooms, notify);
     this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId), (userId) => users.erasedAt(userId));
     this.formatter = new EventFormatter(rooms, now, this.visibility);
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
@@ -142,11 +148,11 @@ export class Sync {
   }
 
   /**
-   * Starts sending notifications to local users' push gateways for what comes after now
-   * (hosts that can reach them: see PushDelivery).
+   * Starts sending notifications to local users' push gateways: for what comes after now the first
+   * time, and from where it stopped after a restart (hosts that can reach them: see PushDelivery).
    */
   async deliverPushes(gateway: PushGateway, log: (message: string, error?: unknown) => void): Promise<PushDelivery> {
-    this.pushDelivery = new PushDelivery(this.rooms, this.users, this.push, gateway, await this.streamPosition(), log);
+    this.pushDelivery = await PushDelivery.start({ db: this.db, rooms: this.rooms, users: this.users, push: this.push, gateway, position: await this.streamPosition(), log, now: this.now });
     return this.pushDelivery;
   }
 
@@ -182,6 +188,7 @@ export class Sync {
     const deadline = this.now() + request.timeoutMs;
     for (;;) {
       const rooms = new Set(await this.rooms.roomsOf(request.userId, ['join', 'invite', 'knock']));
+      for (const peek of await this.peeks.of(request.userId, request.deviceId)) rooms.add(peek.roomId);
       const listener = this.notifier.listen(request.userId, rooms, Math.max(0, deadline - this.now()));
       try {
         const response = await this.compute(request, since);
@@ -255,6 +262,17 @@ export class Sync {
         if (include) response.rooms.leave[m.roomId] = await this.leftRoom(m.roomId, m.eventId, m.streamOrdering, viewer, filter, since, roomAccountData.get(m.roomId) ?? []);
       }
     }
+
+    // Rooms this device peeks into and is not joined to, as joined rooms come: afresh since the peek, then what is new.
+    const peeked: Record<string, JoinedRoom> = {};
+    for (const peek of await this.peeks.of(userId, deviceId)) {
+      if (joinedRooms.has(peek.roomId) || !roomMatches(filter, peek.roomId)) continue;
+      const fresh = !since || peek.since > sinceStream;
+      if (!fresh && (!active || !active.has(peek.roomId)) && !request.fullState) continue;
+      const room = await this.joinedRoom(peek.roomId, viewer, filter, fresh ? undefined : since, upTo, fresh || request.fullState, [], pushRules);
+      if (fresh || request.fullState || !isEmptyJoined(room)) peeked[peek.roomId] = room;
+    }
+    if (Object.keys(peeked).length > 0) response.rooms.peek = peeked;
 
     // Presence of the user and of those sharing a room with them: what changed, and what the client has not seen.
     const presence = new Map(this.presence.changedSince(since?.ephemeral ?? 0));
@@ -606,6 +624,7 @@ function hasNews(response: SyncResponse): boolean {
     Object.keys(r.invite).length > 0 ||
     Object.keys(r.leave).length > 0 ||
     Object.keys(r.knock).length > 0 ||
+    Object.keys(r.peek ?? {}).length > 0 ||
     response.presence.events.length > 0 ||
     response.account_data.events.length > 0 ||
     (response.to_device?.events.length ?? 0) > 0 ||

@@ -76,6 +76,8 @@ export class ChatScreen {
   show(container: HTMLElement, client: ChatClient): void {
     this.client = client;
     this.selectedRoomId = undefined;
+    // Until the first sync answers, the lists are not known to be empty: they say they are loading.
+    this.roomView.loading = true;
     client.subscribe((change) => this.onChange(client, change));
     this.profile.show(client);
     this.sidebar.build(client, this.p2pPanel.element, this.profile.element);
@@ -111,6 +113,7 @@ export class ChatScreen {
       this.renderRooms();
       return this.renderRoom();
     }
+    this.roomView.loading = false;
     if (!this.selectedRoomId) this.selectedRoomId = client.sortedRooms().find((r) => r.membership === 'join')?.id;
     // A room opened before its join reached this page, or joined over federation: fill it from /messages.
     if (this.selectedRoomId) client.openRoom(this.selectedRoomId);
@@ -143,7 +146,7 @@ export class ChatScreen {
     if (!this.client) return;
     // One snapshot of every room (each with its timeline) serves the list and the title.
     const rooms = this.client.sortedRooms();
-    this.sidebar.renderRooms(this.client, rooms, this.selectedRoomId);
+    this.sidebar.renderRooms(this.client, rooms, this.selectedRoomId, this.roomView.loading);
     // The tab's title counts what is unread elsewhere ("(3) Hearth", "(3!) Hearth" with a mention).
     const others = rooms.filter((room) => room.id !== this.selectedRoomId || document.visibilityState !== 'visible');
     const unread = others.reduce((n, room) => n + room.unread, 0);

@@ -242,7 +242,10 @@ export interface ChatClient {
 
   /** Creates a room: private and encrypted, or public and not. */
   createRoom(name: string, options?: { public?: boolean }): Promise<string>;
-  /** Starts an encrypted direct message with `userId` (listed in `m.direct`) and invites them; returns the room even when the invite failed (`DirectInviteFailed`). */
+  /**
+   * Starts an encrypted direct message with `userId` (listed in `m.direct`) and invites them; returns the room even when the invite failed (`DirectInviteFailed`).
+   * Their profile is asked first (over federation for another server's user): when it cannot be had, nothing is created (`DirectTargetUnknown`).
+   */
   startDirect(userId: string): Promise<string>;
   /** The room is shown: loads its history from /messages until the screen is filled or its start is reached. */
   openRoom(roomId: string): void;
@@ -341,6 +344,17 @@ export interface SearchResults {
 }
 
 /** A direct message room was made, but its invite failed: `roomId` exists, `cause` says why. */
+/** A direct message not started: the other user's homeserver did not answer for them (`cause`), so nothing was created. */
+export class DirectTargetUnknown extends Error {
+  override name = 'DirectTargetUnknown';
+  constructor(
+    readonly userId: string,
+    override readonly cause: unknown,
+  ) {
+    super(`no answer for ${userId}: nothing was created`);
+  }
+}
+
 export class DirectInviteFailed extends Error {
   override name = 'DirectInviteFailed';
   constructor(

@@ -1,5 +1,5 @@
 /** Errors in words a person can act on, never a bare code: the page's sentences for what went wrong. */
-import { FileTooLarge, MatrixApiError, MessageTooLarge } from './chat.ts';
+import { DirectTargetUnknown, FileTooLarge, MatrixApiError, MessageTooLarge } from './chat.ts';
 import { formatBytes } from './dom.ts';
 import { serverOf, shortServerName, shortUserId } from './ids.ts';
 
@@ -59,6 +59,22 @@ export function describeInviteError(error: unknown, userId: string): string {
   if (error instanceof MatrixApiError && error.errcode === 'M_INVALID_PARAM') return `\u201c${userId}\u201d is not a Matrix ID (it looks like @name:server).`;
   if (error instanceof MatrixApiError && error.errcode === 'M_NOT_FOUND') return `No user ${shortUserId(userId)} was found. Check the ID. Nobody was invited.`;
   return `Could not invite ${shortUserId(userId)}: ${describeError(error)}`;
+}
+
+/** A direct chat not started, and why; nothing was created. */
+export function describeDirectError(error: unknown, userId: string): string {
+  const cause = error instanceof DirectTargetUnknown ? error.cause : error;
+  if (cause instanceof MatrixApiError && (cause.status === 502 || cause.status === 504)) {
+    return `Could not reach the server of ${shortUserId(userId)}: it is offline or not found yet. Nothing was created; try again once it is listed under Peers.`;
+  }
+  if (cause instanceof MatrixApiError && cause.errcode === 'M_NOT_FOUND') return `No user ${shortUserId(userId)} was found. Check the ID. Nothing was created.`;
+  if (cause instanceof MatrixApiError && cause.errcode === 'M_INVALID_PARAM') return notAMatrixId(userId);
+  return `Could not start a chat with ${shortUserId(userId)}: ${describeError(cause)}`;
+}
+
+/** What a mistyped Matrix ID is told. */
+export function notAMatrixId(text: string): string {
+  return `\u201c${text}\u201d is not a Matrix ID: it looks like @name:server. Nothing was created.`;
 }
 
 /** Why a message was not sent (shown beside Retry and Delete). */

@@ -15,6 +15,26 @@ export function serverOf(userId: string): string {
   return userId.slice(userId.indexOf(':') + 1);
 }
 
+/**
+ * Whether `text` is a Matrix user ID by the spec's grammar (appendix §User identifiers, §Server name): `@`, a
+ * localpart of printable ASCII without `:` (the historical set, which other servers' users may still have), `:`,
+ * and a server name (a DNS name, an IPv4 address or a bracketed IPv6 one, with an optional port); 255 characters
+ * at most. Checked before anything is created for it.
+ */
+export function isMatrixUserId(text: string): boolean {
+  if (text.length > 255) return false;
+  const match = /^@([\x21-\x39\x3B-\x7E]+):(.+)$/.exec(text);
+  return !!match && isServerName(match[2]!);
+}
+
+function isServerName(name: string): boolean {
+  const match = /^(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,255})(?::(\d{1,5}))?$/.exec(name);
+  if (!match) return false;
+  const host = match[1]!;
+  if (!host.startsWith('[') && (host.startsWith('.') || host.endsWith('-') || host.startsWith('-') || host.includes('..'))) return false;
+  return match[2] === undefined || Number(match[2]) <= 65535;
+}
+
 /** A link that opens this page ready to invite `userId` (`#invite=@user:server`); `page` is the page's URL (any path prefix kept). */
 export function inviteLink(userId: string, page = location.href): string {
   const url = new URL(page);

@@ -4,11 +4,24 @@ import { h } from './dom.ts';
 import { updateKeyedChildren } from './keyed-children.ts';
 import { timelineItems, type TimelineActions } from './timeline.ts';
 
-/** The open room: its name and ID, the timeline (kept scrolled to the end when it was there), who is typing, the composer. */
+/** How near the end (in px) still counts as reading the newest. */
+const AT_END = 40;
+
+/**
+ * The open room: its name and ID, the timeline, who is typing, the composer. The timeline follows the
+ * conversation (issue 38): while the person is at its end it stays there, through new messages, a resize
+ * (a phone's keyboard, a rotated screen) and images that load; one's own new message always scrolls into
+ * view; another's, while the person reads further up, shows a "New messages" button instead.
+ */
 export class RoomView {
   readonly element = h('section', { class: 'room' });
   private readonly timeline = h('ol', { class: 'timeline', 'aria-label': 'Timeline', 'aria-live': 'polite' });
-  private readonly typingLine = h('div', { class: 'typing', 'aria-live': 'polite' });
+  private readonly newMessages = h('button', { type: 'button', class: 'new-messages small', hidden: true, onclick: () => this.scrollToEnd() }, 'New messages \u2193');
+  /** The person is at the timeline's end (read at each scroll, not at each render: a render may have grown it). */
+  private atEnd = true;
+  /** The open room, and its newest item's key when it was last drawn. */
+  private shown: { roomId: string; last: string | undefined } | undefined;
+  private readonly typingLine = h('div', { class: 'typing', role: 'status', 'aria-label': 'Who is typing' });
   private readonly roomTitle = h('h2', { class: 'room-title' });
   private readonly roomIdLine = h('code', { class: 'room-id' });
   private readonly encryptionLine = h('span', { class: 'room-encryption' });
@@ -16,6 +29,28 @@ export class RoomView {
   private readonly threadsButton = h('button', { type: 'button', class: 'small link room-threads' }, 'Threads');
   private readonly topicLine = h('p', { class: 'room-topic hint' });
   private readonly avatar = h('img', { class: 'avatar', alt: '', hidden: true });
+  /** Until the first sync answers, no room is open because none is known yet: said so rather than "create a room". */
+  loading = false;
+
+  constructor() {
+    this.timeline.addEventListener('scroll', () => {
+      this.atEnd = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < AT_END;
+      if (this.atEnd) this.newMessages.hidden = true;
+    });
+    // Resized (the window, a phone's keyboard, the panes around it) or grown by an image: still at the end if it was.
+    new ResizeObserver(() => this.atEnd && this.pinToEnd()).observe(this.timeline);
+    this.timeline.addEventListener('load', () => this.atEnd && this.pinToEnd(), true);
+  }
+
+  private pinToEnd(): void {
+    this.timeline.scrollTop = this.timeline.scrollHeight;
+  }
+
+  private scrollToEnd(): void {
+    this.atEnd = true;
+    this.newMessages.hidden = true;
+    this.pinToEnd();
+  }
 
   /** Builds the pane around the composer (again at each sign-in), under the encryption panel; the settings and search folds under the header. */
   build(composer: Composer, encryptionPanel: HTMLElement, folds: HTMLElement[] = []): void {
@@ -24,6 +59,7 @@ export class RoomView {
       h('header', { class: 'room-header' }, this.avatar, this.roomTitle, this.encryptionLine, this.roomIdLine, this.threadsButton, this.leaveButton, this.topicLine),
       h('div', { class: 'room-folds' }, ...folds),
       this.timeline,
+      this.newMessages,
       this.typingLine,
       composer.element,
     );
@@ -36,13 +72,15 @@ export class RoomView {
     this.leaveButton.onclick = () => actions.leave();
     this.threadsButton.onclick = () => actions.threads();
     if (!room) {
-      this.roomTitle.textContent = 'No room selected';
+      this.roomTitle.textContent = this.loading ? 'Loading your rooms…' : 'No room selected';
       this.roomIdLine.textContent = '';
       this.topicLine.hidden = true;
       this.avatar.hidden = true;
       this.encryptionLine.textContent = '';
-      this.timeline.replaceChildren(h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
+      this.timeline.replaceChildren(this.loading ? h('li', { class: 'notice loading', role: 'status' }, 'Loading…') : h('li', { class: 'notice' }, 'Create a room, or join one by its ID, to start talking.'));
       this.typingLine.textContent = '';
+      this.shown = undefined;
+      this.newMessages.hidden = true;
       return;
     }
     this.roomTitle.textContent = client.roomName(room);
@@ -58,9 +96,18 @@ export class RoomView {
       : 'Messages are stored readable on every server in the room.';
     this.encryptionLine.dataset.encrypted = String(room.encrypted);
 
-    const atBottom = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < 40;
-    updateKeyedChildren(this.timeline, timelineItems(client, room, actions));
-    if (atBottom) this.timeline.scrollTop = this.timeline.scrollHeight;
+    const items = timelineItems(client, room, actions);
+    const newest = items.at(-1);
+    const last = newest?.dataset.eventId ?? newest?.dataset.txnId ?? newest?.dataset.uploadId;
+    const opened = this.shown?.roomId !== room.id;
+    const arrived = !opened && last !== undefined && last !== this.shown?.last;
+    // One's own: a local echo, an upload, or a message of this user's.
+    const mine = !!newest && (newest.classList.contains('mine') || newest.classList.contains('pending'));
+    this.shown = { roomId: room.id, last };
+    updateKeyedChildren(this.timeline, items);
+    if (opened || (arrived && mine)) this.scrollToEnd();
+    else if (this.atEnd) this.pinToEnd();
+    else if (arrived) this.newMessages.hidden = false;
 
     const typing = room.typing.filter((userId) => userId !== client.userId).map((userId) => client.displayName(room, userId));
     this.typingLine.textContent = typing.length === 0 ? '' : `${typing.join(', ')} ${typing.length === 1 ? 'is' : 'are'} typing\u2026`;

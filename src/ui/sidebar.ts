@@ -1,6 +1,7 @@
-import { DirectInviteFailed, type ChatClient, type ChatRoom } from './chat.ts';
+import { DirectInviteFailed, DirectTargetUnknown, type ChatClient, type ChatRoom, type MatrixEvent } from './chat.ts';
 import { copyText, h } from './dom.ts';
-import { describeError, describeInviteError, describeJoinError } from './errors.ts';
+import { describeDirectError, describeError, describeInviteError, describeJoinError, notAMatrixId } from './errors.ts';
+import { isMatrixUserId } from './ids.ts';
 import { ErrorSlot, succeeded, type ActionKind } from './error-slot.ts';
 
 /** What the sidebar asks of the chat screen. */
@@ -71,9 +72,12 @@ export class Sidebar {
           onsubmit: (e: Event) =>
             this.guard(e, 'create', async () => {
               const userId = directTo.value.trim();
+              // The ID's grammar first, then (in startDirect) its homeserver's answer: nothing is created for a wrong one.
+              if (!isMatrixUserId(userId)) throw new Error(notAMatrixId(userId));
               try {
                 this.actions.select(await client.startDirect(userId), () => (directTo.value = ''));
               } catch (error) {
+                if (error instanceof DirectTargetUnknown) throw new Error(describeDirectError(error, userId));
                 if (!(error instanceof DirectInviteFailed)) throw error;
                 this.actions.select(error.roomId);
                 throw new Error(`The direct message was created, but the invite failed. ${describeInviteError(error.cause, userId)}`);
@@ -103,13 +107,16 @@ export class Sidebar {
     return h('span', { class: 'hint inviter-line' }, 'invited by\u00a0', id, copy);
   }
 
-  /** `rooms`: the client's `sortedRooms()`. */
-  renderRooms(client: ChatClient, rooms: readonly ChatRoom[], selectedRoomId: string | undefined): void {
+  /** `rooms`: the client's `sortedRooms()`; `loading` until the first sync has answered (an empty list is not known to be empty yet). */
+  renderRooms(client: ChatClient, rooms: readonly ChatRoom[], selectedRoomId: string | undefined, loading = false): void {
     const item = (room: ChatRoom) => this.roomItem(client, room, selectedRoomId);
     const direct = rooms.filter((room) => room.isDirect).map(item);
     const items = rooms.filter((room) => !room.isDirect).map(item);
-    this.directList.replaceChildren(...(direct.length > 0 ? direct : [h('li', { class: 'hint' }, 'None yet: start one with a Matrix ID.')]));
-    this.roomList.replaceChildren(...(items.length > 0 ? items : [h('li', { class: 'hint' }, 'No rooms yet: create one, or join one by its ID.')]));
+    const empty = (words: string) => (loading ? h('li', { class: 'hint loading', role: 'status' }, h('span', { class: 'spinner small', 'aria-hidden': 'true' }), 'Loading…') : h('li', { class: 'hint' }, words));
+    this.directList.setAttribute('aria-busy', String(loading));
+    this.roomList.setAttribute('aria-busy', String(loading));
+    this.directList.replaceChildren(...(direct.length > 0 ? direct : [empty('None yet: start one with a Matrix ID.')]));
+    this.roomList.replaceChildren(...(items.length > 0 ? items : [empty('No rooms yet: create one, or join one by its ID.')]));
     // Left (or kicked from) and not forgotten: Forget takes a room from every list, for good.
     const left = client.leftRooms();
     this.leftHeading.hidden = this.leftList.hidden = left.length === 0;
@@ -148,8 +155,14 @@ export class Sidebar {
         room.unread > 0 && room.id !== selectedRoomId
           ? h('span', { class: room.highlights > 0 ? 'unread-badge highlight' : 'unread-badge', title: `${room.unread} unread${room.highlights > 0 ? `, ${room.highlights} mentioning you` : ''}` }, String(room.unread))
           : null,
-        h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${String(last.content.body ?? '')}` : ''),
+        h('span', { class: 'preview' }, last ? `${client.displayName(room, last.sender)}: ${previewText(last)}` : ''),
       ),
     );
   }
+}
+
+/** A message's text for the room list: an edit's new text, not its "* …" fallback (the newest event may be an edit alone). */
+function previewText(event: MatrixEvent): string {
+  const newContent = event.content['m.relates_to']?.rel_type === 'm.replace' ? event.content['m.new_content'] : undefined;
+  return String((newContent && typeof newContent === 'object' ? newContent.body : event.content.body) ?? '');
 }

@@ -110,6 +110,13 @@ export class Pushers {
     });
   }
 
+  /** The profile tag of a pusher the access token set (`tokenId`, its hash), if it gave one. */
+  async profileTagOf(userId: string, tokenId: string | undefined): Promise<string | undefined> {
+    if (tokenId === undefined) return undefined;
+    const row = await this.db.get<{ profile_tag: string }>('SELECT profile_tag FROM pushers WHERE user_id = ? AND token_hash = ? AND profile_tag IS NOT NULL ORDER BY rowid LIMIT 1', [userId, tokenId]);
+    return row?.profile_tag;
+  }
+
   /** Removes a pusher its gateway rejected. */
   async remove(userId: string, appId: string, pushkey: string): Promise<void> {
     await this.db.transaction((tx) => tx.run('DELETE FROM pushers WHERE user_id = ? AND app_id = ? AND pushkey = ?', [userId, appId, pushkey]));

@@ -90,5 +90,10 @@ export const usersSchema: ComponentSchema = {
         tx.run('CREATE TABLE openid_tokens (token_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL, expires_ts INTEGER NOT NULL) WITHOUT ROWID');
       },
     },
+    {
+      version: 5,
+      description: 'guest accounts',
+      up: (tx) => void tx.run('ALTER TABLE users ADD COLUMN is_guest INTEGER NOT NULL DEFAULT 0'),
+    },
   ],
 };

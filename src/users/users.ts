@@ -15,6 +15,8 @@ export interface Session {
   deviceId: string;
   /** Which access token authenticated it (its hash): what a pusher set with it belongs to. */
   tokenId?: string;
+  /** A guest account's (`/register?kind=guest`): only the endpoints open to guests accept it. */
+  isGuest?: boolean;
 }
 
 export interface Device {
@@ -143,6 +145,39 @@ export class Users {
     });
   }
 
+  /**
+   * A guest account (client-server §Guest access): no password, and a numeric localpart, as
+   * Synapse gives them, the next one free (an ordinary account may have taken a number).
+   */
+  async createGuestAccount(): Promise<string> {
+    const now = this.options.now();
+    return this.options.db.transaction((tx) => {
+      let number = tx.get<{ count: number }>('SELECT COUNT(*) AS count FROM users WHERE is_guest = 1')!.count + 1;
+      while (tx.get('SELECT 1 FROM users WHERE user_id = ?', [this.userId(String(number))])) number++;
+      const userId = this.userId(String(number));
+      tx.run('INSERT INTO users (user_id, password_hash, created_ts, is_guest) VALUES (?, NULL, ?, 1)', [userId, now]);
+      tx.run('INSERT INTO profiles (user_id, displayname) VALUES (?, ?)', [userId, String(number)]);
+      this.putAccountDataTx(tx, userId, '', 'm.push_rules', { global: defaultPushRules(userId) });
+      return userId;
+    });
+  }
+
+  async isGuest(userId: string): Promise<boolean> {
+    return (await this.options.db.get<{ is_guest: number }>('SELECT is_guest FROM users WHERE user_id = ?', [userId]))?.is_guest === 1;
+  }
+
+  /**
+   * Makes a guest a full account with a password, keeping its user ID, rooms and devices
+   * (`/register` with `guest_access_token`, as Synapse does). False when `userId` is no guest.
+   */
+  async upgradeGuest(userId: string, password: string | undefined): Promise<boolean> {
+    const passwordHash = password === undefined ? null : await hashPassword(password, this.options.passwordIterations);
+    const upgraded = await this.options.db.transaction((tx) => tx.run('UPDATE users SET is_guest = 0, password_hash = ? WHERE user_id = ? AND is_guest = 1', [passwordHash, userId]).changes > 0);
+    // Cached sessions still say guest.
+    if (upgraded) this.forgetSessions((s) => s.userId === userId);
+    return upgraded;
+  }
+
   async checkPassword(userId: string, password: string): Promise<boolean> {
     const row = await this.options.db.get<{ password_hash: string | null; deactivated: number }>(
       'SELECT password_hash, deactivated FROM users WHERE user_id = ?', [userId],
@@ -180,11 +215,11 @@ export class Users {
     const hash = hashToken(token);
     const cached = this.sessions.get(hash);
     if (cached) return cached;
-    const row = await this.options.db.get<{ user_id: string; device_id: string }>(
-      'SELECT user_id, device_id FROM access_tokens WHERE token_hash = ?', [hash],
+    const row = await this.options.db.get<{ user_id: string; device_id: string; is_guest: number | null }>(
+      'SELECT t.user_id, t.device_id, u.is_guest FROM access_tokens t LEFT JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ?', [hash],
     );
     if (!row) return undefined;
-    const session = { userId: row.user_id, deviceId: row.device_id, tokenId: hash };
+    const session: Session = { userId: row.user_id, deviceId: row.device_id, tokenId: hash, ...(row.is_guest === 1 ? { isGuest: true } : {}) };
     if (this.sessions.size > 10_000) this.sessions.clear();
     this.sessions.set(hash, session);
     return session;

@@ -307,4 +307,29 @@ describe('device lists against a scripted remote server (not Hearth), over HTTPS
     // No resync was needed for any of it: one /user/devices in all.
     expect(remote.received.filter(isUserDevices(bob)).length).toBe(1);
   });
+
+  // Dendrite 0.13.8 numbers each change after the highest number it holds for the user; deleting
+  // the device it numbered last removes that device's rows first, so the deletion takes a number
+  // already sent, and /user/devices answers a stream ID below the last update's.
+  it('a deletion of a listed device under a stream ID already seen resyncs, and the resync is taken though its stream ID is below ours', async () => {
+    const bob = `@bob:${remote.name}`;
+    const roomId = await createRoom(alice);
+    await remote.joinRoom(host.name, roomId, bob);
+    const keys = (deviceId: string) => ({ user_id: bob, device_id: deviceId, algorithms: ['m.olm.v1.curve25519-aes-sha2'], keys: { [`ed25519:${deviceId}`]: deviceId }, signatures: {} });
+    let devices = devicesAnswer(bob, 2, [{ device_id: 'D1', keys: keys('D1') }]);
+    remote.answerAlways('GET', userDevicesPath(bob), () => devices);
+    expect(Object.keys((await keysQuery(alice, { [bob]: [] })).device_keys[bob])).toEqual(['D1']);
+    // D2 signs in (announced without keys, as deleted) and uploads its keys.
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: bob, device_id: 'D2', stream_id: 3, prev_id: [2], deleted: true });
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: bob, device_id: 'D2', stream_id: 4, prev_id: [3], keys: keys('D2') });
+    expect(Object.keys((await keysQuery(alice, { [bob]: [] })).device_keys[bob]).sort()).toEqual(['D1', 'D2']);
+    const since = await syncToken(alice);
+
+    // D2 signs out: its deletion comes as stream ID 3 again, and bob's list is at 2 once more.
+    devices = devicesAnswer(bob, 2, [{ device_id: 'D1', keys: keys('D1') }]);
+    await remote.sendEdu(host.name, 'm.device_list_update', { user_id: bob, device_id: 'D2', stream_id: 3, prev_id: [2], deleted: true });
+    await untilChanged(alice, bob, since);
+    expect(Object.keys((await keysQuery(alice, { [bob]: [] })).device_keys[bob])).toEqual(['D1']);
+    expect(remote.received.filter(isUserDevices(bob)).length).toBe(2);
+  });
 });

@@ -1,9 +1,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { signJson } from '../../src/crypto/signing.ts';
-import { api, type Account } from '../integration/harness.ts';
-import { crossSigningSet, deviceKeys } from '../support/e2ee-keys.ts';
-import { PASSWORD, synapseAndHearth, type InteropServer } from '../support/synapse-interop.ts';
-import { longPollUntil, syncPath, type SyncBody } from '../support/sync-until.ts';
+import { api } from '../integration/harness.ts';
+import { call, devicesOf, listing, newDevice, ownerAndWatcher, query, syncUntil, untilQuery, type Person } from '../support/device-list-watch.ts';
+import { crossSigningSet } from '../support/e2ee-keys.ts';
+import { PASSWORD, synapseAndHearth } from '../support/synapse-interop.ts';
+import type { SyncBody } from '../support/sync-until.ts';
 
 // Device lists between a Hearth host and Synapse as the other server (issue 34, checked against an
 // independent implementation), each case both ways: the person whose devices change ("the owner")
@@ -19,80 +20,11 @@ import { longPollUntil, syncPath, type SyncBody } from '../support/sync-until.ts
 // Synapse keeps device names from other servers unless told (its default; the spec has no such switch).
 const servers = synapseAndHearth({ synapseConfig: { allow_device_name_lookup_over_federation: true } });
 
-interface Person {
-  server: InteropServer;
-  account: Account;
-  /** The /sync position after the last step a test waited for. */
-  since?: string;
-}
-
-async function call(who: Person, method: string, path: string, body?: unknown): Promise<any> {
-  const r = await api(who.server, method, path, { token: who.account.accessToken, body, unchecked: true });
-  expect(r.status, `${method} ${path} on ${who.server.name}: ${JSON.stringify(r.body)}`).toBe(200);
-  return r.body;
-}
-
-/** Registers a person and gives their first device keys. */
-async function person(server: InteropServer, username: string): Promise<Person> {
-  const who = { server, account: await servers.register(server, username) };
-  await uploadKeys(who.account, who);
-  return who;
-}
-
-async function uploadKeys(account: Account, on: Person): Promise<void> {
-  const { signed } = await deviceKeys(account);
-  await call({ server: on.server, account }, 'POST', '/_matrix/client/v3/keys/upload', { device_keys: signed });
-}
-
-/** A new session of the owner, with device keys, named. */
-async function newDevice(owner: Person, name: string): Promise<Account> {
-  const r = await api(owner.server, 'POST', '/_matrix/client/v3/login', {
-    body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: owner.account.userId }, password: PASSWORD, initial_device_display_name: name },
-  });
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  const account = { userId: r.body.user_id, accessToken: r.body.access_token, deviceId: r.body.device_id };
-  await uploadKeys(account, owner);
-  return account;
-}
-
-/** What the watcher's server answers to /keys/query for the owner. */
-const query = (watcher: Person, owner: Person): Promise<any> => call(watcher, 'POST', '/_matrix/client/v3/keys/query', { device_keys: { [owner.account.userId]: [] } });
-const devicesOf = async (watcher: Person, owner: Person): Promise<string[]> => Object.keys((await query(watcher, owner)).device_keys?.[owner.account.userId] ?? {}).sort();
-
-/** Long-polls a person's /sync from their last position until `done`, collecting every `device_lists` on the way. */
-async function syncUntil(watcher: Person, done: (body: SyncBody, seen: { changed: Set<string>; left: Set<string> }) => boolean, what: string) {
-  const seen = { changed: new Set<string>(), left: new Set<string>() };
-  const body = await longPollUntil(async (since) => {
-    const r = await api(watcher.server, 'GET', syncPath(since, 10_000), { token: watcher.account.accessToken, unchecked: true });
-    if (r.status !== 200) throw new Error(`/sync: ${r.status} ${JSON.stringify(r.body)}`);
-    for (const u of r.body.device_lists?.changed ?? []) seen.changed.add(u);
-    for (const u of r.body.device_lists?.left ?? []) seen.left.add(u);
-    return r.body;
-  }, (b) => done(b, seen), { since: watcher.since, who: `${watcher.account.userId}, for ${what}`, timeoutMs: 30_000 });
-  watcher.since = body.next_batch;
-  return seen;
-}
 /** The member events of a room in a /sync answer (state and timeline). */
 const memberEvents = (body: SyncBody, roomId: string): any[] => {
   const room = body.rooms?.join?.[roomId];
   return [...(room?.state?.events ?? []), ...(room?.timeline?.events ?? [])].filter((e: any) => e.type === 'm.room.member');
 };
-const untilChanged = (watcher: Person, owner: Person, what: string) => syncUntil(watcher, (_, seen) => seen.changed.has(owner.account.userId), what);
-
-/**
- * Waits until the watcher's /keys/query for the owner satisfies `check`, asking again each time the
- * watcher's /sync says the owner's devices changed: a new device is one change as it is made and
- * another as its keys are uploaded, and only a device with keys is listed.
- */
-async function untilQuery(watcher: Person, owner: Person, check: (answer: any) => boolean, what: string): Promise<any> {
-  for (;;) {
-    await untilChanged(watcher, owner, what);
-    const answer = await query(watcher, owner);
-    if (check(answer)) return answer;
-  }
-}
-const listing = (owner: Person, devices: (string | undefined)[]) => (answer: any) =>
-  JSON.stringify(Object.keys(answer.device_keys?.[owner.account.userId] ?? {}).sort()) === JSON.stringify(devices.filter((d) => d !== undefined).sort());
 
 describe.each([
   { direction: 'a Synapse user’s devices, watched from Hearth', ownerServer: () => servers.synapse, watcherServer: () => servers.hearth, tag: 's2h' },
@@ -104,14 +36,7 @@ describe.each([
   /** The device added while the watcher was away. */
   let meanwhile: string;
 
-  beforeAll(async () => {
-    [owner, watcher] = await Promise.all([person(ownerServer(), `owner-${tag}`), person(watcherServer(), `watcher-${tag}`)]);
-    ({ room_id: roomId } = await call(owner, 'POST', '/_matrix/client/v3/createRoom', { preset: 'public_chat' }));
-    await call(watcher, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}?server_name=${encodeURIComponent(owner.server.name)}`, {});
-    // Sharing a room, the watcher's server tracks the owner's list; the first device is listed.
-    await syncUntil(watcher, () => true, 'a first position');
-    expect(await devicesOf(watcher, owner)).toEqual([owner.account.deviceId]);
-  });
+  beforeAll(async () => ({ owner, watcher, roomId } = await ownerAndWatcher(ownerServer(), watcherServer(), tag)));
 
   it('a new device is listed, and the owner is in device_lists.changed', async () => {
     const second = await newDevice(owner, 'the second device');

@@ -5,46 +5,22 @@
  * requests, may reach loopback addresses, trusts no notary, lets anyone register, and has its
  * rate limits lifted as Synapse's own Complement set-up lifts them.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dump } from 'js-yaml';
 import { freePort } from './node-peer.ts';
+import { runRemoteServer, stopAllRemoteServers, type RemoteServer } from './remote-server.ts';
 import type { TestTls } from './https-hosts.ts';
 
 /** The version scripts/install-synapse.sh installs. */
 export const SYNAPSE_VERSION = '1.163.2';
 const PYTHON = fileURLToPath(new URL('../../.synapse/venv/bin/python', import.meta.url));
-const running = new Set<SynapseServer['stop']>();
 
-export interface SynapseServer {
-  /** `localhost:PORT`, or `127.0.0.1:PORT`. */
-  name: string;
-  port: number;
-  /** `https://localhost:PORT`, its client and federation APIs both. */
-  url: string;
-  /** A fetch that trusts the test's CA, for the client API. */
-  fetch: typeof fetch;
-  dataDir: string;
-  /** The process ID of the Synapse running now (a restart changes it). */
-  pid(): number;
-  /** Everything it logged (INFO and above), across restarts. */
-  log(): string;
-  /** Kills the process and keeps its data folder and port, as a crash would leave them. */
-  halt(): Promise<void>;
-  /** Starts it again after halt() on the same data, name and port; answers once it is up. */
-  resume(): Promise<void>;
-  /** Kills it and removes its data folder. */
-  stop(): Promise<void>;
-  /** Milliseconds from its process's start to its first answer of /versions (with a new data folder: making the database and key too). */
-  startMs: number;
-  /** Ends the process (SIGTERM, a clean stop, unless told) and starts it again on the same data folder and port; resolves once it answers /versions, with the milliseconds from the new process's start to that. */
-  restart(signal?: 'SIGTERM' | 'SIGKILL'): Promise<number>;
-}
+export type SynapseServer = RemoteServer;
 
 /** Not a limit a test would meet: Complement's own numbers for "no rate limit". */
 const unlimited = { per_second: 9999, burst_count: 9999 };
@@ -106,101 +82,16 @@ export async function startSynapse(options: { tls: TestTls; port?: number; host?
   if (!existsSync(PYTHON)) throw new Error(`Synapse is not installed in .synapse/venv: run \`npm run synapse:install\` (scripts/install-synapse.sh) first.`);
   const port = options.port ?? (await freePort());
   const name = `${options.host ?? 'localhost'}:${port}`;
-  const url = `https://localhost:${port}`;
   const dataDir = await mkdtemp(join(tmpdir(), 'hearth-synapse-'));
   const configPath = join(dataDir, 'homeserver.yaml');
   await writeFile(configPath, dump({ ...synapseConfig({ name, port, dataDir, tls: options.tls }), ...options.config }));
-
-  let output = '';
-  let process: SynapseProcess | undefined;
-  const halt = async (signal: 'SIGTERM' | 'SIGKILL' = 'SIGKILL') => {
-    await process?.kill(signal);
-    process = undefined;
-  };
-  const stop = async () => {
-    running.delete(stop);
-    await halt();
-    await rm(dataDir, { recursive: true, force: true, maxRetries: 5 });
-  };
-  /** Starts the process on the data folder and port; answers the milliseconds from its start to its first /versions. */
-  const launch = async (): Promise<number> => {
-    const started = performance.now();
-    process = spawnSynapse(configPath, dataDir, (chunk) => (output += chunk));
-    try {
-      await untilUp(process, url, options.tls.fetch);
-    } catch (error) {
-      await halt();
-      throw new Error(`Synapse ${(error as Error).message} before it answered /_matrix/client/versions; its log:\n${output}`);
-    }
-    return performance.now() - started;
-  };
-  const resume = async () => {
-    if (!process) await launch();
-  };
-  running.add(stop);
-  let startMs: number;
-  try {
-    startMs = await launch();
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return {
-    name, port, url, fetch: options.tls.fetch, dataDir, startMs,
-    pid: () => process!.pid,
-    log: () => output,
-    halt: () => halt(),
-    resume,
-    stop,
-    restart: async (signal = 'SIGTERM') => {
-      await halt(signal);
-      return launch();
-    },
-  };
-}
-
-interface SynapseProcess {
-  pid: number;
-  exited: Promise<string>;
-  gone(): string | undefined;
-  kill(signal: 'SIGTERM' | 'SIGKILL'): Promise<void>;
-}
-
-/** `python -m synapse.app.homeserver` on a config, its output handed to `log`. */
-function spawnSynapse(configPath: string, dataDir: string, log: (chunk: string) => void): SynapseProcess {
-  const child = spawn(PYTHON, ['-m', 'synapse.app.homeserver', '--config-path', configPath], {
-    cwd: dataDir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  return runRemoteServer({
+    label: `Synapse ${SYNAPSE_VERSION}`, name, port, url: `https://localhost:${port}`, fetch: options.tls.fetch, dataDir,
+    command: PYTHON,
+    args: ['-m', 'synapse.app.homeserver', '--config-path', configPath],
+    env: { PYTHONUNBUFFERED: '1' },
   });
-  child.stdout.on('data', (chunk: Buffer) => log(chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => log(chunk.toString()));
-  let gone: string | undefined;
-  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve((gone = `exited (${code ?? signal})`))));
-  return {
-    pid: child.pid!,
-    exited,
-    gone: () => gone,
-    kill: async (signal) => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      await exited;
-    },
-  };
 }
 
-/** Up when the client API answers; a Synapse that exits first failed to start (thrown as how it exited). */
-async function untilUp(synapse: SynapseProcess, url: string, fetch: typeof globalThis.fetch): Promise<void> {
-  for (;;) {
-    const gone = synapse.gone();
-    if (gone) throw new Error(gone);
-    const answered = await fetch(`${url}/_matrix/client/versions`).then((r) => r.ok, () => false);
-    if (answered) return;
-    // Nothing tells when Synapse listens but its answering: ask again soon (20 ms, so a bench's start-up figure is close).
-    await Promise.race([synapse.exited, new Promise((resolve) => setTimeout(resolve, 20))]);
-  }
-}
-
-/** Stops every Synapse still running, one whose start failed a test's hook time-out too (for afterAll). */
-export async function stopAllSynapses(): Promise<void> {
-  await Promise.all([...running].map((stop) => stop()));
-}
+/** Stops every Synapse (and any other remote server) still running, one whose start failed a test's hook time-out too (for afterAll). */
+export const stopAllSynapses = stopAllRemoteServers;

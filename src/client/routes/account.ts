@@ -37,6 +37,7 @@ const registerSchema = z
     initial_device_display_name: z.string().max(1000).optional(),
     inhibit_login: z.boolean().optional(),
     auth: z.unknown().optional(),
+    guest_access_token: z.string().optional(),
   })
   .loose();
 
@@ -143,15 +144,28 @@ export function accountRoutes(app: Hono<Env>): void {
   on(app, 'POST', '/register', async (c) => {
     const services = c.get('services');
     const kind = c.req.query('kind') ?? 'user';
-    if (kind === 'guest') throw new MatrixError(403, 'M_GUEST_ACCESS_FORBIDDEN', 'Guest access is not enabled');
+    if (kind === 'guest') {
+      // Guests are their own switch, apart from registration (as in Synapse): off unless the host allows them.
+      if (!services.config.guestsEnabled) throw new MatrixError(403, 'M_GUEST_ACCESS_FORBIDDEN', 'Guest access is not enabled');
+      const body = await parseBody(c, registerSchema, { allowEmpty: true });
+      rateLimit(c, 'register:' + (c.req.header('x-forwarded-for') ?? 'local'));
+      const userId = await services.users.createGuestAccount();
+      // No device ID of the guest's choosing, as in Synapse: a guest may not come back to a device.
+      const session = await services.users.createSession(userId, undefined, body.initial_device_display_name);
+      return c.json({ user_id: userId, access_token: session.accessToken, device_id: session.deviceId, home_server: services.users.serverName });
+    }
     if (kind !== 'user') throw invalidParam(`unknown kind ${kind}`);
     if (!services.config.registrationEnabled) throw forbidden('Registration is disabled');
     const body = await parseBody(c, registerSchema);
     rateLimit(c, 'register:' + (c.req.header('x-forwarded-for') ?? 'local'));
     const username = body.username ?? randomString(services.random, 12, 'abcdefghijklmnopqrstuvwxyz0123456789');
-    const userId = await services.users.newAccountUserId(username);
+    // A guest becoming a full account keeps its user ID: its own token names it (Synapse's guest_access_token).
+    const guest = body.guest_access_token === undefined ? undefined : await services.users.authenticate(body.guest_access_token);
+    const upgrading = guest?.isGuest === true && guest.userId === services.users.userId(username.toLowerCase());
+    const userId = upgrading ? guest.userId : await services.users.newAccountUserId(username);
     await services.uia.authenticate('register', body.auth, [{ stages: ['m.login.dummy'] }], async (stage) => stage === 'm.login.dummy');
-    if (!(await services.users.createAccount(userId, body.password))) throw new MatrixError(400, 'M_USER_IN_USE', 'User ID already taken');
+    const created = upgrading ? await services.users.upgradeGuest(userId, body.password) : await services.users.createAccount(userId, body.password);
+    if (!created) throw new MatrixError(400, 'M_USER_IN_USE', 'User ID already taken');
     if (body.inhibit_login) return c.json({ user_id: userId, home_server: services.users.serverName });
     const session = await services.users.createSession(userId, body.device_id, body.initial_device_display_name);
     return c.json({ user_id: userId, access_token: session.accessToken, device_id: session.deviceId, home_server: services.users.serverName });
@@ -161,7 +175,7 @@ export function accountRoutes(app: Hono<Env>): void {
 
   on(app, 'GET', '/account/whoami', async (c) => {
     const session = await requireSession(c);
-    return c.json({ user_id: session.userId, device_id: session.deviceId, is_guest: false });
+    return c.json({ user_id: session.userId, device_id: session.deviceId, is_guest: session.isGuest === true });
   });
 
   on(app, 'POST', '/account/password', async (c) => {

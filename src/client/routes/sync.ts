@@ -2,7 +2,8 @@ import type { Hono } from 'hono';
 import { filterSchema, type Filter } from '../../sync/filter.ts';
 import { requireSession, type Env } from '../context.ts';
 import { invalidParam, MatrixError, notFound } from '../../http/matrix-error.ts';
-import { intQuery } from '../http.ts';
+import { intQuery, requireRoomId } from '../http.ts';
+import { isValidRoomAlias, isValidRoomId } from '../../events/identifiers.ts';
 import { validate } from '../../http/validate.ts';
 import { on } from './route.ts';
 
@@ -48,10 +49,42 @@ export function syncRoutes(app: Hono<Env>): void {
     const session = await requireSession(c);
     const services = c.get('services');
     const from = c.req.query('from');
+    const roomId = c.req.query('room_id');
+    if (roomId !== undefined && !isValidRoomId(roomId)) throw invalidParam(`invalid room ID ${roomId}`);
+    // A guest reads one room at a time, as Synapse asks of them.
+    if (session.isGuest && roomId === undefined) throw new MatrixError(400, 'M_MISSING_PARAM', 'Guests must give room_id');
     return c.json(await services.sync.eventStream.events(session, {
       ...(from ? { from } : {}),
+      ...(roomId ? { roomId } : {}),
       timeoutMs: Math.min(intQuery(c, 'timeout', 30_000), services.config.maxSyncTimeoutMs),
     }));
+  });
+
+  // Peeking through /sync (MSC2753): the room comes in this device's syncs under rooms.peek.
+  on(app, 'POST', '/peek/:roomIdOrAlias', async (c) => {
+    const session = await requireSession(c);
+    const services = c.get('services');
+    const idOrAlias = c.req.param('roomIdOrAlias')!;
+    let roomId = idOrAlias;
+    if (idOrAlias.startsWith('#')) {
+      if (!isValidRoomAlias(idOrAlias)) throw invalidParam(`invalid room alias ${idOrAlias}`);
+      roomId = (await services.rooms.resolveAlias(idOrAlias)) ?? '';
+      if (!roomId) throw notFound(`Room alias ${idOrAlias} not found`);
+    } else if (!isValidRoomId(idOrAlias)) throw invalidParam(`invalid room ID or alias ${idOrAlias}`);
+    await services.sync.peeks.peek(session.userId, session.deviceId, roomId);
+    return c.json({ room_id: roomId });
+  });
+
+  on(app, 'POST', '/rooms/:roomId/unpeek', async (c) => {
+    const session = await requireSession(c);
+    await c.get('services').sync.peeks.unpeek(session.userId, session.deviceId, requireRoomId(c));
+    return c.json({});
+  });
+
+  on(app, 'GET', '/rooms/:roomId/initialSync', async (c) => {
+    const session = await requireSession(c);
+    const roomId = requireRoomId(c);
+    return c.json(await c.get('services').sync.history.roomInitialSync(roomId, session, intQuery(c, 'limit', 10, 1000)));
   });
 
   on(app, 'GET', '/notifications', async (c) => {

@@ -26,12 +26,7 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     id: room.roomId,
     membership: membership === KnownMembership.Invite ? 'invite' : membership === KnownMembership.Join ? 'join' : 'leave',
     inviter: membership === KnownMembership.Invite ? myMember?.events.member?.getSender() : undefined,
-    timeline: room.getLiveTimeline().getEvents().map((event) => {
-      // Under sliding sync the SDK decrypts only a room's newest events and those after the read receipt
-      // (decryptCriticalEvents); the rest are decrypted when shown, as Element does (their Decrypted event redraws).
-      if (event.shouldAttemptDecryption()) void client.decryptEventIfNeeded(event);
-      return chatEvent(room, event, me);
-    }),
+    timeline: room.getLiveTimeline().getEvents().map((event) => chatEvent(room, event, me)),
     typing,
     receipts,
     localEchoes,
@@ -71,8 +66,19 @@ export function chatThread(client: MatrixClient, room: Room, rootId: string): Ch
   };
 }
 
+/** Decrypts an event the SDK has not (yet): its Decrypted event redraws. */
+function decryptWhenShown(room: Room, event: SdkEvent): void {
+  if (event.shouldAttemptDecryption()) void room.client.decryptEventIfNeeded(event);
+}
+
 /** An event with what the SDK knows around it: its newest edit, its reactions, the message it answers, its thread. */
 function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
+  // Under sliding sync the SDK decrypts only a room's newest events and those after the read receipt
+  // (decryptCriticalEvents), and none that came bundled (an edit's replacement); the rest are decrypted
+  // when shown, as Element does (their Decrypted event redraws). Until then an edited message has no content.
+  decryptWhenShown(room, event);
+  const replacement = event.replacingEvent();
+  if (replacement) decryptWhenShown(room, replacement);
   const plain = toChatEvent(event);
   const id = event.getId();
   if (event.isRedacted()) return { ...plain, redacted: true };
@@ -91,7 +97,8 @@ function chatEvent(room: Room, event: SdkEvent, me: string): MatrixEvent {
   }
   const replyId = event.replyEventId;
   // A thread reply's `m.in_reply_to` is a fallback for clients without threads (`is_falling_back`), not a reply.
-  if (replyId && !event.getContent()['m.relates_to']?.is_falling_back) {
+  // Read from the event's own relation: an edited reply's content is its `m.new_content`, which has none.
+  if (replyId && !event.getRelation()?.is_falling_back) {
     const original = room.findEventById(replyId);
     plain.replyTo = { eventId: replyId, sender: original?.getSender(), body: original ? String(original.getContent()['body'] ?? '') : undefined };
   }

@@ -6,7 +6,7 @@
  */
 import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
+import { DirectInviteFailed, DirectTargetUnknown, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
@@ -338,6 +338,12 @@ export class SdkChatClient implements ChatClient {
   }
 
   async startDirect(userId: string): Promise<string> {
+    // Asked before anything is made: a mistyped ID or a server nobody reaches left an empty encrypted room behind.
+    try {
+      await this.client.getProfileInfo(userId);
+    } catch (error) {
+      throw new DirectTargetUnknown(userId, toChatError(error));
+    }
     const { room_id: roomId } = await chatCall(() => this.client.createRoom({ preset: Preset.TrustedPrivateChat, is_direct: true, initial_state: [ENCRYPTION_STATE] }));
     await this.addDirect(userId, roomId);
     try {

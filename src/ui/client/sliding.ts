@@ -105,17 +105,26 @@ export class PageSlidingSync {
    * matrix-js-sdk 37's SlidingSyncSdk takes a `limited` timeline that does not join the one it holds as if it did:
    * the newest events after the old ones, and the missing ones (when a subscription's longer window brings them)
    * put before the oldest. A room that got more messages than a list's `timeline_limit` while it was not open
-   * would show them out of order. As /sync's SyncApi does for a limited timeline, the live timeline starts
-   * afresh here from the answer's `prev_batch` (its state kept), before the SDK adds the answer's events.
+   * would show them out of order. And the events it puts before the oldest (a room opened: its subscription's
+   * window is longer than its list's) go through `addEventsToTimeline`, which sorts nothing into threads: a thread
+   * reply is dropped ("Ignoring event … belongs to thread"), its root shows no summary, and an edit's bundled
+   * replacement is never aggregated (issue 38). As /sync's SyncApi does for a limited timeline, the live timeline
+   * starts afresh here from the answer's `prev_batch` (its state kept) unless the answer only adds newer events,
+   * so that the SDK takes them all as live events (`addLiveEvents`, which puts thread replies in their threads).
    */
   private closeGap(roomId: string, data: MSC3575RoomData): void {
     if (!data.limited || data.initial || !data.timeline?.length) return;
     const room: Room | null = this.client.getRoom(roomId);
     const held = room?.getLiveTimeline().getEvents().map((e) => e.getId());
     if (!room || !held?.length) return;
-    if (joins(held, data.timeline.map((e) => e.event_id))) return;
+    if (onlyNewer(held, data.timeline.map((e) => e.event_id))) return;
     room.resetLiveTimeline(data.prev_batch ?? null, null);
   }
+}
+
+/** Whether `received` is events the room holds followed by newer ones only: SlidingSyncSdk appends those as live events. */
+export function onlyNewer(held: readonly (string | undefined)[], received: readonly string[]): boolean {
+  return held.includes(received[0]) && joins(held, received);
 }
 
 /**

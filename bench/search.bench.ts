@@ -89,12 +89,12 @@ export async function run(): Promise<void> {
   const signingKey = await ed25519.keyFromSeed(webRandomBytes(32));
   const serverName = serverNameFromPublicKey(signingKey.publicKey);
   const db = await openSqlJsDatabase({ sqlJs, schemas: [streamSchema, roomsSchema, searchSchema] });
+  const index = new SearchIndex(db);
   const rooms = new Rooms({
     db, serverName, keyId: HEARTH_KEY_ID, signingKey, ed25519, now: Date.now, random: webRandomBytes, notify: () => {},
     resolveVerifyKey: async (name, keyId) => (keyId === HEARTH_KEY_ID ? publicKeyFromServerName(name) : undefined),
+    indexer: index,
   });
-  const index = new SearchIndex(db);
-  rooms.setIndexer(index);
   const search = new Search(rooms, index, new Visibility(rooms), new EventFormatter(rooms, Date.now));
 
   // 100,000 messages in five rooms, stored through the room engine, which fills the index as it stores them.

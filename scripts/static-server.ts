@@ -1,9 +1,8 @@
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { extname, join, normalize, resolve, sep } from 'node:path';
+import { extname, resolve } from 'node:path';
+import sirv from 'sirv';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -60,6 +59,20 @@ export async function serveStatic(root: string, port = 0, host = '127.0.0.1', op
   const configText = options.config === undefined ? undefined : JSON.stringify(options.config);
   const prefix = (options.prefix ?? '').replace(/\/+$/, '');
   if (prefix !== '' && !/^(\/[\w.-]+)+$/.test(prefix)) throw new Error(`a path prefix is /segment[/segment…], not ${options.prefix}`);
+  // The files, by sirv: it lists the folder once at start and serves only what it listed, so no
+  // request path (`..`, encoded or not) can reach outside it. The build does not change while
+  // served (a test that changes it starts the server again).
+  const files = sirv(base, {
+    extensions: ['html'],
+    setHeaders: (response, pathname) => {
+      // Our types (with their charset), not sirv's: a path with no extension was served as its .html.
+      const extension = extname(pathname);
+      response.setHeader('content-type', TYPES[extension || '.html'] ?? 'application/octet-stream');
+      // Hashed build assets never change; the page and the service worker must be revalidated.
+      response.setHeader('cache-control', pathname.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache');
+      response.setHeader('x-content-type-options', 'nosniff');
+    },
+  });
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     try {
       const fullPath = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
@@ -81,20 +94,11 @@ export async function serveStatic(root: string, port = 0, host = '127.0.0.1', op
         response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(configNow), 'cache-control': 'no-cache' });
         return void response.end(request.method === 'HEAD' ? undefined : configNow);
       }
-      const file = normalize(join(base, pathname.endsWith('/') ? pathname + 'index.html' : pathname));
-      if (file !== base && !file.startsWith(base + sep)) return notFound(response);
-      const info = await stat(file).catch(() => undefined);
-      if (!info?.isFile()) return notFound(response);
-      const relative = file.slice(base.length + 1);
-      response.writeHead(200, {
-        'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
-        'content-length': info.size,
-        // Hashed build assets never change; the page and the service worker must be revalidated.
-        'cache-control': relative.startsWith('assets' + sep) ? 'public, max-age=31536000, immutable' : 'no-cache',
-        'x-content-type-options': 'nosniff',
-      });
-      if (request.method === 'HEAD') return void response.end();
-      createReadStream(file).pipe(response);
+      // sirv reads the path from the request itself: give it the path under the prefix, as sent.
+      const sent = request.url ?? '/';
+      if (!sent.startsWith(`${prefix}/`)) return notFound(response);
+      request.url = sent.slice(prefix.length);
+      files(request, response, () => notFound(response));
     } catch {
       notFound(response);
     }

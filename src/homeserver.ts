@@ -4,7 +4,10 @@ import type { ClientServices } from './client/services.ts';
 import { UserInteractiveAuth } from './client/uia.ts';
 import { defaultEd25519Backend, type Ed25519Backend } from './crypto/ed25519.ts';
 import { HEARTH_KEY_ID, serverNameFromPublicKey } from './crypto/identity.ts';
+import { FederationClient } from './federation/client.ts';
+import { toDeviceOutbox } from './federation/edus.ts';
 import { Federation } from './federation/federation.ts';
+import { OutgoingQueues, roomOutbox } from './federation/queue.ts';
 import { Memberships } from './federation/memberships.ts';
 import { federationSchema } from './federation/schema.ts';
 import { SqlServerKeyStore, serverKeysSchema } from './federation/server-key-store.ts';
@@ -80,8 +83,11 @@ export interface HomeserverOptions {
    * and the seed signs.
    */
   dnsIdentity?: { serverName: string; signingKeys: ServerSigningKeys; trustedKeyServers?: string[] };
-  /** How this server reaches other servers; without it, nothing crosses servers. */
-  federation?: { transport: FederationTransport; backoff?: BackoffPolicy };
+  /**
+   * How this server reaches other servers; without it, nothing crosses servers. `backoff` is the
+   * outgoing queues' after a failure, `deviceListBackoff` that of the resyncs of remote device lists.
+   */
+  federation?: { transport: FederationTransport; backoff?: BackoffPolicy; deviceListBackoff?: BackoffPolicy };
   /** How to reach push gateways (the Node host: fetch); without one, pushers are kept but nothing is pushed. */
   pushGateway?: PushGateway;
   /** Hold mail for unreachable peers (a mailbox host: Node peers, never pages), within these limits (`true`: the defaults). */
@@ -112,7 +118,12 @@ export interface Homeserver {
   readonly federation: HomeserverFederation & { readonly component: Federation };
   /** Store-and-forward: deposits for unreachable peers, collection, and (on mailbox hosts) the letters held. */
   readonly mailbox: Mailbox;
-  /** Starts the background work (outgoing queues). */
+  /**
+   * Before requests are served: removes media blobs no metadata names (a crash left them), and
+   * builds search's first index if one is due. Then the mailbox (the mailboxes known, old opened
+   * letters forgotten) and federation (the outgoing queues resumed, stale remote device lists
+   * resynced) start. Hosts call it once, after createHomeserver.
+   */
   start(): Promise<void>;
   close(): Promise<void>;
 }
@@ -133,12 +144,19 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const signingKey = named?.signingKeys.signingKey ?? seedKey;
   const db = options.database;
   const transport = options.federation?.transport ?? NO_TRANSPORT;
+  const log = options.log ?? (() => {});
 
   // Components report stream changes; the sync notifier wakes long-polls.
   let sync: Sync | undefined;
   const notify = (change: StreamChange) => sync?.notify(change);
 
   const users = new Users({ db, serverName, now, random, notify, passwordIterations: options.passwordIterations });
+  // The room engine is given, at construction, the two hooks it calls inside each write: the
+  // outgoing queues' outbox (local events leave in the write that made them, durable together)
+  // and the search index (kept with the events, as durable as they are).
+  const federationClient = new FederationClient(transport, serverName, keyId, signingKey);
+  const queues = new OutgoingQueues(db, federationClient, serverName, now, log, options.federation?.backoff);
+  const searchIndex = new SearchIndex(db);
   const rooms = new Rooms({
     db,
     serverName,
@@ -149,20 +167,24 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     random,
     notify,
     resolveVerifyKey: (server, id, at) => federation.keyRing.verifyKey(server, id, at),
+    outbox: roomOutbox(queues),
+    indexer: searchIndex,
   });
   sync = new Sync(db, rooms, users, now);
-  // The search index is written inside each event's own write, through the room engine's hook.
-  const searchIndex = new SearchIndex(db);
-  rooms.setIndexer(searchIndex);
   const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
-  const keys = new Keys({ db, ed25519, notify, membership: rooms, users, log: options.log, now });
+  // Keys sends to-device messages through federation's queues and fetches other servers' device lists with its client.
+  const keys = new Keys({
+    db, ed25519, notify, membership: rooms, users, log: options.log, now,
+    deviceListBackoff: options.federation?.deviceListBackoff,
+    toDeviceOutbox: toDeviceOutbox(queues),
+    deviceListSource: federationClient,
+  });
   users.addDeviceListener(keys);
   // A device's peeks go with it.
   users.addDeviceListener(sync.peeks);
   // A remote user we share no room with any more: their device list goes stale in that very write.
   rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));
   sync.addExtension(keys);
-  const log = options.log ?? (() => {});
   // Remote media comes from its origin through the federation client (made just below).
   const media: Media = new Media({
     db,
@@ -197,8 +219,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     users,
     keys,
     sync,
-    transport,
-    backoff: options.federation?.backoff,
+    client: federationClient,
+    queues,
     rateLimiter: options.federationRateLimits === false ? undefined : new RateLimiter(options.federationRateLimits ?? DEFAULT_FEDERATION_RATE_LIMITS, now),
     // A DNS-named server fetches other servers' keys (through the same transport) and is a notary.
     keyRing: named
@@ -279,6 +301,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     start: async () => {
       // Before requests are served: a blob no metadata names was left by a crash.
       await media.sweepOrphans().catch((error) => log('media: the orphan sweep failed', error));
+      // Events stored before search existed, indexed through the room engine's API (once; resumed if stopped).
+      await searchIndex.buildFirstIndex(rooms);
       await mailbox.start();
       await federation.start();
     },

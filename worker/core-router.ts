@@ -27,8 +27,29 @@ interface Pending {
   queuedAt: number;
 }
 
-/** Methods a client may repeat without changing the outcome (Matrix PUTs carry a transaction ID). */
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
+/** Methods that change nothing: a core may always answer them again. */
+const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * The PUTs the spec gives a transaction ID, which the core remembers per device: sent again, they
+ * get the first answer back. Every other PUT or DELETE, applied once, answers differently the
+ * second time (a media upload or `PUT /directory/room` gets 409, a deleted alias 404), so it is not
+ * sent again. Checked against the spec's OpenAPI in test/unit/core-router.test.ts.
+ */
+const WITH_TRANSACTION_ID = [
+  /^\/_matrix\/client\/[^/]+\/rooms\/[^/]+\/send\/[^/]+\/[^/]+$/,
+  /^\/_matrix\/client\/[^/]+\/rooms\/[^/]+\/redact\/[^/]+\/[^/]+$/,
+  /^\/_matrix\/client\/[^/]+\/sendToDevice\/[^/]+\/[^/]+$/,
+  /^\/_matrix\/federation\/v1\/send\/[^/]+$/,
+];
+
+/** Whether a request the old core may have applied can be sent again to the new one without changing its answer. */
+export function safeToResend(method: string, url: string): boolean {
+  if (READS.has(method)) return true;
+  if (method !== 'PUT') return false;
+  const { pathname } = new URL(url);
+  return WITH_TRANSACTION_ID.some((pattern) => pattern.test(pathname));
+}
 
 /**
  * The service worker's side: forwards requests to the core over a MessagePort.
@@ -39,7 +60,8 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
  * When a core goes away (its port closes, or a port from a different core run
  * arrives: the leader lock allows one core at a time, so the old one is gone),
  * requests it never acknowledged are sent again to the new core; acknowledged
- * ones are sent again only if repeating them is harmless, and otherwise get a
+ * ones are sent again only if repeating them gives the same answer (reads, and
+ * PUTs with a transaction ID: safeToResend), and otherwise get a
  * 503 telling the client to retry, since the old core may or may not have
  * applied them.
  */
@@ -138,7 +160,7 @@ export class CoreRouter {
     for (const entry of [...this.pending.values()]) {
       if (entry.link !== link) continue;
       entry.link = null;
-      if (!entry.received || IDEMPOTENT.has(entry.wire.method)) {
+      if (!entry.received || safeToResend(entry.wire.method, entry.wire.url)) {
         this.dispatch(entry);
       } else {
         this.pending.delete(entry.wire.id);

@@ -172,11 +172,11 @@ const api = {
    * the core stops, and the page must reload to start the imported one.
    */
   async importArchive(file: Blob, passphrase: string, onProgress?: (progress: ArchiveProgress) => void): Promise<{ serverName: string }> {
-    const { homeserver, database, mediaStore } = await started;
+    const { homeserver, mediaStore } = await started;
     let writing = false;
     try {
       const manifest = await importIntoOrigin(file, passphrase, {
-        database,
+        anyAccount: () => homeserver.services.users.anyAccount(),
         stop: async () => {
           writing = true;
           await homeserver.close();

@@ -59,12 +59,6 @@ export async function exportCore(parts: CoreParts, passphrase: string, onProgres
   return new Blob(chunks, { type: 'application/octet-stream' });
 }
 
-/** Whether the homeserver holds nothing a person made: no account. Only then may an archive replace it. */
-export async function isEmptyCore(database: Database): Promise<boolean> {
-  // The users component's table, read by the host that owns the whole database, for this one question.
-  return ((await database.get<{ n: number }>('SELECT COUNT(*) AS n FROM users'))?.n ?? 0) === 0;
-}
-
 /** The name of the error an import throws when it failed after it began writing: the page reloads, and the next start cleans up. */
 export const IMPORT_INTERRUPTED = 'ImportInterrupted';
 
@@ -141,10 +135,11 @@ export async function recoverInterruptedImport(serverName: string): Promise<stri
  * last. From the first write until the seed is written a mark says the import is incomplete;
  * the next start removes what such an import left (recoverInterruptedImport). The page reloads afterwards.
  */
-export async function importIntoOrigin(file: Blob, passphrase: string, core: { database: Database; stop(): Promise<void> }, onProgress?: (progress: ArchiveProgress) => void): Promise<ArchiveManifest> {
+export async function importIntoOrigin(file: Blob, passphrase: string, core: { anyAccount(): Promise<boolean>; stop(): Promise<void> }, onProgress?: (progress: ArchiveProgress) => void): Promise<ArchiveManifest> {
   const archive = await openArchive(blobSource(file), passphrase);
   await archive.check(onProgress);
-  if (!(await isEmptyCore(core.database))) {
+  // Only a homeserver with no account may be replaced: the users component says whether it has one.
+  if (await core.anyAccount()) {
     throw new ArchiveError('not_empty', 'This browser already holds a homeserver with an account. Reset it first (export it before, to keep it), then import. Nothing was imported.');
   }
   const { manifest } = archive;

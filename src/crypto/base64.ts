@@ -1,65 +1,35 @@
-// Unpadded base64 (Matrix appendices §Unpadded Base64), standard and URL-safe.
-// Written by hand: Buffer is Node-only, btoa/atob need binary strings, and no
-// small maintained library offers both alphabets with lenient padding on decode.
+// Unpadded base64 (Matrix appendices §Unpadded Base64), standard and URL-safe, by multiformats'
+// RFC 4648 codecs (a dependency already, for libp2p). What is ours is the leniency the spec asks of a
+// decoder, which multiformats does not give: padding is accepted (but at most two `=`, and only to
+// a multiple of four), and the unused bits of the last character need not be zero, as Synapse's
+// decoder (Python's base64) takes them.
+import { base64, base64url } from 'multiformats/bases/base64';
 
 const STANDARD = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const URL_SAFE = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
-
-function buildDecodeTable(alphabet: string): Int16Array {
-  const table = new Int16Array(128).fill(-1);
-  for (let i = 0; i < alphabet.length; i++) table[alphabet.charCodeAt(i)] = i;
-  return table;
-}
-const STANDARD_DECODE = buildDecodeTable(STANDARD);
-const URL_SAFE_DECODE = buildDecodeTable(URL_SAFE);
-
-function encode(bytes: Uint8Array, alphabet: string): string {
-  let out = '';
-  let i = 0;
-  for (; i + 2 < bytes.length; i += 3) {
-    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
-    out += alphabet[n >> 18]! + alphabet[(n >> 12) & 63]! + alphabet[(n >> 6) & 63]! + alphabet[n & 63]!;
-  }
-  const rest = bytes.length - i;
-  if (rest === 1) {
-    const n = bytes[i]! << 16;
-    out += alphabet[n >> 18]! + alphabet[(n >> 12) & 63]!;
-  } else if (rest === 2) {
-    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8);
-    out += alphabet[n >> 18]! + alphabet[(n >> 12) & 63]! + alphabet[(n >> 6) & 63]!;
-  }
-  return out;
-}
 
 export class Base64Error extends Error {
   override name = 'Base64Error';
 }
 
-function decode(text: string, table: Int16Array): Uint8Array {
+function decode(text: string, codec: { baseDecode(text: string): Uint8Array }, alphabet: string): Uint8Array {
   let end = text.length;
-  // Padding is optional on input (the spec says decoders SHOULD accept both).
   while (end > 0 && text.charCodeAt(end - 1) === 61 /* = */ && text.length - end < 2) end--;
   if (end % 4 === 1) throw new Base64Error('invalid base64 length');
   if (end !== text.length && text.length % 4 !== 0) throw new Base64Error('invalid base64 padding');
-  const out = new Uint8Array(Math.floor((end * 3) / 4));
-  let acc = 0;
-  let bits = 0;
-  let o = 0;
-  for (let i = 0; i < end; i++) {
-    const c = text.charCodeAt(i);
-    const v = c < 128 ? table[c]! : -1;
-    if (v < 0) throw new Base64Error(`invalid base64 character at ${i}`);
-    acc = (acc << 6) | v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[o++] = (acc >> bits) & 0xff;
-    }
+  let unpadded = text.slice(0, end);
+  // The last character's unused bits (4 after two characters of a group, 2 after three) cleared.
+  const unused = end % 4 === 2 ? 4 : end % 4 === 3 ? 2 : 0;
+  const last = unused ? alphabet.indexOf(unpadded[end - 1]!) : -1;
+  if (last >= 0) unpadded = unpadded.slice(0, -1) + alphabet[last & ~((1 << unused) - 1)]!;
+  try {
+    return codec.baseDecode(unpadded);
+  } catch (error) {
+    throw new Base64Error(`invalid base64: ${error instanceof Error ? error.message : String(error)}`);
   }
-  return out;
 }
 
-export const encodeBase64 = (bytes: Uint8Array): string => encode(bytes, STANDARD);
-export const encodeBase64Url = (bytes: Uint8Array): string => encode(bytes, URL_SAFE);
-export const decodeBase64 = (text: string): Uint8Array => decode(text, STANDARD_DECODE);
-export const decodeBase64Url = (text: string): Uint8Array => decode(text, URL_SAFE_DECODE);
+export const encodeBase64 = (bytes: Uint8Array): string => base64.baseEncode(bytes);
+export const encodeBase64Url = (bytes: Uint8Array): string => base64url.baseEncode(bytes);
+export const decodeBase64 = (text: string): Uint8Array => decode(text, base64, STANDARD);
+export const decodeBase64Url = (text: string): Uint8Array => decode(text, base64url, URL_SAFE);

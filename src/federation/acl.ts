@@ -4,9 +4,7 @@
  * the rule is a few lines of the spec, and glob matching is the appendix's two wildcards.
  */
 
-import { forbidden } from '../http/matrix-error.ts';
 import type { Rooms } from '../rooms/rooms.ts';
-import type { FederationCtx } from './context.ts';
 
 export interface ServerAcl {
   allow?: unknown;
@@ -46,9 +44,4 @@ export function serverAllowedByAcl(acl: ServerAcl | undefined, serverName: strin
 export async function serverAllowedInRoom(rooms: Pick<Rooms, 'currentStateEvent'>, roomId: string, serverName: string): Promise<boolean> {
   const acl = await rooms.currentStateEvent(roomId, 'm.room.server_acl', '');
   return serverAllowedByAcl(acl?.event.content as ServerAcl | undefined, serverName);
-}
-
-/** For the routes: 403 `M_FORBIDDEN` when the room's ACL denies the requesting server. */
-export async function requireAllowedByAcl(c: FederationCtx, roomId: string): Promise<void> {
-  if (!(await serverAllowedInRoom(c.get('services').rooms, roomId, c.get('origin')))) throw forbidden(`${c.get('origin')} is denied by the server ACL of ${roomId}`);
 }

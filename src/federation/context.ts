@@ -12,6 +12,7 @@ import type { RoomGraph } from '../rooms/dag.ts';
 import type { MediaContent } from '../media/media.ts';
 import type { Edu } from './queue.ts';
 import type { VerifyKeys } from './keyring.ts';
+import type { ServedHistory } from './served-history.ts';
 
 /**
  * What the inbound routes need of the Federation component: a view, not the class,
@@ -19,8 +20,11 @@ import type { VerifyKeys } from './keyring.ts';
  */
 export interface InboundFederation {
   readonly graph: RoomGraph;
+  /** A room's events and state as other servers read them (served-history.ts). */
+  readonly served: ServedHistory;
   receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<{ pdus: Record<string, { error?: string }> }>;
-  receiveInvite(origin: string, roomVersion: string, pdu: PDU, inviteRoomState: unknown[]): Promise<PDU>;
+  /** An invite of one of our users to a room on the sending server; `roomVersion` undefined from the v1 endpoint. */
+  receiveInvite(origin: string, roomId: string, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]): Promise<PDU>;
   /** Passes an event this server accepted (a join, leave or knock sent to it) on to the rest of the room. */
   forward(event: RoomEvent, version: RoomVersion, origin: string): Promise<void>;
   /** Whether a server's signature on an event verifies, under any of its key IDs. */

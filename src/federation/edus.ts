@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { serverNameOf } from '../events/identifiers.ts';
 import type { DeviceListUpdateEdu } from '../keys/device-lists.ts';
-import type { DirectToDeviceContent } from '../keys/to-device.ts';
+import type { DirectToDeviceContent, ToDeviceOutbox } from '../keys/to-device.ts';
 import type { PresenceStatus } from '../sync/ephemeral.ts';
 import type { ReceiptRow } from '../sync/receipts.ts';
 import { serverAllowedInRoom } from './acl.ts';
@@ -89,13 +89,6 @@ export class Edus {
     sync.presence.onLocalChange((userId, status) => this.sendPresence(userId, status).catch(report('presence')));
     keys.onLocalDeviceChange((userId, first, last) => this.sendDeviceListUpdates(userId, first, last).catch(report('a device list update')));
     keys.onLocalSigningKeyChange((userId) => this.sendSigningKeyUpdate(userId).catch(report('a signing key update')));
-    keys.remoteLists.setSource({ userDevices: (server, userId, signal) => services.client.userDevices(server, userId, signal) });
-    keys.toDevice.setOutbox((tx, outgoing) => {
-      for (const { destination, content } of outgoing) queues.enqueue(tx, [destination], { edus: [{ edu_type: 'm.direct_to_device', content: { ...content } }] });
-      return () => {
-        for (const { destination } of outgoing) queues.kick(destination);
-      };
-    });
   }
 
   /** Applies one EDU from `origin`; unknown types and malformed content are ignored, as the spec says. */
@@ -217,4 +210,18 @@ function receiptEdu(roomId: string, receipt: ReceiptRow): Edu {
   const data: Record<string, unknown> = { ts: receipt.ts };
   if (receipt.thread_id) data['thread_id'] = receipt.thread_id;
   return { edu_type: 'm.receipt', content: { [roomId]: { 'm.read': { [receipt.user_id]: { event_ids: [receipt.event_id], data } } } } };
+}
+
+/**
+ * The keys component's outbox for to-device messages to other servers' users (given to `Keys` at
+ * construction): one durable `m.direct_to_device` EDU per destination, queued in the write that
+ * takes the client's transaction ID; once that write is durable, each destination's queue is kicked.
+ */
+export function toDeviceOutbox(queues: Pick<OutgoingQueues, 'enqueue' | 'kick'>): ToDeviceOutbox {
+  return (tx, outgoing) => {
+    for (const { destination, content } of outgoing) queues.enqueue(tx, [destination], { edus: [{ edu_type: 'm.direct_to_device', content: { ...content } }] });
+    return () => {
+      for (const { destination } of outgoing) queues.kick(destination);
+    };
+  };
 }

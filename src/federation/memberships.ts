@@ -32,10 +32,7 @@ export class Memberships {
   /** Resolves an alias, here or on its own server; with the servers to join through. */
   async resolveAlias(alias: string): Promise<{ roomId: string; servers: string[] } | undefined> {
     const server = serverNameOf(alias);
-    if (server === this.serverName) {
-      const roomId = await this.rooms.resolveAlias(alias);
-      return roomId ? { roomId, servers: [this.serverName, ...(await this.rooms.joinedServers(roomId)).filter((s) => s !== this.serverName)] } : undefined;
-    }
+    if (server === this.serverName) return this.rooms.resolveAliasWithServers(alias);
     try {
       const answer = await this.federation.client.queryDirectory(server, alias);
       if (typeof answer.room_id !== 'string') return undefined;

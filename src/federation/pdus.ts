@@ -2,10 +2,12 @@ import { encodeBase64 } from '../crypto/base64.ts';
 import type { SigningKey } from '../crypto/ed25519.ts';
 import { signingBytes } from '../crypto/signing.ts';
 import type { RoomEvent } from '../events/event.ts';
-import { roomIdOfPdu, withoutDerivedRoomId, type PDU } from '../events/pdu.ts';
+import { roomIdOfPdu, verifyEventSignature, withoutDerivedRoomId, type PDU } from '../events/pdu.ts';
 import { redactEvent } from '../events/redaction.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
 import { RoomError } from '../rooms/errors.ts';
+import type { Ed25519Backend } from '../crypto/ed25519.ts';
+import type { VerifyKeys } from './keyring.ts';
 
 /**
  * An event as it travels: no event_id from v3 on (receivers derive it), no room_id on a v12+
@@ -56,4 +58,17 @@ export function roomOf(pdu: PDU): string {
   const roomId = roomIdOfPdu(pdu);
   if (roomId === undefined) throw new RoomError('bad_event', 'the event names no room');
   return roomId;
+}
+
+/** Whether a server's signature on an event verifies, under any of its key IDs, with the keys `keyRing` holds or fetches. */
+export type SignatureCheck = (pdu: PDU, version: RoomVersion, server: string) => Promise<boolean>;
+
+export function signatureCheck(keyRing: Pick<VerifyKeys, 'verifyKey'>, ed25519: Ed25519Backend): SignatureCheck {
+  return async (pdu, version, server) => {
+    for (const keyId of Object.keys(pdu.signatures?.[server] ?? {})) {
+      const key = await keyRing.verifyKey(server, keyId, pdu.origin_server_ts);
+      if (key && (await verifyEventSignature(pdu, version, server, keyId, key, ed25519))) return true;
+    }
+    return false;
+  };
 }

@@ -2,6 +2,8 @@ import { isCreateEvent, roomIdOfCreateEvent, type PDU } from '../events/pdu.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { backoffDelay, isRefusal, type BackoffPolicy } from '../util/backoff.ts';
 import { FederationRequestError, type FederationClient, type TransactionBody } from './client.ts';
+import type { OutboxHook } from '../rooms/rooms.ts';
+import { toPdu } from './pdus.ts';
 import { FederationUnreachable } from './transport.ts';
 
 /** The spec's bounds on one transaction. */
@@ -324,4 +326,19 @@ export class OutgoingQueues {
     }
     return pending;
   }
+}
+
+/**
+ * The room engine's outbox (given to `Rooms` at construction): local events are queued for every
+ * other server in the room in the write that made them, so they are durable together; once that
+ * write is durable, each destination's queue is kicked.
+ */
+export function roomOutbox(queues: Pick<OutgoingQueues, 'enqueue' | 'kick'>): OutboxHook {
+  return (tx, write) => {
+    if (write.servers.length === 0) return;
+    queues.enqueue(tx, write.servers, { pdus: write.events.map((e) => toPdu(e, write.version)), eventIds: write.events.map((e) => e.event_id) });
+    return () => {
+      for (const server of write.servers) queues.kick(server);
+    };
+  };
 }

@@ -41,6 +41,8 @@ export interface RemoteDeviceListsOptions {
   announce(position: number, userId: string): Promise<void>;
   now: () => number;
   log: (message: string, error?: unknown) => void;
+  /** Where other servers' device lists are asked for (federation's client); none: a homeserver that does not federate. */
+  source?: DeviceListSource;
   /** How long one /user/devices request may take. */
   requestTimeoutMs?: number;
   backoff?: BackoffPolicy;
@@ -99,14 +101,10 @@ export class RemoteDeviceLists {
   private readonly servers = new Map<string, ServerQueue>();
   /** Every read-modify-write of one user's list runs under that user's lock. */
   private readonly userLock = new KeyedLock();
-  private source: DeviceListSource | undefined;
   private stopped = false;
 
   constructor(private readonly options: RemoteDeviceListsOptions) {}
 
-  setSource(source: DeviceListSource): void {
-    this.source = source;
-  }
 
   private get backoff(): BackoffPolicy {
     return this.options.backoff ?? DEFAULT_DEVICE_LIST_BACKOFF;
@@ -327,14 +325,14 @@ export class RemoteDeviceLists {
 
   /** Fetches the whole list from the user's server and stores it in place of ours. */
   private async resyncNow(server: string, userId: string): Promise<void> {
-    if (!this.source) throw new DeviceListResyncError(server, 'this homeserver does not federate');
+    if (!this.options.source) throw new DeviceListResyncError(server, 'this homeserver does not federate');
     const askedAt = (await this.get(userId))?.streamId;
     let answer: Record<string, unknown>;
     try {
       const ms = this.options.requestTimeoutMs ?? 10_000;
       // Giving up also ends the request, so one per server is ever in flight.
       const abort = new AbortController();
-      answer = await withTimeout(this.source.userDevices(server, userId, abort.signal), ms, () => (abort.abort(), serverTimedOut(server, ms)()));
+      answer = await withTimeout(this.options.source.userDevices(server, userId, abort.signal), ms, () => (abort.abort(), serverTimedOut(server, ms)()));
     } catch (error) {
       await this.userLock.run(userId, async () => this.markStale(userId, await this.get(userId)));
       const status = (error as { status?: unknown }).status;

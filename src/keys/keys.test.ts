@@ -7,6 +7,7 @@ import type { Database } from '../storage/database.ts';
 import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { currentStreamId, streamSchema, type StreamChange } from '../storage/stream.ts';
 import { isBetterKey } from './backup.ts';
+import type { DeviceListSource } from './device-lists.ts';
 import { Keys } from './keys.ts';
 import { keysSchema } from './schema.ts';
 import type { MemberChange } from './types.ts';
@@ -59,12 +60,20 @@ let db: Database;
 let rooms: FakeRooms;
 let keys: Keys;
 let notified: StreamChange[];
+/** What the other servers answer when asked for a user's devices: each test that asks says. */
+let remoteDevices: DeviceListSource['userDevices'];
 
 beforeEach(async () => {
+  remoteDevices = async (server) => {
+    throw new Error(`${server} was not expected to be asked`);
+  };
   db = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [streamSchema, keysSchema] });
   rooms = new FakeRooms(db);
   notified = [];
-  keys = new Keys({ db, ed25519: await defaultEd25519Backend(), notify: (c) => notified.push(c), membership: rooms.membership, users: directory });
+  keys = new Keys({
+    db, ed25519: await defaultEd25519Backend(), notify: (c) => notified.push(c), membership: rooms.membership, users: directory,
+    deviceListSource: { userDevices: (server, userId, signal) => remoteDevices(server, userId, signal) },
+  });
   devices.clear();
 });
 
@@ -220,8 +229,7 @@ describe('keys of other servers\' users', () => {
 
   it('takes from each server what it may say: its own user, each device as itself', async () => {
     const asked: [string, string][] = [];
-    keys.remoteLists.setSource({
-      userDevices: async (server: string, userId: string) => {
+    remoteDevices = async (server: string, userId: string) => {
         asked.push([server, userId]);
         if (server === 'down.example') throw Object.assign(new Error('unreachable'), { errcode: 'M_UNKNOWN' });
         return {
@@ -235,8 +243,7 @@ describe('keys of other servers\' users', () => {
           ],
           master_key: { user_id: '@bob:b.example', usage: ['master'], keys: {} },
         };
-      },
-    });
+    };
     const result = await keys.query('@alice:hs', { '@bob:b.example': ['BOB', 'LIAR'], '@dan:down.example': [] });
     expect(asked).toEqual([['b.example', '@bob:b.example'], ['down.example', '@dan:down.example']]);
     expect(result.device_keys).toEqual({ '@bob:b.example': { BOB: { ...device('@bob:b.example', 'BOB'), unsigned: {} } } });
@@ -246,7 +253,7 @@ describe('keys of other servers\' users', () => {
 
   it('names a server that does not answer in time under failures', async () => {
     const remote = { userKeysClaim: () => new Promise<Record<string, unknown>>(() => {}) };
-    keys.remoteLists.setSource({ userDevices: () => new Promise<Record<string, unknown>>(() => {}) });
+    remoteDevices = () => new Promise<Record<string, unknown>>(() => {});
     const query = await keys.query('@alice:hs', { '@bob:slow.example': [] }, { timeoutMs: 20 });
     expect(Object.keys(query.failures)).toEqual(['slow.example']);
     const claim = await keys.claim({ '@bob:slow.example': { BOB: 'signed_curve25519' } }, { remote, timeoutMs: 20 });

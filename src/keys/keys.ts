@@ -6,10 +6,10 @@ import { KeyBackup } from './backup.ts';
 import { KeyChangeLog } from './change-log.ts';
 import { KeyClaims } from './claim.ts';
 import { CrossSigning } from './cross-signing.ts';
-import { RemoteDeviceLists } from './device-lists.ts';
+import { RemoteDeviceLists, type DeviceListSource } from './device-lists.ts';
 import { KeyQueries } from './query.ts';
 import { KeysSyncExtension } from './sync-extension.ts';
-import { ToDevice } from './to-device.ts';
+import { ToDevice, type ToDeviceOutbox } from './to-device.ts';
 import type { KeysDirectory, KeysMembership } from './types.ts';
 import { KeyUpload } from './upload.ts';
 
@@ -22,6 +22,10 @@ export interface KeysOptions {
   log?: (message: string, error?: unknown) => void;
   now?: () => number;
   deviceListBackoff?: BackoffPolicy;
+  /** Federation's outbox for to-device messages to other servers' users (edus.ts, toDeviceOutbox). */
+  toDeviceOutbox?: ToDeviceOutbox;
+  /** Where other servers' device lists are fetched from (the federation client's `userDevices`). */
+  deviceListSource?: DeviceListSource;
 }
 
 /**
@@ -67,7 +71,7 @@ export class Keys {
   constructor(options: KeysOptions) {
     const { db, notify, membership, users } = options;
     const log = options.log ?? (() => {});
-    this.toDevice = new ToDevice(db, notify, users);
+    this.toDevice = new ToDevice(db, notify, users, options.toDeviceOutbox);
     this.backup = new KeyBackup(db);
     const changeLog = new KeyChangeLog({ db, notify, membership, users, log, deviceKeys: (userId, deviceId) => queries.deviceKeys(userId, deviceId) });
     this.remoteLists = new RemoteDeviceLists({
@@ -80,6 +84,7 @@ export class Keys {
       now: options.now ?? Date.now,
       log,
       backoff: options.deviceListBackoff,
+      ...(options.deviceListSource ? { source: options.deviceListSource } : {}),
     });
     const uploads = new KeyUpload(db, changeLog);
     const queries = new KeyQueries(db, users, this.remoteLists);

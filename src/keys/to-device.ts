@@ -42,18 +42,13 @@ interface Directory {
  * them again, so a lost response loses nothing.
  */
 export class ToDevice {
-  private outbox: ToDeviceOutbox | undefined;
-
   constructor(
     private readonly db: Database,
     private readonly notify: StreamNotify,
     private readonly users: Directory,
+    /** Where messages for other servers go (federation's queues); without it they are dropped. */
+    private readonly outbox?: ToDeviceOutbox,
   ) {}
-
-  /** Where messages for other servers go; without it they are dropped. */
-  setOutbox(outbox: ToDeviceOutbox): void {
-    this.outbox = outbox;
-  }
 
   /**
    * Queues one message per target device (client-server PUT /sendToDevice). `*` means

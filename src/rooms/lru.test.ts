@@ -26,4 +26,10 @@ describe('LruCache', () => {
     cache.set('e', [5, 5, 5, 5, 5]);
     expect(cache.get('e')).toHaveLength(5);
   });
+
+  it('keeps null as a value, apart from a value it does not hold', () => {
+    const cache = new LruCache<string, number | null>(2);
+    cache.set('none', null);
+    expect([cache.get('none'), cache.get('absent')]).toEqual([null, undefined]);
+  });
 });

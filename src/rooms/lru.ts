@@ -1,53 +1,44 @@
-/**
- * A least-recently-used cache on top of Map's insertion order, bounded by a count and, when
- * given a weight per value, by their total weight too (values of very different sizes: a
- * room's state is 20 entries in a small room and 20,000 in a big one).
- */
-export class LruCache<K, V> {
-  private readonly map = new Map<K, V>();
-  private readonly weights = new Map<K, number>();
-  private totalWeight = 0;
+import { LRUCache } from 'lru-cache';
 
-  constructor(
-    private readonly capacity: number,
-    private readonly bound?: { maxWeight: number; weigh: (value: V) => number },
-  ) {}
+/** lru-cache keeps no null or undefined value; a null we keep stands in as this. */
+const NULL = Symbol('null');
+
+/**
+ * A least-recently-used cache bounded by a count and, when given a weight per value, by their
+ * total weight too (values of very different sizes: a room's state is 20 entries in a small room
+ * and 20,000 in a big one). lru-cache does the work; this keeps the one shape our callers use.
+ */
+export class LruCache<K extends {}, V extends {} | null> {
+  private readonly cache: LRUCache<K, Exclude<V, null> | typeof NULL>;
+
+  constructor(capacity: number, bound?: { maxWeight: number; weigh: (value: V) => number }) {
+    this.cache = new LRUCache({
+      max: capacity,
+      ...(bound
+        ? {
+            maxSize: bound.maxWeight,
+            // lru-cache drops a value heavier than maxSize; we keep the newest however heavy, alone:
+            // weighed as maxSize at most, it pushes every other value out and stays.
+            sizeCalculation: (value: Exclude<V, null> | typeof NULL) => Math.max(1, Math.min(bound.maxWeight, bound.weigh((value === NULL ? null : value) as V))),
+          }
+        : {}),
+    });
+  }
 
   get(key: K): V | undefined {
-    const value = this.map.get(key);
-    if (value !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, value);
-    }
-    return value;
+    const value = this.cache.get(key);
+    return value === NULL ? (null as V) : (value as V | undefined);
   }
 
   set(key: K, value: V): void {
-    this.delete(key);
-    this.map.set(key, value);
-    if (this.bound) {
-      const weight = this.bound.weigh(value);
-      this.weights.set(key, weight);
-      this.totalWeight += weight;
-    }
-    // The newest value stays, however heavy.
-    while (this.map.size > 1 && (this.map.size > this.capacity || (this.bound && this.totalWeight > this.bound.maxWeight))) {
-      this.delete(this.map.keys().next().value as K);
-    }
+    this.cache.set(key, value === null ? NULL : (value as Exclude<V, null>));
   }
 
   delete(key: K): void {
-    this.map.delete(key);
-    const weight = this.weights.get(key);
-    if (weight !== undefined) {
-      this.totalWeight -= weight;
-      this.weights.delete(key);
-    }
+    this.cache.delete(key);
   }
 
   clear(): void {
-    this.map.clear();
-    this.weights.clear();
-    this.totalWeight = 0;
+    this.cache.clear();
   }
 }

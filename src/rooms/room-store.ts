@@ -116,8 +116,8 @@ export class RoomStore {
   readonly stateStore: StateStore;
   /** The room's input lock: one write is built and run at a time per room; rooms run in parallel. */
   readonly lock = new KeyedLock();
-  outbox: OutboxHook | undefined;
-  indexer: EventIndexHook | undefined;
+  readonly outbox: OutboxHook | undefined;
+  readonly indexer: EventIndexHook | undefined;
   unshared: UnsharedHook | undefined;
   /** Each room's durable head: what queries see. */
   private readonly heads = new Map<string, RoomHead>();
@@ -135,6 +135,8 @@ export class RoomStore {
   constructor(readonly options: RoomsOptions) {
     this.db = options.db;
     this.stateStore = new StateStore(options.db);
+    this.outbox = options.outbox;
+    this.indexer = options.indexer;
   }
 
   /** The room's durable head. */
@@ -197,6 +199,11 @@ export class RoomStore {
   storedIn(tx: WriteTransaction, eventId: string): StoredEvent | undefined {
     const row = tx.get<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ?`, [eventId]);
     return row ? toStored(row) : undefined;
+  }
+
+  /** Timeline events (no outliers) after a nid, in nid order, read inside a write transaction. */
+  timelineAfter(tx: WriteTransaction, afterNid: number, limit: number): StoredEvent[] {
+    return tx.all<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_nid > ? AND outlier = 0 ORDER BY event_nid LIMIT ?`, [afterNid, limit]).map(toStored);
   }
 
   cache(stored: StoredEvent): StoredEvent {

@@ -1,6 +1,7 @@
 import type { RoomEvent } from '../events/event.ts';
 import type { PDU } from '../events/pdu.ts';
 import type { RoomVersion } from '../events/room-versions.ts';
+import type { WriteTransaction } from '../storage/database.ts';
 import { RoomAliases } from './aliases.ts';
 import { LocalWrites } from './local-writes.ts';
 import { RoomRelations } from './relations.ts';
@@ -9,7 +10,7 @@ import { RemoteMemberships } from './remote-memberships.ts';
 import { RoomReads } from './room-reads.ts';
 import { RoomStore } from './room-store.ts';
 import { RoomTimeline } from './timeline.ts';
-import type { Countersign, EventIndexHook, EventTemplate, OutboxHook, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
+import type { Countersign, EventIndexHook, EventTemplate, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
 
 export { MAX_EVENT_BYTES } from './event-builder.ts';
 export type { Countersign, EventIndexHook, EventTemplate, OutboxHook, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook, VerifyKeyResolver } from './types.ts';
@@ -47,14 +48,18 @@ export class Rooms extends RoomReads {
     this.remoteMemberships = new RemoteMemberships(this.store);
   }
 
-  /** Federation's hook for every local write (see {@link OutboxHook}). */
-  setOutbox(hook: OutboxHook): void {
-    this.store.outbox = hook;
-  }
-
-  /** Search's hook for every event stored (see {@link EventIndexHook}). */
-  setIndexer(hook: EventIndexHook): void {
-    this.store.indexer = hook;
+  /**
+   * For an index begun after events were stored (search's first index): hands the timeline events
+   * after `afterNid`, up to `limit` in nid order, to `index` inside one write transaction, so what
+   * it writes is atomic with what it read (a redaction or a new event comes before or after, and
+   * reaches the index through the {@link EventIndexHook}). Returns how many it handed over.
+   */
+  async replayTimeline(afterNid: number, limit: number, index: (tx: WriteTransaction, events: StoredEvent[]) => void): Promise<number> {
+    return this.options.db.transaction((tx) => {
+      const events = this.store.timelineAfter(tx, afterNid, limit);
+      index(tx, events);
+      return events.length;
+    });
   }
 
   /** The keys component's hook for users of other servers we stop sharing rooms with (see {@link UnsharedHook}). */
@@ -130,6 +135,18 @@ export class Rooms extends RoomReads {
 
   resolveAlias(alias: string): Promise<string | undefined> {
     return this.aliases.resolveAlias(alias);
+  }
+
+  /**
+   * The room an alias of ours names, with the servers to join it through: this server first (it
+   * holds the alias), then every other server in the room. What a client of ours and another
+   * server asking `/query/directory` are both told.
+   */
+  async resolveAliasWithServers(alias: string): Promise<{ roomId: string; servers: string[] } | undefined> {
+    const roomId = await this.aliases.resolveAlias(alias);
+    if (!roomId) return undefined;
+    const { serverName } = this.options;
+    return { roomId, servers: [serverName, ...(await this.joinedServers(roomId)).filter((s) => s !== serverName)] };
   }
 
   /** Creates an alias; false when it is taken. */

@@ -89,6 +89,10 @@ export interface RoomsOptions {
   random: RandomBytes;
   notify: StreamNotify;
   resolveVerifyKey: VerifyKeyResolver;
+  /** Federation's outbox, told of every local write (see {@link OutboxHook}); none: nothing leaves this server. */
+  outbox?: OutboxHook;
+  /** An index kept with the timeline in the same writes (search's; see {@link EventIndexHook}). */
+  indexer?: EventIndexHook;
 }
 
 /** How an event from another server arrives. */

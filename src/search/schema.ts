@@ -22,16 +22,18 @@ export const searchSchema: ComponentSchema = {
           stream_ordering INTEGER NOT NULL
         )`);
         tx.run('CREATE INDEX search_events_by_room ON search_events (room_id, stream_ordering)');
-        // Events stored before this component existed: the one time search reads the room
-        // engine's table (rooms' schema is applied first), so an existing server's history is
-        // searchable at once; from here on the engine's index hook fills the index.
-        const text = (field: string) => `CASE WHEN json_type(json, '$.content.${field}') = 'text' AND json_extract(json, '$.content.${field}') <> '' THEN json_extract(json, '$.content.${field}') END`;
-        const accepted = 'rejected IS NULL AND outlier = 0 AND soft_failed = 0 AND stream_ordering IS NOT NULL AND redacted_by IS NULL';
-        tx.run(`INSERT INTO search_fts (docid, body, name, topic)
-          SELECT event_nid, body, name, topic FROM (SELECT event_nid, ${text('body')} AS body, ${text('name')} AS name, ${text('topic')} AS topic FROM events WHERE ${accepted})
-          WHERE body IS NOT NULL OR name IS NOT NULL OR topic IS NOT NULL`);
-        tx.run(`INSERT INTO search_events (event_nid, event_id, room_id, sender, type, stream_ordering)
-          SELECT event_nid, event_id, room_id, sender, type, stream_ordering FROM events WHERE event_nid IN (SELECT docid FROM search_fts)`);
+      },
+    },
+    {
+      version: 2,
+      description: 'the first index of the events stored before search existed, still to build',
+      // Built at start from the room engine's API (SearchIndex.buildFirstIndex), never by reading its
+      // table here: through_nid is how far it has got, and the row goes once it is done. Version 1
+      // once read the events table itself; on a server that ran that, the first index finds every
+      // event already there and adds nothing.
+      up: (tx) => {
+        tx.run('CREATE TABLE search_first_index (through_nid INTEGER NOT NULL)');
+        tx.run('INSERT INTO search_first_index (through_nid) VALUES (0)');
       },
     },
   ],

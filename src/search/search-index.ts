@@ -1,6 +1,14 @@
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import type { EventIndexHook, StoredEvent } from '../rooms/rooms.ts';
 
+/** How many events the first index takes per write. */
+const FIRST_INDEX_BATCH = 500;
+
+/** What the first index needs of the room engine: its timeline, handed over a batch per write (`Rooms.replayTimeline`). */
+export interface TimelineReplay {
+  replayTimeline(afterNid: number, limit: number, index: (tx: WriteTransaction, events: StoredEvent[]) => void): Promise<number>;
+}
+
 /** The fields of an event's content the index holds, in column order. */
 function searchable(content: Record<string, unknown>): [string | null, string | null, string | null] | undefined {
   const text = (key: string) => (typeof content[key] === 'string' && content[key] !== '' ? (content[key] as string) : null);
@@ -64,6 +72,23 @@ export class SearchIndex implements EventIndexHook {
     tx.run('INSERT INTO search_events (event_nid, event_id, room_id, sender, type, stream_ordering) VALUES (?, ?, ?, ?, ?, ?)', [
       stored.nid, event.event_id, event.room_id, event.sender, event.type, stored.streamOrdering,
     ]);
+  }
+
+  /**
+   * Indexes the events stored before search existed (the schema's version 2 leaves a row saying it
+   * is to do), a batch per write, resuming where a stopped run got to. Events the hook indexed
+   * meanwhile are left as they are.
+   */
+  async buildFirstIndex(timeline: TimelineReplay, batch = FIRST_INDEX_BATCH): Promise<void> {
+    for (;;) {
+      const progress = await this.db.get<{ through_nid: number }>('SELECT through_nid FROM search_first_index');
+      if (!progress) return;
+      await timeline.replayTimeline(progress.through_nid, batch, (tx, events) => {
+        for (const stored of events) if (!tx.get('SELECT 1 FROM search_events WHERE event_nid = ?', [stored.nid])) this.stored(tx, stored);
+        if (events.length < batch) tx.run('DELETE FROM search_first_index');
+        else tx.run('UPDATE search_first_index SET through_nid = ?', [events[events.length - 1]!.nid]);
+      });
+    }
   }
 
   dropped(tx: WriteTransaction, eventId: string): void {

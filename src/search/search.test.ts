@@ -3,8 +3,14 @@ import { IDBFactory } from 'fake-indexeddb';
 import initSqlJs from 'sql.js';
 import { describe, expect, it } from 'vitest';
 import type { RoomEvent } from '../events/event.ts';
-import type { StoredEvent } from '../rooms/rooms.ts';
+import { defaultEd25519Backend } from '../crypto/ed25519.ts';
+import { HEARTH_KEY_ID, publicKeyFromServerName, serverNameFromPublicKey } from '../crypto/identity.ts';
+import { webRandomBytes } from '../crypto/random.ts';
+import { creationEvents } from '../rooms/create-room.ts';
+import { Rooms, type StoredEvent } from '../rooms/rooms.ts';
 import { roomsSchema } from '../rooms/schema.ts';
+import type { Database } from '../storage/database.ts';
+import { streamSchema } from '../storage/stream.ts';
 import { openDurableDatabase } from '../storage/durable-database.ts';
 import { openIndexedDbPersistence } from '../storage/indexeddb-persistence.ts';
 import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
@@ -89,25 +95,50 @@ describe('the search index', () => {
   });
 });
 
-describe('the search migration', () => {
-  it('indexes the accepted events a server held before search existed', async () => {
-    const sqlJs = await initSqlJs();
-    const before = await openSqlJsDatabase({ sqlJs, schemas: [roomsSchema] });
-    await before.transaction((tx) => {
-      const insert = (nid: number, content: Record<string, unknown>, extra = '') =>
-        tx.run(`INSERT INTO events (event_nid, event_id, room_id, type, sender, depth, origin_server_ts, json, stream_ordering${extra ? ', ' + extra : ''}) VALUES (?, ?, '!r:hs', 'm.room.message', '@a:hs', 1, 0, ?, ?${extra ? ", 'x'" : ''})`, [
-          nid, `$e${nid}`, JSON.stringify({ content }), nid,
-        ]);
-      insert(1, { body: 'an old zeppelin' });
-      insert(2, { body: 'a rejected zeppelin' }, 'rejected');
-      insert(3, { body: 'a redacted zeppelin' }, 'redacted_by');
-      insert(4, { body: 7, name: 'zeppelin room' });
-      insert(5, { membership: 'join' });
+describe('the first index (issue 37: the migration read the room engine\'s table)', () => {
+  /** A room engine over `db`, as the composition root builds it. */
+  async function roomEngine(db: Database, indexer?: SearchIndex) {
+    const ed25519 = await defaultEd25519Backend();
+    const signingKey = await ed25519.keyFromSeed(new Uint8Array(32).fill(7));
+    const serverName = serverNameFromPublicKey(signingKey.publicKey);
+    return new Rooms({
+      db, serverName, keyId: HEARTH_KEY_ID, signingKey, ed25519, now: Date.now, random: webRandomBytes, notify: () => {},
+      resolveVerifyKey: async (name, keyId) => (keyId === HEARTH_KEY_ID ? publicKeyFromServerName(name) : undefined),
+      ...(indexer ? { indexer } : {}),
     });
-    const after = await openSqlJsDatabase({ sqlJs, schemas: [roomsSchema, searchSchema], image: (before.freeStatements(), before.db.export()) });
+  }
+
+  it('indexes, through the room engine\'s API, the accepted events a server held before search existed, a batch per write', async () => {
+    const sqlJs = await initSqlJs();
+    // A server from before search: its events are in the room engine's table only.
+    const before = await openSqlJsDatabase({ sqlJs, schemas: [streamSchema, roomsSchema] });
+    const early = await roomEngine(before);
+    const alice = `@alice:${early.serverName}`;
+    const roomId = (await early.createRoom(undefined, '12', creationEvents({ creator: alice, creatorProfile: {}, preset: 'private_chat', room_version: '12', name: 'zeppelin room' })))[0]!.event.room_id;
+    const say = async (body: string) => (await early.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { msgtype: 'm.text', body } }]))[0]!.event.event_id;
+    await say('an old zeppelin');
+    const redacted = await say('a redacted zeppelin');
+    await early.sendEvents(roomId, [{ type: 'm.room.redaction', sender: alice, content: { redacts: redacted }, redacts: redacted }]);
+    for (let i = 0; i < 5; i++) await say(`zeppelin number ${i}`);
+
+    const after = await openSqlJsDatabase({ sqlJs, schemas: [streamSchema, roomsSchema, searchSchema], image: (before.freeStatements(), before.db.export()) });
     const index = new SearchIndex(after);
-    expect((await index.candidates(parseSearchTerm('zeppelin').match!, { roomIds: ['!r:hs'] })).map((c) => c.nid).sort()).toEqual([1, 4]);
-    expect(await index.rows()).toBe(2);
+    const rooms = await roomEngine(after, index);
+    // Before the first index runs, a new event reaches the index through the hook; the first index leaves it as it is.
+    await rooms.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { msgtype: 'm.text', body: 'a new zeppelin' } }]);
+    const found = async () => {
+      const nids = (await index.candidates(parseSearchTerm('zeppelin').match!, { roomIds: [roomId] })).map((c) => c.nid);
+      return Promise.all(nids.map(async (nid) => (await rooms.getEventByNid(nid))!.event.content['body'] ?? (await rooms.getEventByNid(nid))!.event.content['name']));
+    };
+    expect(await found()).toEqual(['a new zeppelin']);
+    const writes: number[] = [];
+    await index.buildFirstIndex({ replayTimeline: (afterNid, limit, take) => (writes.push(afterNid), rooms.replayTimeline(afterNid, limit, take)) }, 4);
+    expect((await found()).sort()).toEqual(['a new zeppelin', 'an old zeppelin', 'zeppelin number 0', 'zeppelin number 1', 'zeppelin number 2', 'zeppelin number 3', 'zeppelin number 4', 'zeppelin room']);
+    expect(writes.length).toBeGreaterThan(2);
+    // Done once: the next start reads nothing of the room engine.
+    writes.length = 0;
+    await index.buildFirstIndex({ replayTimeline: (afterNid, limit, take) => (writes.push(afterNid), rooms.replayTimeline(afterNid, limit, take)) }, 4);
+    expect(writes).toEqual([]);
   });
 });
 

@@ -122,6 +122,11 @@ export class Users {
     return !!(await this.options.db.get('SELECT 1 FROM users WHERE user_id = ?', [userId]));
   }
 
+  /** Whether any account was ever made here (a deactivated one counts): a host asks before it lets an archive replace everything. */
+  async anyAccount(): Promise<boolean> {
+    return !!(await this.options.db.get('SELECT 1 FROM users LIMIT 1'));
+  }
+
   async isDeactivated(userId: string): Promise<boolean> {
     const row = await this.options.db.get<{ deactivated: number }>('SELECT deactivated FROM users WHERE user_id = ?', [userId]);
     return row?.deactivated === 1;

@@ -6,6 +6,7 @@ import { signJson } from '../../src/crypto/signing.ts';
 import type { FederationTransport } from '../../src/federation/transport.ts';
 import { createHomeserver, homeserverSchemas, type Homeserver } from '../../src/homeserver.ts';
 import type { Database } from '../../src/storage/database.ts';
+import type { BackoffPolicy } from '../../src/util/backoff.ts';
 import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
 import { until } from '../support/federated-homeservers.ts';
 import { InProcessNetwork } from '../support/in-process-federation.ts';
@@ -65,7 +66,7 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.homeserver.close()));
 });
 
-async function startServers(count: number): Promise<{ network: InProcessNetwork; servers: Server[] }> {
+async function startServers(count: number, options: { deviceListBackoff?: BackoffPolicy } = {}): Promise<{ network: InProcessNetwork; servers: Server[] }> {
   const network = new InProcessNetwork();
   const ed25519 = await defaultEd25519Backend();
   const started: Server[] = [];
@@ -101,7 +102,7 @@ async function startServers(count: number): Promise<{ network: InProcessNetwork;
       rateLimits: false,
       passwordIterations: 1000,
       log: (message, error) => console.error(message, error),
-      federation: { transport, backoff: { initialMs: 20, maxMs: 100, refusedMs: 50 } },
+      federation: { transport, backoff: { initialMs: 20, maxMs: 100, refusedMs: 50 }, ...(options.deviceListBackoff ? { deviceListBackoff: options.deviceListBackoff } : {}) },
     });
     name = homeserver.serverName;
     network.add(homeserver);
@@ -158,6 +159,9 @@ async function sharedRoom(owner: Server, ownerAccount: Account, guests: [Server,
   for (const [, account] of guests) await until(async () => (await owner.homeserver.services.rooms.membership(roomId, account.userId)) === 'join');
   return roomId;
 }
+
+/** A client's /keys/query timeout longer than any test runs: an answer that comes waited on no timeout. */
+const PATIENT_CLIENT_MS = 10 * 60_000;
 
 const query = (server: Server, account: Account, users: Record<string, string[]>, timeout?: number) =>
   server.api('POST', `${V3}/keys/query`, { token: account.accessToken, body: { device_keys: users, ...(timeout === undefined ? {} : { timeout }) } });
@@ -247,11 +251,10 @@ describe('device lists across servers: the traps Dendrite fell into', () => {
     const carolKeys = await c!.uploadKeys(carol);
     await sharedRoom(a!, alice, [[b!, bob], [c!, carol]]);
 
-    // Neither list was ever synced; C cannot be reached. The client's timeout is the default 10 s.
+    // Neither list was ever synced; C cannot be reached. The client would wait ten minutes: the
+    // answer comes within the test's run, so it waited on no timeout, only on C's refusal.
     network.down.add(c!.serverName);
-    let started = performance.now();
-    let r = await query(a!, alice, { [bob.userId]: [], [carol.userId]: [] });
-    expect(performance.now() - started).toBeLessThan(1_000);
+    let r = await query(a!, alice, { [bob.userId]: [], [carol.userId]: [] }, PATIENT_CLIENT_MS);
     expect(Object.keys(r.body.failures)).toEqual([c!.serverName]);
     expect(r.body.device_keys[bob.userId]).toEqual({ [bob.deviceId]: { ...bobKeys, unsigned: {} } });
     expect(r.body.device_keys[carol.userId]).toBeUndefined();
@@ -269,15 +272,13 @@ describe('device lists across servers: the traps Dendrite fell into', () => {
     network.down.add(c!.serverName);
     await a!.homeserver.services.keys.remoteLists.receiveUpdate(c!.serverName, { user_id: carol.userId, device_id: 'UNSEEN', stream_id: 1_000_000, prev_id: [999_999] });
     expect((await remoteList(a!, carol.userId))?.stale).toBe(true);
-    started = performance.now();
-    r = await query(a!, alice, { [bob.userId]: [], [carol.userId]: [] });
-    expect(performance.now() - started).toBeLessThan(1_000);
+    r = await query(a!, alice, { [bob.userId]: [], [carol.userId]: [] }, PATIENT_CLIENT_MS);
     expect(Object.keys(r.body.failures)).toEqual([c!.serverName]);
     expect(r.body.device_keys[carol.userId]).toEqual({ [carol.deviceId]: { ...carolKeys, unsigned: {} } });
     expect(r.body.device_keys[bob.userId]).toEqual({ [bob.deviceId]: { ...bobKeys, unsigned: {} } });
   });
 
-  it('a server that failed is retried by itself soon, and at once when it reconnects', async () => {
+  it('a server that failed is retried by itself, with no client asking and no word from it', async () => {
     const { network, servers: [a, c] } = await startServers(2);
     const alice = await a!.register('alice');
     const carol = await c!.register('carol');
@@ -286,25 +287,31 @@ describe('device lists across servers: the traps Dendrite fell into', () => {
 
     // One failure (C unreachable) while a client asks; C comes back with no word of it.
     network.down.add(c!.serverName);
-    const failedAt = performance.now();
     expect(Object.keys((await query(a!, alice, { [carol.userId]: [] })).body.failures)).toEqual([c!.serverName]);
+    const failures = resyncsOf(a!, carol.userId).length;
     network.down.delete(c!.serverName);
-    // The updater tries again of itself within seconds (Dendrite waited up to an hour).
-    await until(async () => (await remoteList(a!, carol.userId))?.stale === false, 5_000);
-    const retriedAfter = resyncsOf(a!, carol.userId).find((e) => e.status === 200)!.at - failedAt;
-    expect(retriedAfter).toBeLessThan(5_000);
+    // The updater tries again of itself after its backoff (2 s first; Dendrite waited up to an hour;
+    // how soon is bench/device-lists.bench.ts's to measure).
+    await until(async () => (await remoteList(a!, carol.userId))?.stale === false, 30_000);
+    expect(resyncsOf(a!, carol.userId).slice(failures).map((e) => e.status)).toContain(200);
+  });
 
-    // It fails again (C unreachable, a backoff of a second or more), and this time C reconnects.
+  it('a server that failed is resynced the moment it reconnects, long before its backoff ends', async () => {
+    // A backoff no test outlives: a resync that comes at all came from the reconnect.
+    const { network, servers: [a, c] } = await startServers(2, { deviceListBackoff: { initialMs: 10 * 60_000, maxMs: 10 * 60_000, refusedMs: 10 * 60_000 } });
+    const alice = await a!.register('alice');
+    const carol = await c!.register('carol');
+    await c!.uploadKeys(carol);
+    await sharedRoom(a!, alice, [[c!, carol]]);
+
     network.down.add(c!.serverName);
     await a!.homeserver.services.keys.remoteLists.receiveUpdate(c!.serverName, { user_id: carol.userId, device_id: 'UNSEEN', stream_id: 1_000_000, prev_id: [999_999] });
-    await until(() => resyncsOf(a!, carol.userId).length >= 3);
-    expect(resyncsOf(a!, carol.userId).at(-1)!.status).toBe(0);
+    await until(() => resyncsOf(a!, carol.userId).at(-1)?.status === 0);
+    expect((await remoteList(a!, carol.userId))?.stale).toBe(true);
     network.down.delete(c!.serverName);
-    const reconnectedAt = performance.now();
     a!.homeserver.federation.peerConnected(c!.serverName);
-    await until(async () => (await remoteList(a!, carol.userId))?.stale === false, 2_000);
-    // At once: well inside the backoff the failure started (1 s and more).
-    expect(resyncsOf(a!, carol.userId).at(-1)!.at - reconnectedAt).toBeLessThan(300);
+    await until(async () => (await remoteList(a!, carol.userId))?.stale === false, 30_000);
+    expect(resyncsOf(a!, carol.userId).at(-1)!.status).toBe(200);
     expect((await query(a!, alice, { [carol.userId]: [] })).body.failures).toEqual({});
   });
 

@@ -49,6 +49,13 @@ describe('server ACLs', () => {
     await expect(federation.backfill(a.serverName, roomId, [latest], 5)).rejects.toMatchObject({ status: 403, errcode: 'M_FORBIDDEN' });
     await expect(federation.request(a.serverName, 'GET', `/_matrix/federation/v1/make_join/${enc(roomId)}/${enc(carol.userId)}`, { query: { ver: ['10', '11'] } }))
       .rejects.toMatchObject({ status: 403, errcode: 'M_FORBIDDEN' });
+    // An invite into the room is refused before anything of it is checked (MembershipHandshakes.receiveInvite).
+    const invite = {
+      room_id: roomId, type: 'm.room.member', sender: carol.userId, state_key: alice.userId, content: { membership: 'invite' },
+      origin_server_ts: Date.now(), depth: 1, prev_events: [], auth_events: [], hashes: { sha256: 'x' }, signatures: {},
+    };
+    await expect(federation.invite(a.serverName, roomId, '$denied-invite', { room_version: '10', event: invite as never, invite_room_state: [] }))
+      .rejects.toMatchObject({ status: 403, errcode: 'M_FORBIDDEN', message: expect.stringContaining('server ACL') });
     // B is still allowed to ask.
     const { pdus } = await b.homeserver.federation.component.client.backfill(a.serverName, roomId, [latest], 5);
     expect(pdus.length).toBeGreaterThan(0);

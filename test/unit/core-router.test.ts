@@ -1,7 +1,10 @@
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
-import { CoreRouter } from '../../worker/core-router.ts';
-import { MAX_REQUEST_BODY_BYTES, type CoreMessage, type RouterMessage } from '../../worker/protocol.ts';
+import { createHomeserver, type Homeserver } from '../../src/homeserver.ts';
+import { CoreRouter, safeToResend } from '../../worker/core-router.ts';
+import { MAX_REQUEST_BODY_BYTES, wireToRequest, type CoreMessage, type RouterMessage } from '../../worker/protocol.ts';
 import { servePort } from '../../worker/serve-port.ts';
+import { listSpecOperations, pathParameterExamples } from '../support/spec-schema.ts';
+import { openTestDatabase } from '../support/test-database.ts';
 
 // The service worker's router and the core's port server, wired with real
 // MessageChannels (Node has them): what happens when ports come and go.
@@ -131,6 +134,89 @@ describe('CoreRouter', () => {
     expect(response.headers.get('retry-after')).toBe('5');
   });
 });
+
+/**
+ * A real core that applies each request it gets and then dies before it can answer: the
+ * homeserver runs the request to its end, the answer never leaves.
+ */
+function applyThenDie(homeserver: Homeserver): { port: MessagePort; applied: Array<{ method: string; path: string; status: number; body: unknown }> } {
+  const { port1, port2 } = channel();
+  const applied: Array<{ method: string; path: string; status: number; body: unknown }> = [];
+  port1.onmessage = async (event: MessageEvent<RouterMessage>) => {
+    if (event.data.type !== 'request') return;
+    const { request } = event.data;
+    port1.postMessage({ type: 'received', id: request.id } satisfies CoreMessage);
+    const response = await homeserver.fetch(wireToRequest(request));
+    applied.push({ method: request.method, path: new URL(request.url).pathname, status: response.status, body: await response.json() });
+  };
+  return { port: port2, applied };
+}
+
+describe('CoreRouter and requests the old core applied (issue 37: every PUT was sent again)', () => {
+  it('sends again only reads and the spec’s PUTs with a transaction ID, for every operation of the client and federation APIs', () => {
+    const checked: string[] = [];
+    for (const api of ['client', 'federation'] as const) {
+      for (const op of listSpecOperations(api)) {
+        const examples = pathParameterExamples(op);
+        const path = op.template.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(examples[name] ?? `some-${name}`));
+        const expected = ['GET', 'HEAD', 'OPTIONS'].includes(op.method) || (op.method === 'PUT' && op.template.endsWith('/{txnId}'));
+        expect([op.method, op.template, safeToResend(op.method, `${BASE}${path}`)]).toEqual([op.method, op.template, expected]);
+        if (op.method === 'PUT' && expected) checked.push(op.template);
+      }
+    }
+    // The four the spec has today; a new one would show here.
+    expect(checked.sort()).toEqual([
+      '/_matrix/client/v3/rooms/{roomId}/redact/{eventId}/{txnId}',
+      '/_matrix/client/v3/rooms/{roomId}/send/{eventType}/{txnId}',
+      '/_matrix/client/v3/sendToDevice/{eventType}/{txnId}',
+      '/_matrix/federation/v1/send/{txnId}',
+    ]);
+  });
+
+  it('a media upload and an alias the old core applied get 503 from the new one, not a wrong 409; a send with a transaction ID gets its first event back', async () => {
+    const { database, cleanup } = await openTestDatabase();
+    const homeserver = await createHomeserver({ database, seed: crypto.getRandomValues(new Uint8Array(32)), rateLimits: false, passwordIterations: 1000 });
+    onTestFinished(async () => (await homeserver.close(), await cleanup()));
+    const call = async (method: string, path: string, body: unknown, token?: string) => {
+      const response = await homeserver.fetch(
+        new Request(`${BASE}${path}`, { method, body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) } }),
+      );
+      expect(response.status).toBe(200);
+      return (await response.json()) as Record<string, string>;
+    };
+    const token = (await call('POST', '/_matrix/client/v3/register', { username: 'alice', password: 'a long password', auth: { type: 'm.login.dummy' } })).access_token!;
+    const roomId = (await call('POST', '/_matrix/client/v3/createRoom', {}, token)).room_id!;
+    const mediaPath = (await call('POST', '/_matrix/media/v1/create', {}, token)).content_uri!.replace('mxc://', '/_matrix/media/v3/upload/');
+    const alias = encodeURIComponent(`#hall:${homeserver.serverName}`);
+
+    const router = new CoreRouter({ requestPort: () => {} });
+    const dying = applyThenDie(homeserver);
+    router.connect(dying.port, 'old');
+    const auth = { authorization: `Bearer ${token}` };
+    const upload = router.forward(new Request(`${BASE}${mediaPath}`, { method: 'PUT', body: 'hello', headers: { ...auth, 'content-type': 'text/plain' } }));
+    const directory = router.forward(new Request(`${BASE}/_matrix/client/v3/directory/room/${alias}`, { method: 'PUT', body: JSON.stringify({ room_id: roomId }), headers: auth }));
+    const send = router.forward(new Request(`${BASE}/_matrix/client/v3/rooms/${encodeURIComponent(roomId)}/send/m.room.message/t1`, { method: 'PUT', body: JSON.stringify({ msgtype: 'm.text', body: 'hi' }), headers: auth }));
+    await until(() => dying.applied.length === 3);
+    expect(dying.applied.map((a) => a.status)).toEqual([200, 200, 200]);
+
+    // The core restarts (same data, as a new leader's core opens the same database) and hands over a port.
+    router.connect(restartedCore(homeserver), 'new');
+    for (const answer of [await upload, await directory]) {
+      expect(answer.status).toBe(503);
+      expect(await answer.json()).toMatchObject({ errcode: 'M_UNKNOWN', error: expect.stringContaining('may or may not have been applied') });
+    }
+    const resent = await send;
+    expect(resent.status).toBe(200);
+    const firstEvent = dying.applied.find((a) => a.path.includes('/send/'))!.body as { event_id: string };
+    expect(await resent.json()).toEqual({ event_id: firstEvent.event_id });
+  });
+});
+
+function restartedCore(homeserver: Homeserver): MessagePort {
+  const { port1, port2 } = channel();
+  servePort(port1, (request) => homeserver.fetch(request));
+  return port2;
+}
 
 describe('servePort', () => {
   it('answers requests concurrently: a slow one does not hold up the next', async () => {

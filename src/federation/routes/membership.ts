@@ -1,11 +1,9 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { MatrixError } from '../../http/matrix-error.ts';
 import { validate } from '../../http/validate.ts';
 import type { FederationCtx, FederationEnv } from '../context.ts';
-import { requireAllowedByAcl, serverAllowedInRoom } from '../acl.ts';
+import { serverAllowedInRoom } from '../acl.ts';
 import { makeMembership, sendJoin, sendKnock, sendLeave, type InboundMembershipDeps, type RemoteMembership, type SendMembershipRequest } from '../inbound-memberships.ts';
-import { isPduShaped } from '../pdus.ts';
 
 const inviteSchema = z.object({ room_version: z.string(), event: z.record(z.string(), z.unknown()), invite_room_state: z.array(z.unknown()).optional() }).loose();
 const inviteV1Schema = z.object({ unsigned: z.object({ invite_room_state: z.array(z.unknown()).optional() }).loose().optional() }).loose();
@@ -41,17 +39,9 @@ export function membershipRoutes(app: Hono<FederationEnv>): void {
   app.put('/_matrix/federation/v1/send_leave/:roomId/:eventId', async (c) => c.json([200, await leave(c)]));
   app.put('/_matrix/federation/v1/send_knock/:roomId/:eventId', async (c) => c.json(await sendKnock(deps(c), sendRequest(c))));
 
-  const invite = async (c: FederationCtx, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]) => {
-    const { federation, rooms } = c.get('services');
-    const roomId = c.req.param('roomId')!;
-    if (!isPduShaped(pdu) || pdu.room_id !== roomId) throw new MatrixError(400, 'M_BAD_JSON', 'the invite is not an event for this room');
-    // A room we hold has its ACL; for one we do not, the inviting server is all we know of it.
-    const held = await rooms.roomVersion(roomId);
-    if (held) await requireAllowedByAcl(c, roomId);
-    // v1 names no version: the room's when we hold it, else 1 (v1 is for rooms of versions 1 and 2,
-    // whose events differ only in state resolution, which an invite does not use).
-    return { event: await federation.receiveInvite(c.get('origin'), roomVersion ?? held?.id ?? '1', pdu, inviteRoomState) };
-  };
+  const invite = async (c: FederationCtx, roomVersion: string | undefined, pdu: unknown, inviteRoomState: unknown[]) => ({
+    event: await c.get('services').federation.receiveInvite(c.get('origin'), c.req.param('roomId')!, roomVersion, pdu, inviteRoomState),
+  });
   app.put('/_matrix/federation/v2/invite/:roomId/:eventId', async (c) => {
     const body = validate(inviteSchema, c.get('body'));
     return c.json(await invite(c, body.room_version, body.event, body.invite_room_state ?? []));

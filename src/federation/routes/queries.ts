@@ -55,15 +55,12 @@ export function queryRoutes(app: Hono<FederationEnv>): void {
   });
 
   app.get('/_matrix/federation/v1/query/directory', async (c) => {
-    const { rooms, serverName } = c.get('services');
     const alias = c.req.query('room_alias');
     if (!alias) throw missingParam('room_alias is required');
     if (!isValidRoomAlias(alias)) throw invalidParam(`invalid room alias ${alias}`);
-    const roomId = await rooms.resolveAlias(alias);
-    if (!roomId) throw notFound(`room alias ${alias} not found`);
-    // We hold the alias, so we are the first to try; then every server in the room.
-    const servers = [serverName, ...(await rooms.joinedServers(roomId)).filter((s) => s !== serverName)];
-    return c.json({ room_id: roomId, servers });
+    const resolved = await c.get('services').rooms.resolveAliasWithServers(alias);
+    if (!resolved) throw notFound(`room alias ${alias} not found`);
+    return c.json({ room_id: resolved.roomId, servers: resolved.servers });
   });
 
   app.get('/_matrix/federation/v1/user/devices/:userId', async (c) => {

@@ -33,6 +33,12 @@ export interface Tab {
   fill(target: Target, value: string, timeoutMs?: number): Promise<void>;
   /** Reloads and waits for the page's load event. */
   reload(): Promise<void>;
+  /**
+   * Turns the network off (or on) for this tab, as the browser would with no network: `navigator.onLine`
+   * and its `offline`/`online` events follow. Undefined where the engine's driver cannot (WebKit over
+   * classic WebDriver has no network emulation): a test takes the network away for real there.
+   */
+  readonly setOffline?: (offline: boolean) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -101,6 +107,7 @@ interface Driver {
   /** Polls `expression` until it is truthy (an Error past the timeout); `click` clicks the element it returned. */
   waitFor(expression: string, timeoutMs: number, click?: boolean): Promise<void>;
   reload(): Promise<void>;
+  setOffline?(offline: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -129,6 +136,7 @@ function tabOver(engine: Engine, driver: Driver): Tab {
       await driver.evaluate(`(${setValue.toString()})(${find(target)}, ${JSON.stringify(value)})`);
     },
     reload: () => driver.reload(),
+    ...(driver.setOffline ? { setOffline: driver.setOffline } : {}),
     close: () => driver.close(),
   };
 }
@@ -148,6 +156,8 @@ export function playwrightTab(page: PlaywrightPage, engine: Engine = 'chromium')
       await handle.dispose();
     },
     reload: async () => void (await page.reload()),
+    // Playwright emulates it for the whole context (every tab of the profile, its service worker included).
+    setOffline: (offline) => page.context().setOffline(offline),
     close: () => page.close(),
   });
 }
@@ -163,40 +173,68 @@ export function puppeteerTab(page: PuppeteerPage, engine: Engine = 'firefox'): T
       await handle.dispose();
     },
     reload: async () => void (await page.reload()),
+    // WebDriver BiDi's emulation.setNetworkConditions, for this tab: Firefox then answers its requests with a network error and its navigator.onLine is false.
+    setOffline: (offline) => page.setOfflineMode(offline),
     close: () => page.close(),
   });
 }
 
+/** Which window of a WebDriver session its commands go to: each tab switches to its own first. */
+interface WindowFocus {
+  current: string;
+}
+
 /**
- * A WebDriver session (WebKit) as a Tab. Classic WebDriver has no wait of its own: the page polls the
- * expression at each animation frame, as Playwright and puppeteer do, inside one asynchronous script.
+ * A window of a WebDriver session (WebKit) as a Tab. Classic WebDriver has no wait of its own: the page
+ * polls the expression inside one asynchronous script, on a short timer rather than at each animation
+ * frame, since a window behind another gets no frames.
  */
-export function webDriverTab(session: WebDriver, engine: Engine = 'webkit'): Tab {
+export function webDriverTab(session: WebDriver, window: string, focus: WindowFocus, engine: Engine = 'webkit'): Tab {
+  const here = async () => {
+    if (focus.current === window) return;
+    await session.switchTo().window(window);
+    focus.current = window;
+  };
   return tabOver(engine, {
-    evaluate: (expression) => session.executeScript(`return ${expression};`),
+    evaluate: async (expression) => {
+      await here();
+      return session.executeScript(`return ${expression};`);
+    },
     waitFor: async (expression, timeoutMs, click) => {
+      await here();
       await session.manage().setTimeouts({ script: timeoutMs + 10_000 });
       const found = await session.executeAsyncScript<WebElement | { failed: string }>(`
         const done = arguments[arguments.length - 1];
         const deadline = Date.now() + ${timeoutMs};
         let lastError = '';
-        const check = () => {
+        const check = async () => {
           let value = null;
           try {
-            value = ${expression};
+            value = await (${expression});
           } catch (error) {
             lastError = String(error);
           }
           if (value) done(${click ? 'value' : 'true'});
           else if (Date.now() > deadline) done({ failed: 'Waiting failed: ${timeoutMs}ms exceeded' + (lastError && ' (' + lastError + ')') });
-          else requestAnimationFrame(check);
+          else setTimeout(check, 20);
         };
         check();`);
       if (typeof found === 'object' && found !== null && 'failed' in found) throw new Error(found.failed);
       if (click) await (found as WebElement).click();
     },
-    reload: () => session.navigate().refresh(),
-    close: () => session.quit(),
+    reload: async () => {
+      await here();
+      await session.navigate().refresh();
+    },
+    close: async () => {
+      await here();
+      const others = (await session.getAllWindowHandles()).filter((handle) => handle !== window);
+      // The last window is the session: quit it. Otherwise the next command goes to a window still open.
+      if (others[0] === undefined) return session.quit();
+      await session.close();
+      await session.switchTo().window(others[0]);
+      focus.current = others[0];
+    },
   });
 }
 
@@ -245,16 +283,18 @@ function webKitBrowser(webkit: WebKit): EngineBrowser {
   return {
     engine: 'webkit',
     newProfile: async () => {
-      // A WebDriver session is a MiniBrowser of its own, with its own (ephemeral) website data.
+      // A WebDriver session is a MiniBrowser of its own, with its own (ephemeral) website data; its windows share it.
       const session = await webkit.newSession();
+      const focus: WindowFocus = { current: await session.getWindowHandle() };
       let opened = false;
       return {
         engine: 'webkit',
         newTab: async (url) => {
-          if (opened) throw new Error('one tab per WebKit profile here');
+          // The session's first window is the first tab; later ones are new windows of the same MiniBrowser.
+          if (opened) focus.current = (await session.switchTo().newWindow('tab'), await session.getWindowHandle());
           opened = true;
           await session.get(url);
-          return webDriverTab(session);
+          return webDriverTab(session, focus.current, focus);
         },
         close: () => session.quit().catch(() => {}),
       };

@@ -97,3 +97,16 @@ export async function startEncryptedDm(ana: Tab, ben: Tab, benId: string): Promi
   await ana.waitFor({ css: '.timeline .notice', text: `${benId.slice(1).split(':')[0]} joined` }, { timeoutMs: 60_000 });
   return roomId;
 }
+
+/** A tab opened while another runs the chat client: it says so, and "Use here" moves the chat to it (issue 25). */
+export async function useHere(tab: Tab): Promise<void> {
+  await tab.waitFor({ css: 'h1, h2, h3', exactText: 'Hearth is open in another tab' });
+  await tab.click({ button: 'Use here' });
+  await tab.waitFor({ label: 'New room name' });
+}
+
+/** Waits until the core is up again (after a reload) and the open room shows each message, as the homeserver has it. */
+export async function expectMessages(tab: Tab, ...messages: string[]): Promise<void> {
+  await waitUntilReady(tab);
+  for (const message of messages) await messageShown(tab, message);
+}

@@ -31,6 +31,8 @@ export interface Tab {
   click(target: Target, timeoutMs?: number): Promise<void>;
   /** Sets a field's value as Playwright's `fill` does (the value, then `input` and `change`), once it is shown. */
   fill(target: Target, value: string, timeoutMs?: number): Promise<void>;
+  /** Chooses a file on disk in a file input, with the driver's own file upload, once it is shown. */
+  setInputFiles(target: Target, path: string, timeoutMs?: number): Promise<void>;
   /** Reloads and waits for the page's load event. */
   reload(): Promise<void>;
   /**
@@ -106,6 +108,8 @@ interface Driver {
   evaluate(expression: string): Promise<unknown>;
   /** Polls `expression` until it is truthy (an Error past the timeout); `click` clicks the element it returned. */
   waitFor(expression: string, timeoutMs: number, click?: boolean): Promise<void>;
+  /** Gives the file input `expression` returns the file at `path`. */
+  setFiles(expression: string, path: string): Promise<void>;
   reload(): Promise<void>;
   setOffline?(offline: boolean): Promise<void>;
   close(): Promise<void>;
@@ -129,11 +133,24 @@ function tabOver(engine: Engine, driver: Driver): Tab {
       await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
       return String(await driver.evaluate(`${find(target)}?.textContent ?? ''`));
     },
-    click: (target, timeoutMs = DEFAULT_TIMEOUT_MS) =>
-      waitFor(`(() => { const element = ${find(target)}; return element && !element.disabled ? element : null; })()`, timeoutMs, `clicking ${describeTarget(target)}`, true),
+    click: async (target, timeoutMs = DEFAULT_TIMEOUT_MS) => {
+      const enabled = `(() => { const element = ${find(target)}; return element && !element.disabled ? element : null; })()`;
+      // A list the page re-renders may replace the element between finding and clicking it: find it again.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await waitFor(enabled, timeoutMs, `clicking ${describeTarget(target)}`, true);
+        } catch (error) {
+          if (attempt === 5 || !/detached|not attached|stale/i.test(String(error))) throw error;
+        }
+      }
+    },
     fill: async (target, value, timeoutMs = DEFAULT_TIMEOUT_MS) => {
       await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
       await driver.evaluate(`(${setValue.toString()})(${find(target)}, ${JSON.stringify(value)})`);
+    },
+    setInputFiles: async (target, path, timeoutMs = DEFAULT_TIMEOUT_MS) => {
+      await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
+      await driver.setFiles(find(target), path);
     },
     reload: () => driver.reload(),
     ...(driver.setOffline ? { setOffline: driver.setOffline } : {}),
@@ -145,14 +162,42 @@ function logPageErrors(engine: Engine, on: (handler: (error: unknown) => void) =
   on((error) => console.error(`[${engine} page error] ${error instanceof Error ? error.message : String(error)}`));
 }
 
+let settledWaits = 0;
+
+/**
+ * `expression` for Playwright's waitForFunction, which takes a Promise for a truthy answer at once (puppeteer
+ * and the WebDriver tab wait for it): each poll reads the answer of the last evaluation, once it has settled,
+ * and starts the next.
+ */
+function settled(expression: string): string {
+  const key = `wait${++settledWaits}`;
+  return `(() => {
+    const waits = (globalThis.hearthTestWaits ??= {});
+    const slot = waits[${JSON.stringify(key)}];
+    if (slot === undefined) {
+      const entry = (waits[${JSON.stringify(key)}] = { done: false, value: null });
+      Promise.resolve().then(() => ${expression}).then((value) => Object.assign(entry, { done: true, value }), () => (entry.done = true));
+      return null;
+    }
+    if (!slot.done) return null;
+    delete waits[${JSON.stringify(key)}];
+    return slot.value || null;
+  })()`;
+}
+
 /** A Playwright page as a Tab. */
 export function playwrightTab(page: PlaywrightPage, engine: Engine = 'chromium'): Tab {
   logPageErrors(engine, (handler) => page.on('pageerror', handler));
   return tabOver(engine, {
     evaluate: (expression) => page.evaluate(expression),
     waitFor: async (expression, timeoutMs, click) => {
-      const handle = await page.waitForFunction(expression, undefined, { timeout: timeoutMs });
+      const handle = await page.waitForFunction(settled(expression), undefined, { timeout: timeoutMs });
       if (click) await (handle.asElement() as unknown as ElementHandle<Element>).click({ timeout: timeoutMs });
+      await handle.dispose();
+    },
+    setFiles: async (expression, path) => {
+      const handle = await page.evaluateHandle(expression);
+      await (handle.asElement() as unknown as ElementHandle<HTMLInputElement>).setInputFiles(path);
       await handle.dispose();
     },
     reload: async () => void (await page.reload()),
@@ -170,6 +215,12 @@ export function puppeteerTab(page: PuppeteerPage, engine: Engine = 'firefox'): T
     waitFor: async (expression, timeoutMs, click) => {
       const handle = await page.waitForFunction(expression, { timeout: timeoutMs });
       if (click) await (handle.asElement() as PuppeteerElement<Element>).click();
+      await handle.dispose();
+    },
+    setFiles: async (expression, path) => {
+      const handle = await page.evaluateHandle(expression);
+      // WebDriver BiDi's input.setFiles.
+      await (handle.asElement() as PuppeteerElement<HTMLInputElement>).uploadFile(path);
       await handle.dispose();
     },
     reload: async () => void (await page.reload()),
@@ -195,17 +246,10 @@ export function webDriverTab(session: WebDriver, window: string, focus: WindowFo
     await session.switchTo().window(window);
     focus.current = window;
   };
-  return tabOver(engine, {
-    evaluate: async (expression) => {
-      await here();
-      return session.executeScript(`return ${expression};`);
-    },
-    waitFor: async (expression, timeoutMs, click) => {
-      await here();
-      await session.manage().setTimeouts({ script: timeoutMs + 10_000 });
-      const found = await session.executeAsyncScript<WebElement | { failed: string }>(`
+  const poll = (expression: string, timeoutMs: number, click: boolean | undefined) =>
+    session.executeAsyncScript<WebElement | true | { failed: string }>(`
         const done = arguments[arguments.length - 1];
-        const deadline = Date.now() + ${timeoutMs};
+        const deadline = Date.now() + ${Math.max(0, timeoutMs)};
         let lastError = '';
         const check = async () => {
           let value = null;
@@ -219,8 +263,32 @@ export function webDriverTab(session: WebDriver, window: string, focus: WindowFo
           else setTimeout(check, 20);
         };
         check();`);
+  return tabOver(engine, {
+    evaluate: async (expression) => {
+      await here();
+      return session.executeScript(`return ${expression};`);
+    },
+    waitFor: async (expression, timeoutMs, click) => {
+      await here();
+      await session.manage().setTimeouts({ script: timeoutMs + 10_000 });
+      const deadline = Date.now() + timeoutMs;
+      let found: WebElement | true | { failed: string };
+      for (;;) {
+        try {
+          found = await poll(expression, deadline - Date.now(), click);
+          break;
+        } catch (error) {
+          // The page navigated (a reload the page made itself, as after an import) while the script waited: wait in the new document.
+          if (!/before the unload event/.test(String(error)) || Date.now() > deadline) throw error;
+        }
+      }
       if (typeof found === 'object' && found !== null && 'failed' in found) throw new Error(found.failed);
       if (click) await (found as WebElement).click();
+    },
+    setFiles: async (expression, path) => {
+      await here();
+      // Classic WebDriver's way: keys sent to a file input are the path of the file to choose.
+      await (await session.executeScript<WebElement>(`return ${expression};`)).sendKeys(path);
     },
     reload: async () => {
       await here();

@@ -42,6 +42,8 @@ describe('a homeserver moved round the engines through export and import', () =>
   let open: { browser: EngineBrowser; profile: Profile; tab: Tab } | undefined;
 
   async function openIn(engine: Engine): Promise<Tab> {
+    // A step that failed left its browser open: it goes first.
+    await closeOpen();
     const browser = await launchEngine(engine);
     const profile = await browser.newProfile();
     const tab = await openHearth(profile, site.url + '/');

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
 import { launchEngine, type Engine, type EngineBrowser, type Profile, type Tab } from './browsers.ts';
-import { backedUpKeys, createAccount, createRoom, exportThroughUi, importThroughUi, messageShown, openHearth, send, serverNameOf, signInAfterImport, storedSession, verifyWithRecoveryKey } from './page-flows.ts';
+import { backedUpKeys, createAccount, createRoom, exportThroughUi, importThroughUi, messageShown, openHearth, send, serverNameOf, signInAfterImport, storagePanelSays, storedSession, verifyWithRecoveryKey } from './page-flows.ts';
 
 // Keep and move a browser homeserver (issue 22) in every engine (issue 39): one homeserver travels
 // round the three engines through the page's own export and import, as a person would move it to
@@ -15,6 +15,19 @@ import { backedUpKeys, createAccount, createRoom, exportThroughUi, importThrough
 // encrypted: each new sign-in verifies itself with the recovery key made in the first engine, and reads
 // the earlier messages from the key backup that moved with the homeserver. WebKit's ephemeral session
 // keeps no Blob in IndexedDB: its import keeps the media as ArrayBuffers.
+//
+// Before each export the storage panel must say what it means that the data is not kept for good, as each
+// engine answers navigator.storage.persist(): Chromium says no at once (it grants it by its own measure of the
+// site), Firefox asks the person and answers when they have (never, in a test: the panel says it is asking),
+// and WebKitGTK has no navigator.storage at all (nothing to ask). WebKit's user agent says Safari, so its page
+// also tells the person, on the first screen and in the panel, to install it to the home screen.
+
+/** How each engine answers the request to keep the data (see above), as the panel shows it after one click on Ask. */
+const PERSISTENCE: Record<Engine, { before: string; afterAsking?: string; words: string }> = {
+  chromium: { before: 'false', afterAsking: 'refused', words: 'The browser did not agree to keep this site’s data' },
+  firefox: { before: 'false', afterAsking: 'asking', words: 'The browser is asking you whether this site may keep its data' },
+  webkit: { before: 'unsupported', words: 'This browser cannot be asked to keep this site’s data' },
+};
 
 const PASSPHRASE = 'a suitcase of keys';
 const NOTE = 'a note in the suitcase';
@@ -61,7 +74,22 @@ describe('a homeserver moved round the engines through export and import', () =>
   afterAll(closeOpen);
 
   /** Exports what `tab` holds into the next archive file. */
+  /** The storage panel's sentence about keeping the data, before and after asking, and the Safari note where the user agent is Safari's. */
+  async function checkStoragePanel(tab: Tab): Promise<void> {
+    const expected = PERSISTENCE[tab.engine];
+    await tab.click({ css: 'button.storage' });
+    const before = await storagePanelSays(tab);
+    expect(before).toMatchObject({ persisted: expected.before, canAsk: expected.afterAsking !== undefined, safariNote: tab.engine === 'webkit' });
+    if (expected.afterAsking) {
+      await tab.click({ button: 'Ask the browser to keep it', within: 'dialog.keep-panel' });
+      await tab.waitFor({ css: `dialog.keep-panel .keep-persisted[data-asked="${expected.afterAsking}"]` });
+    }
+    expect((await storagePanelSays(tab)).text).toContain(expected.words);
+    await tab.click({ button: 'Close', within: 'dialog.keep-panel' });
+  }
+
   async function exportFrom(tab: Tab, step: number): Promise<void> {
+    await checkStoragePanel(tab);
     // Every device's room key in the backup first (one a device: each sent one message), so the next one can read them all.
     await tab.waitForFunction(async (count) => {
       const { accessToken } = JSON.parse(localStorage.getItem('hearth-session')!);
@@ -107,6 +135,9 @@ describe('a homeserver moved round the engines through export and import', () =>
     it(`imports into ${engine} what ${ROUTE[step - 1]} exported${step === 1 ? ' (a wrong passphrase refused first)' : ''}; everything is there${last ? '' : ', and it exports again'}`, async () => {
       const tab = await openIn(engine);
       expect(await serverNameOf(tab)).not.toBe(serverName);
+      // The first screen tells Safari users (WebKit's user agent says Safari) to install the page, and no one else.
+      await tab.waitFor({ label: 'Username' });
+      expect(await tab.evaluate(() => document.querySelector('.safari-note')?.textContent ?? null)).toEqual(engine === 'webkit' ? expect.stringContaining('Safari deletes a site’s data after seven days without a visit') : null);
       await tab.waitFor({ css: 'form.keep-import', text: 'Move, don’t copy' });
       if (step === 1) {
         await importThroughUi(tab, archive, 'not the passphrase');

@@ -175,3 +175,19 @@ export async function backedUpKeys(tab: Tab): Promise<number> {
   const { accessToken } = await storedSession(tab);
   return (await pageFetch(tab, 'GET', '/_matrix/client/v3/room_keys/version', { token: accessToken })).body.count ?? 0;
 }
+
+/** What the storage panel says of keeping the data: its `data-persisted` and `data-asked`, its sentence, whether it offers to ask, and whether the Safari note is there. */
+export async function storagePanelSays(tab: Tab): Promise<{ persisted: string; asked: string | null; text: string; canAsk: boolean; safariNote: boolean }> {
+  await tab.waitFor({ css: `${STORAGE_PANEL} .keep-persisted` });
+  return tab.evaluate(() => {
+    const panel = document.querySelector('dialog.keep-panel')!;
+    const line = panel.querySelector('.keep-persisted') as HTMLElement;
+    return {
+      persisted: line.dataset.persisted!,
+      asked: line.dataset.asked ?? null,
+      text: line.textContent!,
+      canAsk: [...panel.querySelectorAll('button')].some((button) => button.textContent === 'Ask the browser to keep it'),
+      safariNote: panel.querySelector('.safari-note') !== null,
+    };
+  });
+}

@@ -191,7 +191,8 @@ export function playwrightTab(page: PlaywrightPage, engine: Engine = 'chromium')
   return tabOver(engine, {
     evaluate: (expression) => page.evaluate(expression),
     waitFor: async (expression, timeoutMs, click) => {
-      const handle = await page.waitForFunction(settled(expression), undefined, { timeout: timeoutMs });
+      // Polled on a timer: a tab behind another (after a second tab was opened) gets no animation frames.
+      const handle = await page.waitForFunction(settled(expression), undefined, { timeout: timeoutMs, polling: 20 });
       if (click) await (handle.asElement() as unknown as ElementHandle<Element>).click({ timeout: timeoutMs });
       await handle.dispose();
     },
@@ -213,7 +214,7 @@ export function puppeteerTab(page: PuppeteerPage, engine: Engine = 'firefox'): T
   return tabOver(engine, {
     evaluate: (expression) => page.evaluate(expression),
     waitFor: async (expression, timeoutMs, click) => {
-      const handle = await page.waitForFunction(expression, { timeout: timeoutMs });
+      const handle = await page.waitForFunction(expression, { timeout: timeoutMs, polling: 20 });
       if (click) await (handle.asElement() as PuppeteerElement<Element>).click();
       await handle.dispose();
     },

@@ -116,13 +116,16 @@ for (const engine of ENGINES) describe(`offline-first in ${engine}`, () => {
     await tab.reload();
     await expectMessages(tab, 'sent while offline');
     expect(await buildName()).toBe('second');
-    // The reload's update check found the new sw.js: it precached the build and dropped the old cache.
-    await tab.waitForFunction((name) => caches.keys().then((keys) => keys.length === 1 && keys[0] === name), `hearth-page-${newVersion}`);
+    // The reload's update check found the new sw.js: it precached the build and dropped the old cache. (Until
+    // the engine-neutral Tab, Playwright took the Promise this returns for a truthy answer: never checked in Chromium.)
+    // Chromium activates the new worker (skipWaiting) only once the old one has no fetch event in flight, and the
+    // page's client keeps a long-poll open through it (up to 60 s, SYNC_TIMEOUT_CAP_MS): seen taking 30 s and more here.
+    await tab.waitForFunction((name) => caches.keys().then((keys) => keys.length === 1 && keys[0] === name), `hearth-page-${newVersion}`, 90_000);
     await send(tab, 'sent after the update');
     // The fresh page is what is kept now: offline again, it is still the new one.
     await goOffline();
     await tab.reload();
     await expectMessages(tab, 'sent while offline', 'sent after the update');
     expect(await buildName()).toBe('second');
-  }, 120_000);
+  }, 180_000);
 });

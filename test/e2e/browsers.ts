@@ -98,8 +98,11 @@ function setValue(field: HTMLInputElement, value: string): void {
   field.dispatchEvent(new Event('change', { bubbles: true }));
 }
 
-/** An expression that calls `fn` with `arg` (JSON), for drivers that take source. */
-const call = (fn: (arg: any) => unknown, arg: unknown): string => `(${fn.toString()})(${arg === undefined ? '' : JSON.stringify(arg)})`;
+/**
+ * An expression that calls `fn` with `arg` (JSON), for drivers that take source. Under tsx (the benches) esbuild
+ * keeps function names by wrapping inner functions in a `__name` helper the page lacks: it is given one that does nothing.
+ */
+const call = (fn: (arg: any) => unknown, arg: unknown): string => `((__name) => (${fn.toString()})(${arg === undefined ? '' : JSON.stringify(arg)}))((target) => target)`;
 const find = (target: Target) => call(findTarget, target);
 const describeTarget = (target: Target) => JSON.stringify(target);
 
@@ -146,7 +149,7 @@ function tabOver(engine: Engine, driver: Driver): Tab {
     },
     fill: async (target, value, timeoutMs = DEFAULT_TIMEOUT_MS) => {
       await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
-      await driver.evaluate(`(${setValue.toString()})(${find(target)}, ${JSON.stringify(value)})`);
+      await driver.evaluate(`((__name) => (${setValue.toString()})(${find(target)}, ${JSON.stringify(value)}))((target) => target)`);
     },
     setInputFiles: async (target, path, timeoutMs = DEFAULT_TIMEOUT_MS) => {
       await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);

@@ -63,7 +63,7 @@ export async function openIdbMediaStore(name = MEDIA_DATABASE): Promise<IdbMedia
       database.createObjectStore(MEDIA_OBJECT_STORE);
     },
   });
-  return new IdbMediaStore(db, await storesBlobs(db));
+  return new IdbMediaStore(db, await storesBlobs(db, MEDIA_OBJECT_STORE));
 }
 
 /**
@@ -71,8 +71,8 @@ export async function openIdbMediaStore(name = MEDIA_DATABASE): Promise<IdbMedia
  * windows; the MiniBrowser the tests drive): "Error preparing Blob/File data to be stored in object
  * store". Asked once, with a put that is then aborted, so nothing is written either way.
  */
-async function storesBlobs(db: IDBPDatabase): Promise<boolean> {
-  const tx = db.transaction(MEDIA_OBJECT_STORE, 'readwrite');
+export async function storesBlobs(db: IDBPDatabase, store: string): Promise<boolean> {
+  const tx = db.transaction(store, 'readwrite');
   const done = tx.done.catch(() => {});
   try {
     await tx.store.put(new Blob(['probe']), '\u0000blob-probe');

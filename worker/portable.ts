@@ -12,7 +12,7 @@ import type { Database } from '../src/storage/database.ts';
 import { DurableDatabase } from '../src/storage/durable-database.ts';
 import { openIndexedDbPersistence } from '../src/storage/indexeddb-persistence.ts';
 import { storeSeed } from './identity.ts';
-import { MEDIA_DATABASE, MEDIA_OBJECT_STORE, type IdbMediaStore } from './media-idb.ts';
+import { MEDIA_DATABASE, MEDIA_OBJECT_STORE, storesBlobs, type IdbMediaStore } from './media-idb.ts';
 import { DATABASE_NAME } from './open-database.ts';
 import { PEER_DATABASE, PEER_STORE } from './peer-datastore.ts';
 
@@ -88,11 +88,12 @@ async function readImportMark(): Promise<{ serverName: string } | undefined> {
 }
 
 /** Opens one of the origin's object stores, clears it, and hands back a writer to it (one strict transaction per put). */
-async function clearedStore(name: string, store: string): Promise<{ put(key: string, value: unknown): Promise<void>; close(): void }> {
+async function clearedStore(name: string, store: string): Promise<{ put(key: string, value: unknown): Promise<void>; close(): void; storesBlobs(): Promise<boolean> }> {
   const db = await openDB(name, 1, { upgrade: (d) => void d.createObjectStore(store) });
   const clear = db.transaction(store, 'readwrite', { durability: 'strict' });
   await Promise.all([clear.store.clear(), clear.done]);
   return {
+    storesBlobs: () => storesBlobs(db, store),
     async put(key, value) {
       const tx = db.transaction(store, 'readwrite', { durability: 'strict' });
       await Promise.all([tx.store.put(value, key), tx.done]);
@@ -151,6 +152,7 @@ export async function importIntoOrigin(file: Blob, passphrase: string, core: { a
   }
   let seed: Uint8Array | undefined;
   let image: Uint8Array | undefined;
+  let mediaAsBlobs: boolean | undefined;
   let stores: { media: Awaited<ReturnType<typeof clearedStore>>; peers: Awaited<ReturnType<typeof clearedStore>> } | undefined;
   /** The first write: the mark, the core stopped, the old data gone, the database in. */
   const begin = async () => {
@@ -174,10 +176,13 @@ export async function importIntoOrigin(file: Blob, passphrase: string, core: { a
         image = await collect(data);
         portableSqliteHeader(image);
       } else if (entry.kind === 'media') {
-        // One file at a time: its decrypted pieces become one Blob (the browser may keep it on disk), never all media at once.
+        // One file at a time: its decrypted pieces become one Blob (the browser may keep it on disk), never all media at once;
+        // an ArrayBuffer where IndexedDB refuses Blobs (WebKit's ephemeral sessions), as IdbMediaStore keeps them there.
         const parts: Uint8Array<ArrayBuffer>[] = [];
         for await (const part of data) parts.push(part as Uint8Array<ArrayBuffer>);
-        await (await begin()).media.put(entry.name, new Blob(parts));
+        const { media } = await begin();
+        mediaAsBlobs ??= await media.storesBlobs();
+        await media.put(entry.name, mediaAsBlobs ? new Blob(parts) : await new Blob(parts).arrayBuffer());
       } else if (entry.kind === 'peer') {
         await (await begin()).peers.put(entry.name, await collect(data));
       }

@@ -6,7 +6,7 @@ import type { PageHost } from './host.ts';
 import { P2PPanel } from './p2p-panel.ts';
 import { TabLock } from './tab-lock.ts';
 import { TopBar } from './top-bar.ts';
-import { importCard, StoragePanel } from './keep.ts';
+import { importCard, safariNote, StoragePanel } from './keep.ts';
 
 /** The built-in client: a status bar, first-run account creation, then rooms and a timeline. */
 export class App {
@@ -75,7 +75,7 @@ export class App {
   private showAccountForm(mode: AccountMode): void {
     this.topBar.showSignedOut();
     this.p2pPanel.showIdentity(undefined);
-    this.main.replaceChildren(this.accountArea, this.importCard);
+    this.main.replaceChildren(...[safariNote(), this.accountArea, this.importCard].filter((part): part is HTMLElement => part !== null));
     this.accountForm.show(this.accountArea, mode);
   }
 

@@ -34,6 +34,35 @@ export function storageLabel(figures: { usage: number; quota: number | undefined
   };
 }
 
+/**
+ * Safari, as the issue defines it by its user agent: "Safari" without Chrome, Chromium or Android (which all
+ * say Safari too). Safari deletes a site's storage after seven days without a visit, unless the site is
+ * installed to the home screen (or the Dock), which this page is made to be (manifest.webmanifest).
+ */
+export function isSafari(userAgent: string): boolean {
+  return /Safari\//.test(userAgent) && !/Chrome|Chromium|Android/.test(userAgent);
+}
+
+/** The note for Safari users, where the page is not yet installed; null elsewhere. */
+export function safariNote(): HTMLElement | null {
+  const installed = matchMedia('(display-mode: standalone)').matches || (navigator as { standalone?: boolean }).standalone === true;
+  if (!isSafari(navigator.userAgent) || installed) return null;
+  return h(
+    'p',
+    { class: 'warning safari-note', role: 'note' },
+    'Safari deletes a site\u2019s data after seven days without a visit, and your homeserver with it. Add Hearth to your home screen (Share, then Add to Home Screen; on a Mac, File, then Add to Dock) and open it from there: Safari keeps an installed app\u2019s data. Export a copy too.',
+  );
+}
+
+/** What not having persistent storage means, by what the browser answered when asked. */
+const NOT_PERSISTENT: Record<'not-asked' | 'asking' | 'refused', string> = {
+  'not-asked': 'Not persistent: the browser may clear this site\u2019s data, and your homeserver with it, when the disk runs low. Ask it to keep the data, and export a copy.',
+  // Firefox asks the person, beside the address bar, and answers only once they have chosen.
+  asking: 'The browser is asking you whether this site may keep its data: answer its prompt (beside the address bar) with Allow. Until then it may clear the data when the disk runs low.',
+  // Chromium decides by itself (sites installed, bookmarked or used often), and answers no at once otherwise.
+  refused: 'The browser did not agree to keep this site\u2019s data: it may still clear it, and your homeserver with it, when the disk runs low. Installing Hearth as an app or bookmarking it may change its mind; in any case, export a copy now and then.',
+};
+
 function suggestedName(serverName: string | undefined): string {
   return `hearth-${(serverName ?? 'homeserver').slice(0, 8)}-${new Date().toISOString().slice(0, 10)}.hearth`;
 }
@@ -136,6 +165,8 @@ export class StoragePanel {
   readonly element: HTMLDialogElement;
   private readonly figures = h('div', { class: 'keep-figures' });
   private readonly exporter: { element: HTMLElement; focus(): void };
+  /** What asking the browser to keep the data has come to, in this page's life. */
+  private persistAsk: keyof typeof NOT_PERSISTENT = 'not-asked';
 
   constructor(
     private readonly host: PageHost,
@@ -176,13 +207,24 @@ export class StoragePanel {
       );
     } else rows.push(h('p', { class: 'hint' }, 'This browser does not say how much this site stores.'));
     if (persisted === true) rows.push(h('p', { class: 'keep-persisted', 'data-persisted': 'true' }, 'Persistent: the browser will not clear this site\u2019s data to free space.'));
-    else {
-      rows.push(
-        h('p', { class: 'keep-persisted', 'data-persisted': String(persisted ?? 'unknown') }, 'Not persistent: the browser may clear this site\u2019s data, and your homeserver with it, when the disk runs low. Ask it to keep the data, and export a copy.'),
-        h('button', { type: 'button', onclick: async () => ((await this.host.persistStorage()), await this.refresh(), this.onChange()) }, 'Ask the browser to keep it'),
-      );
+    else if (persisted === undefined) {
+      // No StorageManager at all (WebKitGTK; older Safari): nothing to ask.
+      rows.push(h('p', { class: 'keep-persisted', 'data-persisted': 'unsupported' }, 'This browser cannot be asked to keep this site\u2019s data: it may clear it, and your homeserver with it, when space runs low. Export a copy now and then.'));
+    } else {
+      rows.push(h('p', { class: 'keep-persisted', 'data-persisted': 'false', 'data-asked': this.persistAsk }, NOT_PERSISTENT[this.persistAsk]));
+      if (this.persistAsk !== 'asking') rows.push(h('button', { type: 'button', onclick: () => void this.askToPersist() }, 'Ask the browser to keep it'));
     }
-    this.figures.replaceChildren(h('h3', {}, 'Storage'), ...rows.filter((row): row is HTMLElement => row !== null));
+    this.figures.replaceChildren(h('h3', {}, 'Storage'), ...[safariNote(), ...rows].filter((row): row is HTMLElement => row !== null));
+  }
+
+  /** Asks, and says so while the browser asks the person (its answer may take as long as they do). */
+  private async askToPersist(): Promise<void> {
+    this.persistAsk = 'asking';
+    await this.refresh();
+    const granted = await this.host.persistStorage();
+    this.persistAsk = granted ? 'not-asked' : 'refused';
+    await this.refresh();
+    this.onChange();
   }
 }
 

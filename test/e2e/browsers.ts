@@ -31,8 +31,16 @@ export interface Tab {
   click(target: Target, timeoutMs?: number): Promise<void>;
   /** Sets a field's value as Playwright's `fill` does (the value, then `input` and `change`), once it is shown. */
   fill(target: Target, value: string, timeoutMs?: number): Promise<void>;
+  /** Chooses a file on disk in a file input, with the driver's own file upload, once it is shown. */
+  setInputFiles(target: Target, path: string, timeoutMs?: number): Promise<void>;
   /** Reloads and waits for the page's load event. */
   reload(): Promise<void>;
+  /**
+   * Turns the network off (or on) for this tab, as the browser would with no network: `navigator.onLine`
+   * and its `offline`/`online` events follow. Undefined where the engine's driver cannot (WebKit over
+   * classic WebDriver has no network emulation): a test takes the network away for real there.
+   */
+  readonly setOffline?: (offline: boolean) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -90,8 +98,11 @@ function setValue(field: HTMLInputElement, value: string): void {
   field.dispatchEvent(new Event('change', { bubbles: true }));
 }
 
-/** An expression that calls `fn` with `arg` (JSON), for drivers that take source. */
-const call = (fn: (arg: any) => unknown, arg: unknown): string => `(${fn.toString()})(${arg === undefined ? '' : JSON.stringify(arg)})`;
+/**
+ * An expression that calls `fn` with `arg` (JSON), for drivers that take source. Under tsx (the benches) esbuild
+ * keeps function names by wrapping inner functions in a `__name` helper the page lacks: it is given one that does nothing.
+ */
+const call = (fn: (arg: any) => unknown, arg: unknown): string => `((__name) => (${fn.toString()})(${arg === undefined ? '' : JSON.stringify(arg)}))((target) => target)`;
 const find = (target: Target) => call(findTarget, target);
 const describeTarget = (target: Target) => JSON.stringify(target);
 
@@ -100,7 +111,10 @@ interface Driver {
   evaluate(expression: string): Promise<unknown>;
   /** Polls `expression` until it is truthy (an Error past the timeout); `click` clicks the element it returned. */
   waitFor(expression: string, timeoutMs: number, click?: boolean): Promise<void>;
+  /** Gives the file input `expression` returns the file at `path`. */
+  setFiles(expression: string, path: string): Promise<void>;
   reload(): Promise<void>;
+  setOffline?(offline: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -122,13 +136,27 @@ function tabOver(engine: Engine, driver: Driver): Tab {
       await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
       return String(await driver.evaluate(`${find(target)}?.textContent ?? ''`));
     },
-    click: (target, timeoutMs = DEFAULT_TIMEOUT_MS) =>
-      waitFor(`(() => { const element = ${find(target)}; return element && !element.disabled ? element : null; })()`, timeoutMs, `clicking ${describeTarget(target)}`, true),
+    click: async (target, timeoutMs = DEFAULT_TIMEOUT_MS) => {
+      const enabled = `(() => { const element = ${find(target)}; return element && !element.disabled ? element : null; })()`;
+      // A list the page re-renders may replace the element between finding and clicking it: find it again.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await waitFor(enabled, timeoutMs, `clicking ${describeTarget(target)}`, true);
+        } catch (error) {
+          if (attempt === 5 || !/detached|not attached|stale/i.test(String(error))) throw error;
+        }
+      }
+    },
     fill: async (target, value, timeoutMs = DEFAULT_TIMEOUT_MS) => {
       await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
-      await driver.evaluate(`(${setValue.toString()})(${find(target)}, ${JSON.stringify(value)})`);
+      await driver.evaluate(`((__name) => (${setValue.toString()})(${find(target)}, ${JSON.stringify(value)}))((target) => target)`);
+    },
+    setInputFiles: async (target, path, timeoutMs = DEFAULT_TIMEOUT_MS) => {
+      await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
+      await driver.setFiles(find(target), path);
     },
     reload: () => driver.reload(),
+    ...(driver.setOffline ? { setOffline: driver.setOffline } : {}),
     close: () => driver.close(),
   };
 }
@@ -137,17 +165,48 @@ function logPageErrors(engine: Engine, on: (handler: (error: unknown) => void) =
   on((error) => console.error(`[${engine} page error] ${error instanceof Error ? error.message : String(error)}`));
 }
 
+let settledWaits = 0;
+
+/**
+ * `expression` for Playwright's waitForFunction, which takes a Promise for a truthy answer at once (puppeteer
+ * and the WebDriver tab wait for it): each poll reads the answer of the last evaluation, once it has settled,
+ * and starts the next.
+ */
+function settled(expression: string): string {
+  const key = `wait${++settledWaits}`;
+  return `(() => {
+    const waits = (globalThis.hearthTestWaits ??= {});
+    const slot = waits[${JSON.stringify(key)}];
+    if (slot === undefined) {
+      const entry = (waits[${JSON.stringify(key)}] = { done: false, value: null });
+      Promise.resolve().then(() => ${expression}).then((value) => Object.assign(entry, { done: true, value }), () => (entry.done = true));
+      return null;
+    }
+    if (!slot.done) return null;
+    delete waits[${JSON.stringify(key)}];
+    return slot.value || null;
+  })()`;
+}
+
 /** A Playwright page as a Tab. */
 export function playwrightTab(page: PlaywrightPage, engine: Engine = 'chromium'): Tab {
   logPageErrors(engine, (handler) => page.on('pageerror', handler));
   return tabOver(engine, {
     evaluate: (expression) => page.evaluate(expression),
     waitFor: async (expression, timeoutMs, click) => {
-      const handle = await page.waitForFunction(expression, undefined, { timeout: timeoutMs });
+      // Polled on a timer: a tab behind another (after a second tab was opened) gets no animation frames.
+      const handle = await page.waitForFunction(settled(expression), undefined, { timeout: timeoutMs, polling: 20 });
       if (click) await (handle.asElement() as unknown as ElementHandle<Element>).click({ timeout: timeoutMs });
       await handle.dispose();
     },
+    setFiles: async (expression, path) => {
+      const handle = await page.evaluateHandle(expression);
+      await (handle.asElement() as unknown as ElementHandle<HTMLInputElement>).setInputFiles(path);
+      await handle.dispose();
+    },
     reload: async () => void (await page.reload()),
+    // Playwright emulates it for the whole context (every tab of the profile, its service worker included).
+    setOffline: (offline) => page.context().setOffline(offline),
     close: () => page.close(),
   });
 }
@@ -158,45 +217,96 @@ export function puppeteerTab(page: PuppeteerPage, engine: Engine = 'firefox'): T
   return tabOver(engine, {
     evaluate: (expression) => page.evaluate(expression),
     waitFor: async (expression, timeoutMs, click) => {
-      const handle = await page.waitForFunction(expression, { timeout: timeoutMs });
+      const handle = await page.waitForFunction(expression, { timeout: timeoutMs, polling: 20 });
       if (click) await (handle.asElement() as PuppeteerElement<Element>).click();
       await handle.dispose();
     },
+    setFiles: async (expression, path) => {
+      const handle = await page.evaluateHandle(expression);
+      // WebDriver BiDi's input.setFiles.
+      await (handle.asElement() as PuppeteerElement<HTMLInputElement>).uploadFile(path);
+      await handle.dispose();
+    },
     reload: async () => void (await page.reload()),
+    // WebDriver BiDi's emulation.setNetworkConditions, for this tab: Firefox then answers its requests with a network error and its navigator.onLine is false.
+    setOffline: (offline) => page.setOfflineMode(offline),
     close: () => page.close(),
   });
 }
 
+/** Which window of a WebDriver session its commands go to: each tab switches to its own first. */
+interface WindowFocus {
+  current: string;
+}
+
 /**
- * A WebDriver session (WebKit) as a Tab. Classic WebDriver has no wait of its own: the page polls the
- * expression at each animation frame, as Playwright and puppeteer do, inside one asynchronous script.
+ * A window of a WebDriver session (WebKit) as a Tab. Classic WebDriver has no wait of its own: the page
+ * polls the expression inside one asynchronous script, on a short timer rather than at each animation
+ * frame, since a window behind another gets no frames.
  */
-export function webDriverTab(session: WebDriver, engine: Engine = 'webkit'): Tab {
-  return tabOver(engine, {
-    evaluate: (expression) => session.executeScript(`return ${expression};`),
-    waitFor: async (expression, timeoutMs, click) => {
-      await session.manage().setTimeouts({ script: timeoutMs + 10_000 });
-      const found = await session.executeAsyncScript<WebElement | { failed: string }>(`
+export function webDriverTab(session: WebDriver, window: string, focus: WindowFocus, engine: Engine = 'webkit'): Tab {
+  const here = async () => {
+    if (focus.current === window) return;
+    await session.switchTo().window(window);
+    focus.current = window;
+  };
+  const poll = (expression: string, timeoutMs: number, click: boolean | undefined) =>
+    session.executeAsyncScript<WebElement | true | { failed: string }>(`
         const done = arguments[arguments.length - 1];
-        const deadline = Date.now() + ${timeoutMs};
+        const deadline = Date.now() + ${Math.max(0, timeoutMs)};
         let lastError = '';
-        const check = () => {
+        const check = async () => {
           let value = null;
           try {
-            value = ${expression};
+            value = await (${expression});
           } catch (error) {
             lastError = String(error);
           }
           if (value) done(${click ? 'value' : 'true'});
           else if (Date.now() > deadline) done({ failed: 'Waiting failed: ${timeoutMs}ms exceeded' + (lastError && ' (' + lastError + ')') });
-          else requestAnimationFrame(check);
+          else setTimeout(check, 20);
         };
         check();`);
+  return tabOver(engine, {
+    evaluate: async (expression) => {
+      await here();
+      return session.executeScript(`return ${expression};`);
+    },
+    waitFor: async (expression, timeoutMs, click) => {
+      await here();
+      await session.manage().setTimeouts({ script: timeoutMs + 10_000 });
+      const deadline = Date.now() + timeoutMs;
+      let found: WebElement | true | { failed: string };
+      for (;;) {
+        try {
+          found = await poll(expression, deadline - Date.now(), click);
+          break;
+        } catch (error) {
+          // The page navigated (a reload the page made itself, as after an import) while the script waited: wait in the new document.
+          if (!/before the unload event/.test(String(error)) || Date.now() > deadline) throw error;
+        }
+      }
       if (typeof found === 'object' && found !== null && 'failed' in found) throw new Error(found.failed);
       if (click) await (found as WebElement).click();
     },
-    reload: () => session.navigate().refresh(),
-    close: () => session.quit(),
+    setFiles: async (expression, path) => {
+      await here();
+      // Classic WebDriver's way: keys sent to a file input are the path of the file to choose.
+      await (await session.executeScript<WebElement>(`return ${expression};`)).sendKeys(path);
+    },
+    reload: async () => {
+      await here();
+      await session.navigate().refresh();
+    },
+    close: async () => {
+      await here();
+      const others = (await session.getAllWindowHandles()).filter((handle) => handle !== window);
+      // The last window is the session: quit it. Otherwise the next command goes to a window still open.
+      if (others[0] === undefined) return session.quit();
+      await session.close();
+      await session.switchTo().window(others[0]);
+      focus.current = others[0];
+    },
   });
 }
 
@@ -245,16 +355,18 @@ function webKitBrowser(webkit: WebKit): EngineBrowser {
   return {
     engine: 'webkit',
     newProfile: async () => {
-      // A WebDriver session is a MiniBrowser of its own, with its own (ephemeral) website data.
+      // A WebDriver session is a MiniBrowser of its own, with its own (ephemeral) website data; its windows share it.
       const session = await webkit.newSession();
+      const focus: WindowFocus = { current: await session.getWindowHandle() };
       let opened = false;
       return {
         engine: 'webkit',
         newTab: async (url) => {
-          if (opened) throw new Error('one tab per WebKit profile here');
+          // The session's first window is the first tab; later ones are new windows of the same MiniBrowser.
+          if (opened) focus.current = (await session.switchTo().newWindow('tab'), await session.getWindowHandle());
           opened = true;
           await session.get(url);
-          return webDriverTab(session);
+          return webDriverTab(session, focus.current, focus);
         },
         close: () => session.quit().catch(() => {}),
       };

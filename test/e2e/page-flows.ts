@@ -97,3 +97,97 @@ export async function startEncryptedDm(ana: Tab, ben: Tab, benId: string): Promi
   await ana.waitFor({ css: '.timeline .notice', text: `${benId.slice(1).split(':')[0]} joined` }, { timeoutMs: 60_000 });
   return roomId;
 }
+
+/** A tab opened while another runs the chat client: it says so, and "Use here" moves the chat to it (issue 25). */
+export async function useHere(tab: Tab): Promise<void> {
+  await tab.waitFor({ css: 'h1, h2, h3', exactText: 'Hearth is open in another tab' });
+  await tab.click({ button: 'Use here' });
+  await tab.waitFor({ label: 'New room name' });
+}
+
+/** Waits until the core is up again (after a reload) and the open room shows each message, as the homeserver has it. */
+export async function expectMessages(tab: Tab, ...messages: string[]): Promise<void> {
+  await waitUntilReady(tab);
+  for (const message of messages) await messageShown(tab, message);
+}
+
+const STORAGE_PANEL = 'dialog.keep-panel';
+
+/**
+ * Exports the homeserver through the storage panel and returns the file's bytes. The page hands the browser
+ * the archive as a Blob link it clicks; that click is caught in the page and the Blob read back, the one way
+ * every driver here shares (only Playwright catches downloads, and a WebKit or Firefox download would land in
+ * the user's Downloads folder).
+ */
+export async function exportThroughUi(tab: Tab, passphrase: string): Promise<Uint8Array> {
+  await tab.evaluate(() => {
+    const original = HTMLAnchorElement.prototype.click;
+    HTMLAnchorElement.prototype.click = function (this: HTMLAnchorElement) {
+      if (!this.download || !this.href.startsWith('blob:')) return original.call(this);
+      (globalThis as any).hearthExported = { name: this.download, href: this.href };
+    };
+  });
+  await tab.click({ css: 'button.storage' });
+  // Its figures are in once it says whether the data is persistent (every engine's answer, even none).
+  await tab.waitFor({ css: `${STORAGE_PANEL} .keep-persisted` });
+  await tab.fill({ label: 'Export passphrase' }, passphrase);
+  await tab.fill({ label: 'Repeat the passphrase' }, passphrase);
+  await tab.click({ button: 'Export', within: 'form.keep-export' });
+  await tab.waitFor({ css: 'form.keep-export [role=status]', text: 'Keep the file and its passphrase' }, { timeoutMs: 120_000 });
+  const base64 = await tab.evaluate(async () => {
+    const { href, name } = (globalThis as any).hearthExported as { href: string; name: string };
+    if (!name.endsWith('.hearth')) throw new Error(`the archive is named ${name}`);
+    const bytes = new Uint8Array(await (await fetch(href)).arrayBuffer());
+    let binary = '';
+    for (let at = 0; at < bytes.length; at += 0x8000) binary += String.fromCharCode(...bytes.subarray(at, at + 0x8000));
+    return btoa(binary);
+  });
+  await tab.click({ button: 'Close', within: STORAGE_PANEL });
+  return new Uint8Array(Buffer.from(base64, 'base64'));
+}
+
+/** Imports the file at `path` through the first-run card's *Import a homeserver*, with the driver's own file upload. */
+export async function importThroughUi(tab: Tab, path: string, passphrase: string): Promise<void> {
+  await tab.setInputFiles({ label: 'Homeserver file' }, path);
+  await tab.fill({ label: 'Archive passphrase' }, passphrase);
+  await tab.click({ button: 'Import', within: 'form.keep-import' });
+}
+
+/** After an import the page reloads onto the archive's homeserver (signed out): sign in there with the old password. */
+export async function signInAfterImport(tab: Tab, serverName: string, username: string, password = PASSWORD): Promise<void> {
+  await tab.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, 120_000);
+  await tab.click({ button: 'I already have an account here' });
+  await tab.fill({ label: 'Username' }, username);
+  await tab.fill({ label: 'Password' }, password);
+  await tab.click({ button: 'Sign in' });
+  await tab.waitFor({ label: 'New room name' }, { timeoutMs: 60_000 });
+}
+
+/** A new sign-in of an account with cross-signing verifies itself with the recovery key: the key backup opens the past. */
+export async function verifyWithRecoveryKey(tab: Tab, recoveryKey: string): Promise<void> {
+  await tab.fill({ label: 'Recovery key' }, recoveryKey);
+  await tab.click({ button: 'Verify', within: '.encryption-panel' });
+  await tab.waitFor({ css: 'h1, h2, h3', exactText: 'Verify this device' }, { gone: true });
+}
+
+/** How many room keys the account's key backup holds, read through the page's homeserver. */
+export async function backedUpKeys(tab: Tab): Promise<number> {
+  const { accessToken } = await storedSession(tab);
+  return (await pageFetch(tab, 'GET', '/_matrix/client/v3/room_keys/version', { token: accessToken })).body.count ?? 0;
+}
+
+/** What the storage panel says of keeping the data: its `data-persisted` and `data-asked`, its sentence, whether it offers to ask, and whether the Safari note is there. */
+export async function storagePanelSays(tab: Tab): Promise<{ persisted: string; asked: string | null; text: string; canAsk: boolean; safariNote: boolean }> {
+  await tab.waitFor({ css: `${STORAGE_PANEL} .keep-persisted` });
+  return tab.evaluate(() => {
+    const panel = document.querySelector('dialog.keep-panel')!;
+    const line = panel.querySelector('.keep-persisted') as HTMLElement;
+    return {
+      persisted: line.dataset.persisted!,
+      asked: line.dataset.asked ?? null,
+      text: line.textContent!,
+      canAsk: [...panel.querySelectorAll('button')].some((button) => button.textContent === 'Ask the browser to keep it'),
+      safariNote: panel.querySelector('.safari-note') !== null,
+    };
+  });
+}

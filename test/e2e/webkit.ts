@@ -30,7 +30,7 @@ export function assertWebKitInstalled(): void {
 }
 
 /** A virtual display on a number Xvfb chose itself (`-displayfd`): it answers once the server is ready. */
-async function startXvfb(): Promise<{ display: string; process: ChildProcess }> {
+export async function startXvfb(): Promise<{ display: string; process: ChildProcess }> {
   const xvfb = spawn(XVFB_PATH, ['-displayfd', '1', '-screen', '0', '1280x1024x24', '-nolisten', 'tcp'], { stdio: ['ignore', 'pipe', 'ignore'] });
   let output = '';
   const display = await new Promise<string>((resolve, reject) => {

@@ -121,6 +121,14 @@ const STORAGE_PANEL = 'dialog.keep-panel';
  */
 export async function exportThroughUi(tab: Tab, passphrase: string): Promise<Uint8Array> {
   await tab.evaluate(() => {
+    // The Blob behind each link, read back without fetch: the page's policy keeps blob: out of connect-src.
+    const blobs: Record<string, Blob> = ((globalThis as any).hearthBlobs ??= {});
+    const createObjectURL = URL.createObjectURL.bind(URL);
+    URL.createObjectURL = (object: Blob | MediaSource) => {
+      const url = createObjectURL(object);
+      if (object instanceof Blob) blobs[url] = object;
+      return url;
+    };
     const original = HTMLAnchorElement.prototype.click;
     HTMLAnchorElement.prototype.click = function (this: HTMLAnchorElement) {
       if (!this.download || !this.href.startsWith('blob:')) return original.call(this);
@@ -137,7 +145,9 @@ export async function exportThroughUi(tab: Tab, passphrase: string): Promise<Uin
   const base64 = await tab.evaluate(async () => {
     const { href, name } = (globalThis as any).hearthExported as { href: string; name: string };
     if (!name.endsWith('.hearth')) throw new Error(`the archive is named ${name}`);
-    const bytes = new Uint8Array(await (await fetch(href)).arrayBuffer());
+    const blob = ((globalThis as any).hearthBlobs as Record<string, Blob>)[href];
+    if (!blob) throw new Error(`no Blob was made for ${href}`);
+    const bytes = new Uint8Array(await blob.arrayBuffer());
     let binary = '';
     for (let at = 0; at < bytes.length; at += 0x8000) binary += String.fromCharCode(...bytes.subarray(at, at + 0x8000));
     return btoa(binary);

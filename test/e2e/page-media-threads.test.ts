@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { crc32, deflateSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
 import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { png } from './png.ts';
 
 // Issue 25, attachments and threads in the page, through the UI: two browser homeservers meet through a
 // Node relay, Ana starts an encrypted DM with Ben. Ana sends an image and a file: Ben sees the image
@@ -19,26 +19,7 @@ let pair: PagePair;
 let pageA: Page;
 let pageB: Page;
 
-/** A w × h RGBA PNG, made here (a PNG's chunks: IHDR, one zlib'd IDAT of filter-0 rows, IEND). */
-function png(w: number, h: number): Buffer {
-  const chunk = (type: string, data: Buffer) => {
-    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-    const out = Buffer.alloc(body.length + 8);
-    out.writeUInt32BE(data.length, 0);
-    body.copy(out, 4);
-    out.writeUInt32BE(crc32(body), body.length + 4);
-    return out;
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(w, 0);
-  header.writeUInt32BE(h, 4);
-  header.set([8, 6, 0, 0, 0], 8);
-  const rows = Buffer.alloc((w * 4 + 1) * h);
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) rows.set([x * 40, y * 40, 200, 255], y * (w * 4 + 1) + 1 + x * 4);
-  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
-}
-
-const IMAGE = png(6, 4);
+const IMAGE = await png(6, 4);
 const NOTES = Buffer.from('Meeting notes: bring the kettle.\n'.repeat(20));
 
 /** Attaches files the way a person does: the composer's attach button opens the file chooser. */
@@ -132,7 +113,7 @@ describe('attachments', () => {
     await pageA.getByLabel('Public room (not encrypted)').check();
     await pageA.getByRole('button', { name: 'Create', exact: true }).click();
     await pageA.locator('.room-encryption', { hasText: 'Public room: not encrypted' }).waitFor();
-    const photo = png(1000, 700);
+    const photo = await png(1000, 700);
     await attach(pageA, [{ name: 'open.png', mimeType: 'image/png', buffer: photo }]);
     // Shown by the homeserver's thumbnail (scaled into 800 × 600), the full image on a click.
     await expectImage(pageA, 'open.png', 800, 1000);
@@ -275,7 +256,7 @@ describe('at 390 px', () => {
     expect(box.x + box.width).toBeLessThanOrEqual(390);
     expect(box.y + box.height).toBeLessThanOrEqual(844);
     // A photo larger than a thumbnail: the page scales it (the homeserver cannot scale ciphertext) and sends both, encrypted.
-    await attach(pageB, [{ name: 'phone.png', mimeType: 'image/png', buffer: png(1000, 700) }]);
+    await attach(pageB, [{ name: 'phone.png', mimeType: 'image/png', buffer: await png(1000, 700) }]);
     await expectImage(pageA, 'phone.png', 800, 1000);
 
     // The thread opens in the room's place.

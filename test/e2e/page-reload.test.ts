@@ -1,8 +1,8 @@
-import { crc32, deflateSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerThroughUi, sendThroughUi } from './hearth-page.ts';
 import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { png } from './png.ts';
 
 // Issue 38 item 1, "the page people keep": every kind of event renders the same after a reload. Two browser
 // homeservers meet through a Node relay; in an encrypted DM Ana and Ben send a message, a reply, a reaction,
@@ -13,25 +13,6 @@ import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, t
 let pair: PagePair;
 let pageA: Page;
 let pageB: Page;
-
-/** A w × h RGBA PNG, made here. */
-function png(w: number, h: number): Buffer {
-  const chunk = (type: string, data: Buffer) => {
-    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-    const out = Buffer.alloc(body.length + 8);
-    out.writeUInt32BE(data.length, 0);
-    body.copy(out, 4);
-    out.writeUInt32BE(crc32(body), body.length + 4);
-    return out;
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(w, 0);
-  header.writeUInt32BE(h, 4);
-  header.set([8, 6, 0, 0, 0], 8);
-  const rows = Buffer.alloc((w * 4 + 1) * h);
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) rows.set([x * 40, y * 40, 200, 255], y * (w * 4 + 1) + 1 + x * 4);
-  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 /**
  * What a list of events shows a person, item by item: its text without the parts that change with time or
@@ -150,7 +131,7 @@ describe('after a reload the page shows what it showed before', () => {
     // An image, then a message Ana deletes, and the last word.
     const chooser = pageA.waitForEvent('filechooser');
     await pageA.getByRole('button', { name: 'Attach a file' }).click();
-    await (await chooser).setFiles([{ name: 'dot.png', mimeType: 'image/png', buffer: png(6, 4) }]);
+    await (await chooser).setFiles([{ name: 'dot.png', mimeType: 'image/png', buffer: await png(6, 4) }]);
     await sendThroughUi(pageA, 'Never mind this one');
     await message(pageA, 'Never mind this one').getByRole('button', { name: 'Delete' }).click();
     await sendThroughUi(pageB, 'The last word');

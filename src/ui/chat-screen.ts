@@ -98,6 +98,7 @@ export class ChatScreen {
   /** The client signed out or is replaced: nothing it says is shown any more. */
   leave(): void {
     this.client = undefined;
+    this.encryptionPanel.leave();
     document.title = 'Hearth';
   }
 

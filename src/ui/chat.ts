@@ -200,6 +200,8 @@ export interface EncryptionStatus {
   readonly canVerify: boolean;
   /** The recovery key made with this account, shown until the person says it is saved. */
   readonly recoveryKey: string | undefined;
+  /** A new account's cross-signing and recovery key are being made: the key comes next. */
+  readonly settingUp: boolean;
 }
 
 /** The recovery key typed does not open the account's secret storage. */

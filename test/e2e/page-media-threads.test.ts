@@ -4,7 +4,7 @@ import { crc32, deflateSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
-import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 
 // Issue 25, attachments and threads in the page, through the UI: two browser homeservers meet through a
 // Node relay, Ana starts an encrypted DM with Ben. Ana sends an image and a file: Ben sees the image
@@ -81,8 +81,6 @@ beforeAll(async () => {
   ({ pageA, pageB } = pair);
   await registerThroughUi(pageA, 'ana');
   await registerThroughUi(pageB, 'ben');
-  await saveRecoveryKey(pageA);
-  await saveRecoveryKey(pageB);
   await waitUntilReachable(pair);
   await startEncryptedDm(pair);
 }, 180_000);

@@ -26,16 +26,6 @@ export async function startPagePair(dist: string, name: string): Promise<PagePai
   }
 }
 
-/** The recovery key shown after account creation; confirms it was saved, and the panel goes. */
-export async function saveRecoveryKey(page: Page): Promise<string> {
-  const key = page.getByLabel('Your recovery key');
-  await key.waitFor({ timeout: 60_000 });
-  const text = (await key.textContent())!;
-  await page.getByRole('button', { name: 'I have saved my recovery key' }).click();
-  await key.waitFor({ state: 'detached' });
-  return text;
-}
-
 /** Waits until each page's homeserver knows the other by server name (through the relay). */
 export async function waitUntilReachable(pair: PagePair): Promise<void> {
   await pair.pageA.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), pair.ben.split(':')[1], { timeout: 30_000 });

@@ -2,7 +2,7 @@ import { crc32, deflateSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerThroughUi, sendThroughUi } from './hearth-page.ts';
-import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 
 // Issue 38 item 1, "the page people keep": every kind of event renders the same after a reload. Two browser
 // homeservers meet through a Node relay; in an encrypted DM Ana and Ben send a message, a reply, a reaction,
@@ -92,8 +92,6 @@ beforeAll(async () => {
   for (const page of [pageA, pageB]) page.on('console', (message) => void (/Content Security Policy/i.test(message.text()) && refused.push(message.text())));
   await registerThroughUi(pageA, 'ana');
   await registerThroughUi(pageB, 'ben');
-  await saveRecoveryKey(pageA);
-  await saveRecoveryKey(pageB);
   await waitUntilReachable(pair);
   await startEncryptedDm(pair);
 }, 180_000);

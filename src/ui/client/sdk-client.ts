@@ -146,7 +146,8 @@ export class SdkChatClient implements ChatClient {
 
   private async afterFirstSync(): Promise<void> {
     const password = this.options.newAccountPassword;
-    if (!password || !this.client.getCrypto()) return;
+    if (!password) return;
+    if (!this.client.getCrypto()) return this.crypto.setUpAbandoned();
     try {
       await this.crypto.setUpNewAccount(password);
     } catch (error) {

@@ -65,6 +65,7 @@ export class ChatScreen {
       select: (roomId) => this.selectRoom(roomId),
       inviteInput: this.members.inviteInput,
       openPanel: () => this.showPhoneView('peers'),
+      startDirect: (userId) => this.sidebar.startDirectWith(userId),
     });
     document.addEventListener('visibilitychange', () => {
       this.markRead();

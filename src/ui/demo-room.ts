@@ -24,7 +24,7 @@ export interface DemoRoomContext {
  * as the sidebar's invite link promises); it also fills the invite fields with that ID.
  */
 export class DemoRoom {
-  private readonly invitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server (optional)', 'aria-label': 'Invite to the demo room' });
+  private readonly invitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server', 'aria-label': 'Invite to the demo room' });
   private readonly error = new ErrorSlot();
   private readonly notice = h('p', { class: 'invite-notice', role: 'status' });
   private readonly confirmDialog = h('dialog', { class: 'invite-link-dialog', 'aria-labelledby': 'invite-link-title' });

@@ -38,7 +38,7 @@ export class Sidebar {
     // Private rooms are end-to-end encrypted; a public one (anyone may join) is not.
     const isPublic = h('input', { type: 'checkbox', id: 'new-room-public', 'aria-label': 'Public room (not encrypted)' });
     const directTo = h('input', { id: 'direct-user-id', name: 'direct-user-id', placeholder: '@someone:server', 'aria-label': 'Start a direct chat with', required: true });
-    const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
+    const joinId = h('input', { id: 'join-room-id', placeholder: '#alias:server or !id', 'aria-label': 'Room ID to join', required: true });
     // Rooms first, as Element has them, on a desktop as on a phone: direct messages and rooms, then the
     // forms (new room, join, direct chat), your profile and the peers panel (folds).
     this.element.replaceChildren(

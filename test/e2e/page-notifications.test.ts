@@ -93,7 +93,7 @@ describe('browser notifications', () => {
     await expect.poll(() => shown(pageB), { timeout: 30_000 }).toEqual([{ title: 'ana', body: 'Are you there?', tag: roomId }]);
     expect(await permissionAsks(pageB)).toBe(1);
     await pageB.evaluate(() => (globalThis as any).testNotifications.at(-1).instance.dispatchEvent(new Event('click')));
-    await pageB.locator('.room-id', { hasText: roomId }).waitFor();
+    await pageB.locator(`.room-id[data-room-id="${roomId}"]`).waitFor();
     await pageB.locator('.event .body', { hasText: 'Are you there?' }).waitFor();
   });
 

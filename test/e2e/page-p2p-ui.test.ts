@@ -77,6 +77,40 @@ describe('the page’s P2P controls', () => {
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(name);
   });
 
+  it('IDs are whole where they are copied and short elsewhere, the room header holds no room ID, and no placeholder is cut', async () => {
+    // Your Matrix ID (a 64-character server name) reads whole in the field it is copied from: nothing scrolled out of sight.
+    const field = page.getByLabel('Your Matrix ID');
+    await field.scrollIntoViewIfNeeded();
+    const fits = await field.evaluate((el) => el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1);
+    expect(fits).toBe(true);
+    // The top bar shows it shortened, whole on hover, and copies it whole.
+    expect(await page.locator('.topbar .user-id').textContent()).toBe(shortUserId(aliceId));
+    expect(await page.locator('.topbar .user-id').getAttribute('title')).toBe(aliceId);
+    await page.getByRole('button', { name: 'Copy user ID' }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(aliceId);
+    // A room's header says its name, not its ID; "Copy room ID" copies that.
+    await createRoomThroughUi(page, 'Header check');
+    const roomId = (await page.locator('.room-id').getAttribute('data-room-id'))!;
+    expect(roomId).toMatch(/^!.+:.+/);
+    expect(await page.locator('.room-header').innerText()).not.toContain(roomId);
+    await page.getByRole('button', { name: 'Copy room ID' }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(roomId);
+    // Each sidebar field's placeholder fits its box, measured in the field's own font.
+    const cut = await page.locator('.sidebar').evaluate((sidebar) => {
+      const context = document.createElement('canvas').getContext('2d')!;
+      return [...sidebar.querySelectorAll<HTMLInputElement>('input[placeholder]')]
+        .filter((input) => input.getClientRects().length > 0)
+        .filter((input) => {
+          const style = getComputedStyle(input);
+          context.font = style.font;
+          const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+          return context.measureText(input.placeholder).width > room;
+        })
+        .map((input) => input.placeholder);
+    });
+    expect(cut).toEqual([]);
+  });
+
   it('shows your Matrix ID with a copy button and an invite link', async () => {
     expect(await page.getByLabel('Your Matrix ID').inputValue()).toBe(aliceId);
     await page.getByRole('button', { name: 'Copy ID' }).click();

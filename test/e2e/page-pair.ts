@@ -39,12 +39,12 @@ export async function startEncryptedDm(pair: PagePair): Promise<string> {
   await pageA.getByRole('button', { name: 'Start chat' }).click();
   await pageA.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
   await pageA.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
-  const roomId = (await pageA.locator('.room-id').textContent())!;
+  const roomId = (await pageA.locator('.room-id').getAttribute('data-room-id'))!;
   // Ben is invited, in his direct messages; he accepts.
   const invite = pageB.getByRole('list', { name: 'Direct chats' }).locator('.invite');
   await invite.waitFor({ timeout: 30_000 });
   await invite.getByRole('button', { name: 'Accept' }).click();
-  await pageB.locator('.room-id', { hasText: roomId }).waitFor({ timeout: 30_000 });
+  await pageB.locator(`.room-id[data-room-id="${roomId}"]`).waitFor({ timeout: 30_000 });
   await pageB.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
   await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
   await pageA.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 30_000 });

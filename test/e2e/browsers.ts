@@ -204,7 +204,10 @@ function playwrightBrowser(browser: PlaywrightBrowser): EngineBrowser {
   return {
     engine: 'chromium',
     newProfile: async () => {
-      const context = await browser.newContext();
+      // Tab.waitFor hands Playwright a string predicate, which it evaluates as a string made code: the page's
+      // Content-Security-Policy refuses that ('unsafe-eval' is not allowed). The policy is tested elsewhere
+      // (page-behaviours.test.ts), in contexts that keep it.
+      const context = await browser.newContext({ bypassCSP: true });
       return {
         engine: 'chromium',
         newTab: async (url) => {

@@ -82,7 +82,6 @@ export async function run(): Promise<void> {
     const b = await openHearth(contextB, url);
     await registerThroughUi(a, 'ana');
     await registerThroughUi(b, 'ben');
-    for (const page of [a, b]) await page.getByRole('button', { name: 'I have saved my recovery key' }).click({ timeout: 60_000 });
     const ben = (await storedSession(b)).userId;
     const anaServer = (await storedSession(a)).userId.split(':')[1];
     await a.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), ben.split(':')[1], { timeout: 60_000 });
@@ -100,9 +99,9 @@ export async function run(): Promise<void> {
     // Encrypted DM and a plain (public) room between the two, both joined by Ben through the UI.
     const open = async (make: () => Promise<void>) => {
       await make();
-      const roomId = (await a.locator('.room-id').textContent())!;
+      const roomId = (await a.locator('.room-id').getAttribute('data-room-id'))!;
       await b.locator('.invite').first().getByRole('button', { name: 'Accept' }).click({ timeout: 60_000 });
-      await b.locator('.room-id', { hasText: roomId }).waitFor({ timeout: 60_000 });
+      await b.locator(`.room-id[data-room-id="${roomId}"]`).waitFor({ timeout: 60_000 });
       await a.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 60_000 });
     };
     await open(async () => {

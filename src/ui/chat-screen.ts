@@ -5,6 +5,7 @@ import { h } from './dom.ts';
 import { EncryptionPanel } from './encryption-panel.ts';
 import { MembersPane } from './members.ts';
 import type { P2PPanel } from './p2p-panel.ts';
+import { Notifier } from './notifier.ts';
 import { ProfilePanel } from './profile-panel.ts';
 import { RoomSettingsPanel } from './room-settings.ts';
 import { RoomView } from './room-view.ts';
@@ -31,6 +32,7 @@ export class ChatScreen {
   private readonly roomSettings = new RoomSettingsPanel();
   private readonly search = new SearchPanel({ select: (roomId) => this.selectRoom(roomId) });
   private readonly profile = new ProfilePanel();
+  private readonly notifier = new Notifier((roomId) => this.selectRoom(roomId));
   private readonly composer = new Composer(() => {
     const room = this.selectedRoom();
     return room && this.client ? { client: this.client, room } : undefined;
@@ -60,11 +62,13 @@ export class ChatScreen {
     /** After each /sync response has been shown. */
     private readonly onSynced: () => void,
   ) {
+    this.profile.element.append(this.notifier.setting);
     this.demoRoom = new DemoRoom({
       client: () => this.client,
       select: (roomId) => this.selectRoom(roomId),
       inviteInput: this.members.inviteInput,
       openPanel: () => this.showPhoneView('peers'),
+      startDirect: (userId) => this.sidebar.startDirectWith(userId),
     });
     document.addEventListener('visibilitychange', () => {
       this.markRead();
@@ -80,6 +84,7 @@ export class ChatScreen {
     this.roomView.loading = true;
     client.subscribe((change) => this.onChange(client, change));
     this.profile.show(client);
+    this.notifier.attach(client);
     this.sidebar.build(client, this.p2pPanel.element, this.profile.element);
     this.roomView.build(this.composer, this.encryptionPanel.element, [this.roomSettings.element, this.search.element]);
     this.p2pPanel.showIdentity(client.userId);
@@ -98,6 +103,7 @@ export class ChatScreen {
   /** The client signed out or is replaced: nothing it says is shown any more. */
   leave(): void {
     this.client = undefined;
+    this.encryptionPanel.leave();
     document.title = 'Hearth';
   }
 

@@ -190,6 +190,17 @@ export interface DeviceInfo {
   readonly verified: boolean;
 }
 
+/** A message that deserves a notification, with what a notification may say of it. */
+export interface ChatNotification {
+  readonly roomId: string;
+  readonly roomName: string;
+  /** The sender's display name in the room. */
+  readonly sender: string;
+  /** The message's text (for a file, its name). */
+  readonly body: string;
+  readonly encrypted: boolean;
+}
+
 /** This device's end-to-end encryption, as the page shows it. */
 export interface EncryptionStatus {
   /** The Rust crypto runs here (false: it could not start, encrypted rooms cannot be read). */
@@ -200,6 +211,8 @@ export interface EncryptionStatus {
   readonly canVerify: boolean;
   /** The recovery key made with this account, shown until the person says it is saved. */
   readonly recoveryKey: string | undefined;
+  /** A new account's cross-signing and recovery key are being made: the key comes next. */
+  readonly settingUp: boolean;
 }
 
 /** The recovery key typed does not open the account's secret storage. */
@@ -225,6 +238,8 @@ export interface ChatClient {
   /** Stops, forgets the session at once, and then revokes it on the homeserver. */
   signOut(): Promise<void>;
   subscribe(listener: (change: ChatChange) => void): void;
+  /** A new message that the account's push rules say deserves a notification (not one's own, not the past). */
+  onNotification(listener: (notification: ChatNotification) => void): void;
 
   /** Invites first, then by the newest event. */
   sortedRooms(): ChatRoom[];

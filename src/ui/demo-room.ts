@@ -14,16 +14,20 @@ export interface DemoRoomContext {
   readonly inviteInput: HTMLInputElement;
   /** Opens the peers panel, where the demo room form is. */
   openPanel(): void;
+  /** Starts a direct chat with `userId` (which invites them), as the sidebar's form does. */
+  startDirect(userId: string): void;
 }
 
 /**
- * "Start a P2P demo room" (shown in the peers panel) and invite links: `#invite=@user:server`
- * in the address fills the invite fields with that ID, for the person to confirm.
+ * "Start a P2P demo room" (shown in the peers panel) and invite links: `#invite=@user:server` in the
+ * address asks once, in a dialog, whether to start a direct chat with that user (which invites them,
+ * as the sidebar's invite link promises); it also fills the invite fields with that ID.
  */
 export class DemoRoom {
-  private readonly invitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server (optional)', 'aria-label': 'Invite to the demo room' });
+  private readonly invitee = h('input', { id: 'demo-invitee', placeholder: '@friend:server', 'aria-label': 'Invite to the demo room' });
   private readonly error = new ErrorSlot();
   private readonly notice = h('p', { class: 'invite-notice', role: 'status' });
+  private readonly confirmDialog = h('dialog', { class: 'invite-link-dialog', 'aria-labelledby': 'invite-link-title' });
 
   constructor(private readonly context: DemoRoomContext) {}
 
@@ -50,6 +54,31 @@ export class DemoRoom {
     this.invitee.value = userId;
     this.context.openPanel();
     this.notice.textContent = `Invite ${shortUserId(userId)}: start a P2P demo room with them, or invite them to the open room.`;
+    this.confirm(userId);
+  }
+
+  /** The one confirmation an invite link asks: a direct chat with `userId`, or not now. */
+  private confirm(userId: string): void {
+    const dialog = this.confirmDialog;
+    const done = () => {
+      dialog.close();
+      dialog.remove();
+      // Answered: a reload does not ask again.
+      if (invitedUserFromHash(location.hash) === userId) history.replaceState(null, '', location.pathname + location.search);
+    };
+    dialog.replaceChildren(
+      h('h2', { id: 'invite-link-title' }, 'Start a direct chat?'),
+      h('p', {}, 'You opened an invite link of ', h('code', { class: 'invite-link-user' }, userId), '. A direct chat sends them an invite from you; it is end-to-end encrypted.'),
+      h(
+        'div',
+        { class: 'actions' },
+        h('button', { type: 'button', class: 'primary', onclick: () => (done(), this.context.startDirect(userId)) }, 'Start chat'),
+        h('button', { type: 'button', onclick: done }, 'Not now'),
+      ),
+    );
+    dialog.onclose = () => dialog.remove();
+    if (!dialog.isConnected) document.body.append(dialog);
+    if (!dialog.open) dialog.showModal();
   }
 
   /** Creates a private room named "P2P demo" and, if given, invites someone to it. */

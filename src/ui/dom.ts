@@ -55,7 +55,7 @@ export async function copyText(text: string, shown: HTMLElement, button: HTMLBut
     await navigator.clipboard.writeText(text);
     button.textContent = 'Copied';
   } catch {
-    if (shown instanceof HTMLInputElement) {
+    if (shown instanceof HTMLInputElement || shown instanceof HTMLTextAreaElement) {
       shown.focus();
       shown.select();
     } else {

@@ -137,7 +137,9 @@ export class P2PPanel {
   showIdentity(userId: string | undefined): void {
     if (!userId) return this.identity.replaceChildren();
     // Read-only fields: the whole value in one line, and selectable where the clipboard is refused.
-    const id = h('input', { class: 'my-id share-value', readOnly: true, value: userId, title: userId, 'aria-label': 'Your Matrix ID' });
+    // Whole here, where it is copied: a read-only text area wraps it rather than cutting it (issue 38 item 7).
+    const id = h('textarea', { class: 'my-id share-value whole', readOnly: true, rows: 3, title: userId, 'aria-label': 'Your Matrix ID' });
+    id.value = userId;
     const link = inviteLink(userId);
     const linkField = h('input', { class: 'invite-link-value share-value', readOnly: true, value: link, title: link, 'aria-label': 'Your invite link' });
     const copyId: HTMLButtonElement = h('button', { type: 'button', class: 'small', onclick: () => void copyText(userId, id, copyId) }, 'Copy ID');

@@ -1,6 +1,6 @@
 import type { ChatClient, ChatRoom, RoomSettings } from './chat.ts';
 import type { Composer } from './composer.ts';
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import { updateKeyedChildren } from './keyed-children.ts';
 import { timelineItems, type TimelineActions } from './timeline.ts';
 
@@ -23,7 +23,8 @@ export class RoomView {
   private shown: { roomId: string; last: string | undefined } | undefined;
   private readonly typingLine = h('div', { class: 'typing', role: 'status', 'aria-label': 'Who is typing' });
   private readonly roomTitle = h('h2', { class: 'room-title' });
-  private readonly roomIdLine = h('code', { class: 'room-id' });
+  /** The room's ID is 64 characters and more: not shown in the header, but copied whole (issue 38 item 7). */
+  private readonly roomIdLine: HTMLButtonElement = h('button', { type: 'button', class: 'small link room-id' }, 'Copy room ID');
   private readonly encryptionLine = h('span', { class: 'room-encryption' });
   private readonly leaveButton = h('button', { type: 'button', class: 'small link room-leave' }, 'Leave room');
   private readonly threadsButton = h('button', { type: 'button', class: 'small link room-threads' }, 'Threads');
@@ -73,7 +74,8 @@ export class RoomView {
     this.threadsButton.onclick = () => actions.threads();
     if (!room) {
       this.roomTitle.textContent = this.loading ? 'Loading your rooms…' : 'No room selected';
-      this.roomIdLine.textContent = '';
+      this.roomIdLine.hidden = true;
+      delete this.roomIdLine.dataset.roomId;
       this.topicLine.hidden = true;
       this.avatar.hidden = true;
       this.encryptionLine.textContent = '';
@@ -88,8 +90,11 @@ export class RoomView {
     this.topicLine.hidden = !settings?.topic;
     this.avatar.hidden = !settings?.avatarUrl;
     if (settings?.avatarUrl && this.avatar.src !== settings.avatarUrl) this.avatar.src = settings.avatarUrl;
-    this.roomIdLine.textContent = room.id;
-    this.roomIdLine.title = 'Room ID: share it so others can join';
+    if (this.roomIdLine.dataset.roomId !== room.id) this.roomIdLine.textContent = 'Copy room ID';
+    this.roomIdLine.hidden = false;
+    this.roomIdLine.dataset.roomId = room.id;
+    this.roomIdLine.title = `Room ID ${room.id}: share it so others can join`;
+    this.roomIdLine.onclick = () => void copyText(room.id, this.roomTitle, this.roomIdLine);
     this.encryptionLine.textContent = room.encrypted ? 'Encrypted' : room.isPublic ? 'Public room: not encrypted' : 'Not encrypted';
     this.encryptionLine.title = room.encrypted
       ? 'End-to-end encrypted: only the members\u2019 devices can read its messages, not the servers that carry them.'

@@ -19,15 +19,26 @@ export class Sidebar {
   private readonly leftList = h('ul', { class: 'room-list left-list', 'aria-label': 'Left rooms' });
   private readonly error = new ErrorSlot();
 
+  /** The "Start a direct chat with" form, once built: an invite link submits it too. */
+  private directForm: HTMLFormElement | undefined;
+
   constructor(private readonly actions: SidebarActions) {}
+
+  /** Starts a direct chat with `userId` as the form does (the same checks, the same errors in the same place). */
+  startDirectWith(userId: string): void {
+    const form = this.directForm;
+    if (!form) return;
+    (form.elements.namedItem('direct-user-id') as HTMLInputElement).value = userId;
+    form.requestSubmit();
+  }
 
   /** Builds the sidebar for `client` (again at each sign-in): the room lists, then the forms, then the peers panel. */
   build(client: ChatClient, peersPanel: HTMLElement, profilePanel?: HTMLElement): void {
     const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
     // Private rooms are end-to-end encrypted; a public one (anyone may join) is not.
     const isPublic = h('input', { type: 'checkbox', id: 'new-room-public', 'aria-label': 'Public room (not encrypted)' });
-    const directTo = h('input', { id: 'direct-user-id', placeholder: '@someone:server', 'aria-label': 'Start a direct chat with', required: true });
-    const joinId = h('input', { id: 'join-room-id', placeholder: '!room:server or #alias:server', 'aria-label': 'Room ID to join', required: true });
+    const directTo = h('input', { id: 'direct-user-id', name: 'direct-user-id', placeholder: '@someone:server', 'aria-label': 'Start a direct chat with', required: true });
+    const joinId = h('input', { id: 'join-room-id', placeholder: '#alias:server or !id', 'aria-label': 'Room ID to join', required: true });
     // Rooms first, as Element has them, on a desktop as on a phone: direct messages and rooms, then the
     // forms (new room, join, direct chat), your profile and the peers panel (folds).
     this.element.replaceChildren(
@@ -65,7 +76,7 @@ export class Sidebar {
         joinId,
         h('button', { type: 'submit' }, 'Join'),
       ),
-      h(
+      (this.directForm = h(
         'form',
         {
           class: 'inline',
@@ -86,7 +97,7 @@ export class Sidebar {
         },
         directTo,
         h('button', { type: 'submit' }, 'Start chat'),
-      ),
+      )),
       this.error.element,
       profilePanel ?? '',
       peersPanel,

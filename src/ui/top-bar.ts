@@ -1,6 +1,7 @@
-import { h } from './dom.ts';
+import { copyText, h } from './dom.ts';
 import type { HostStatus, PageHost } from './host.ts';
 import { storageLabel } from './keep.ts';
+import { shortUserId } from './ids.ts';
 
 /** How often the storage figure is refreshed; a sync refreshes it too when it is older than STORAGE_STALE_MS. */
 const STORAGE_REFRESH_MS = 15_000;
@@ -70,6 +71,9 @@ export class TopBar {
 
   /** The signed-in user, with a Sign out button. */
   showSignedIn(userId: string, signOut: () => void): void {
-    this.account.replaceChildren(h('span', { class: 'user-id', title: userId }, userId.split(':')[0]), h('button', { class: 'link', onclick: signOut }, 'Sign out'));
+    // Shortened here, with the whole ID on hover and copied by its button (issue 38 item 7).
+    const shown = h('span', { class: 'user-id', title: userId }, shortUserId(userId));
+    const copy: HTMLButtonElement = h('button', { type: 'button', class: 'small link', 'aria-label': 'Copy user ID', onclick: () => void copyText(userId, shown, copy) }, 'Copy');
+    this.account.replaceChildren(shown, copy, h('button', { class: 'link', onclick: signOut }, 'Sign out'));
   }
 }

@@ -65,7 +65,7 @@ describe('browser host', () => {
 
     await page.getByLabel('User ID to invite').fill(bob.userId);
     await page.getByRole('button', { name: 'Invite' }).click();
-    const roomId = (await page.locator('.room-id').textContent())!;
+    const roomId = (await page.locator('.room-id').getAttribute('data-room-id'))!;
     await expect.poll(async () => (await pageFetch(page, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.token, body: {} })).status).toBe(200);
     await expect.poll(() => page.locator('.member-list').textContent()).toContain('Bob Builder');
 

@@ -314,8 +314,9 @@ function playwrightBrowser(browser: PlaywrightBrowser): EngineBrowser {
   return {
     engine: 'chromium',
     newProfile: async () => {
-      // Playwright's waitForFunction evaluates its predicate with eval in the page, which the page's
-      // Content-Security-Policy forbids; the policy has tests of its own (page-behaviours, page-reload).
+      // Tab.waitFor hands Playwright a string predicate, which it evaluates as a string made code: the page's
+      // Content-Security-Policy refuses that ('unsafe-eval' is not allowed). The policy is tested elsewhere
+      // (page-behaviours.test.ts), in contexts that keep it.
       const context = await browser.newContext({ bypassCSP: true });
       return {
         engine: 'chromium',

@@ -130,14 +130,29 @@ export async function storedSession(page: Page): Promise<{ userId: string; acces
   return JSON.parse(raw);
 }
 
-/** Creates the first account through the UI, as a person would. */
-export async function registerThroughUi(page: Page, username: string, password = 'correct horse battery staple'): Promise<void> {
+/** Creates an account through the account form, saving its recovery key as the page asks: returns the key. */
+export async function registerThroughUi(page: Page, username: string, password = 'correct horse battery staple'): Promise<string | undefined> {
   await page.getByLabel('Username').fill(username);
   await page.getByLabel('Password', { exact: true }).fill(password);
   // Account creation asks for the password twice.
   await page.getByLabel('Confirm password').fill(password);
   await page.getByRole('button', { name: 'Create account' }).click();
   await page.getByLabel('New room name').waitFor();
+  return saveRecoveryKey(page);
+}
+
+/**
+ * The last step of account creation (issue 38): the modal dialog that shows the new recovery key;
+ * confirms it saved and returns it. Undefined when the page's crypto could not start (the dialog goes).
+ */
+export async function saveRecoveryKey(page: Page): Promise<string | undefined> {
+  const key = page.getByRole('dialog', { name: 'Save your recovery key' }).getByLabel('Your recovery key');
+  await page.waitForFunction(() => !document.querySelector('dialog.recovery-dialog[open]') || document.querySelector('dialog .recovery-key'), undefined, { timeout: 60_000 });
+  if ((await key.count()) === 0) return undefined;
+  const text = (await key.textContent())!;
+  await page.getByRole('button', { name: 'I have saved my recovery key' }).click();
+  await page.getByRole('dialog').waitFor({ state: 'detached' });
+  return text;
 }
 
 /** A tab opened while another runs the chat client: it says so, and "Use here" moves the chat to it (issue 25). */

@@ -1,6 +1,6 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRoomThroughUi, openHearth, pageFetch, pageServerName, sendThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+import { createRoomThroughUi, openHearth, pageFetch, pageServerName, saveRecoveryKey, sendThroughUi, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 13, the page as people use it: account creation that says what it takes, sends
 // that fail and say why, joins and invites that cannot reach the other server, and a
@@ -56,6 +56,7 @@ describe('creating an account and signing in', () => {
     await page.getByLabel('Username').fill('Dora');
     await page.getByRole('button', { name: 'Create account' }).click();
     await page.getByLabel('New room name').waitFor();
+    await saveRecoveryKey(page);
     expect(await page.locator('.user-id').getAttribute('title')).toMatch(/^@dora:/);
   });
 

@@ -1,7 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { openHearth, pageFetch, registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
-import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { openHearth, pageFetch, registerThroughUi, saveRecoveryKey, sendThroughUi, storedSession } from './hearth-page.ts';
+import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 
 // Issue 25, end-to-end encryption in the page (matrix-js-sdk and its Rust crypto), through the UI as a
 // person uses it: two browser contexts, each its own homeserver, meet through a Node relay. Ana and Ben
@@ -40,18 +40,42 @@ async function storedEvents(page: Page): Promise<any[]> {
 const messageBody = (page: Page, text: string) => page.locator('.event:not(.pending) .body', { hasText: text });
 
 describe('an encrypted direct message between two browser homeservers', () => {
-  it('both create accounts, each shown a recovery key once', async () => {
-    await registerThroughUi(pageA, 'ana', PASSWORD);
-    await registerThroughUi(pageB, 'ben', PASSWORD);
-    // Signing out before the key is saved asks first; said no, the page stays signed in with the key shown.
-    await pageA.getByLabel('Your recovery key').waitFor({ timeout: 60_000 });
-    const asked = new Promise<string>((resolve) => pageA.once('dialog', (dialog) => void dialog.dismiss().then(() => resolve(dialog.message()))));
-    await pageA.getByRole('button', { name: 'Sign out' }).click();
-    expect(await asked).toMatch(/recovery key is not saved/);
-    expect(await pageA.getByLabel('New room name').isVisible()).toBe(true);
-    anaRecoveryKey = await saveRecoveryKey(pageA);
-    await saveRecoveryKey(pageB);
+  it('both create accounts; saving the recovery key is its last step, a dialog that says why, with copy and download', async () => {
+    await pageA.getByLabel('Username').fill('ana');
+    await pageA.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await pageA.getByLabel('Confirm password').fill(PASSWORD);
+    await pageA.getByRole('button', { name: 'Create account' }).click();
+    // The dialog opens with the chat screen, while the keys are made: nothing comes later to push the page down.
+    const chatShown = pageA.getByLabel('New room name').waitFor().then(async () => pageA.getByRole('dialog').isVisible());
+    expect(await chatShown).toBe(true);
+    const dialog = pageA.getByRole('dialog', { name: 'Save your recovery key' });
+    const keyText = dialog.getByLabel('Your recovery key');
+    await keyText.waitFor({ timeout: 60_000 });
+    expect(await dialog.textContent()).toMatch(/end-to-end encrypted.*new device.*Without it they are lost/);
+    anaRecoveryKey = (await keyText.textContent())!;
     expect(anaRecoveryKey).toMatch(/^[1-9A-Za-z]{4}( [1-9A-Za-z]{4}){11}$/);
+    // Modal: the page behind it takes no clicks, and Escape does not close it with the key unsaved.
+    expect(await pageA.evaluate(() => document.querySelector('dialog.recovery-dialog')!.matches(':modal'))).toBe(true);
+    await pageA.keyboard.press('Escape');
+    expect(await dialog.isVisible()).toBe(true);
+    // Copy puts the key on the clipboard; Download saves a file that holds it.
+    await pair.contexts[0]!.grantPermissions(['clipboard-read', 'clipboard-write']);
+    await dialog.getByRole('button', { name: 'Copy' }).click();
+    await dialog.getByRole('button', { name: 'Copied' }).waitFor();
+    expect(await pageA.evaluate(() => navigator.clipboard.readText())).toBe(anaRecoveryKey);
+    const download = pageA.waitForEvent('download');
+    await dialog.getByRole('button', { name: 'Download' }).click();
+    const saved = await download;
+    expect(saved.suggestedFilename()).toBe('hearth-recovery-key.txt');
+    const chunks: Buffer[] = [];
+    for await (const chunk of (await saved.createReadStream())!) chunks.push(chunk as Buffer);
+    expect(Buffer.concat(chunks).toString()).toContain(anaRecoveryKey);
+    // A reload before it is confirmed shows the same key again.
+    await pageA.reload();
+    await pageA.getByRole('dialog', { name: 'Save your recovery key' }).getByText(anaRecoveryKey).waitFor({ timeout: 30_000 });
+    expect(await saveRecoveryKey(pageA)).toBe(anaRecoveryKey);
+    expect(await pageA.getByRole('dialog').count()).toBe(0);
+    expect(await registerThroughUi(pageB, 'ben', PASSWORD)).toMatch(/^[1-9A-Za-z]{4}( [1-9A-Za-z]{4}){11}$/);
     // Cross-signing was set up with the account: the homeserver has Ana's master key.
     const { accessToken } = await storedSession(pageA);
     const keys = await pageFetch(pageA, 'POST', '/_matrix/client/v3/keys/query', { token: accessToken, body: { device_keys: { [ana]: [] } } });

@@ -90,9 +90,10 @@ export async function startEncryptedDm(ana: Tab, ben: Tab, benId: string): Promi
   await ana.click({ button: 'Start chat' });
   await ana.waitFor({ css: '.room-encryption', exactText: 'Encrypted' });
   await ana.waitFor({ css: `${DIRECT_CHATS} .room-item` });
-  const roomId = await ana.textOf({ css: '.room-id' });
+  await ana.waitFor({ css: '.room-id' });
+  const roomId = (await ana.evaluate(() => (document.querySelector('.room-id') as HTMLElement).dataset.roomId)) as string;
   await ben.click({ button: 'Accept', within: `${DIRECT_CHATS} .invite` }, 60_000);
-  await ben.waitFor({ css: '.room-id', text: roomId }, { timeoutMs: 30_000 });
+  await ben.waitFor({ css: `.room-id[data-room-id="${roomId}"]` }, { timeoutMs: 30_000 });
   await ben.waitFor({ css: '.room-encryption', exactText: 'Encrypted' });
   await ana.waitFor({ css: '.timeline .notice', text: `${benId.slice(1).split(':')[0]} joined` }, { timeoutMs: 60_000 });
   return roomId;

@@ -1,7 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerThroughUi, sendThroughUi } from './hearth-page.ts';
-import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 
 // Issue 38 item 3: on a phone the timeline follows the conversation. Ben reads an encrypted DM with Ana at
 // 390 × 844. At the end, Ana's messages scroll into view, and stay in view when the screen shrinks (a phone's
@@ -36,8 +36,6 @@ beforeAll(async () => {
   ({ pageA, pageB } = pair);
   await registerThroughUi(pageA, 'ana');
   await registerThroughUi(pageB, 'ben');
-  await saveRecoveryKey(pageA);
-  await saveRecoveryKey(pageB);
   await waitUntilReachable(pair);
   await startEncryptedDm(pair);
   // Ben's is a phone from here on; his DM is open in the room's place.

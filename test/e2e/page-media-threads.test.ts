@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
-import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 import { png } from './png.ts';
 
 // Issue 25, attachments and threads in the page, through the UI: two browser homeservers meet through a
@@ -62,8 +62,6 @@ beforeAll(async () => {
   ({ pageA, pageB } = pair);
   await registerThroughUi(pageA, 'ana');
   await registerThroughUi(pageB, 'ben');
-  await saveRecoveryKey(pageA);
-  await saveRecoveryKey(pageB);
   await waitUntilReachable(pair);
   await startEncryptedDm(pair);
 }, 180_000);

@@ -77,6 +77,40 @@ describe('the page’s P2P controls', () => {
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(name);
   });
 
+  it('IDs are whole where they are copied and short elsewhere, the room header holds no room ID, and no placeholder is cut', async () => {
+    // Your Matrix ID (a 64-character server name) reads whole in the field it is copied from: nothing scrolled out of sight.
+    const field = page.getByLabel('Your Matrix ID');
+    await field.scrollIntoViewIfNeeded();
+    const fits = await field.evaluate((el) => el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1);
+    expect(fits).toBe(true);
+    // The top bar shows it shortened, whole on hover, and copies it whole.
+    expect(await page.locator('.topbar .user-id').textContent()).toBe(shortUserId(aliceId));
+    expect(await page.locator('.topbar .user-id').getAttribute('title')).toBe(aliceId);
+    await page.getByRole('button', { name: 'Copy user ID' }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(aliceId);
+    // A room's header says its name, not its ID; "Copy room ID" copies that.
+    await createRoomThroughUi(page, 'Header check');
+    const roomId = (await page.locator('.room-id').getAttribute('data-room-id'))!;
+    expect(roomId).toMatch(/^!.+:.+/);
+    expect(await page.locator('.room-header').innerText()).not.toContain(roomId);
+    await page.getByRole('button', { name: 'Copy room ID' }).click();
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(roomId);
+    // Each sidebar field's placeholder fits its box, measured in the field's own font.
+    const cut = await page.locator('.sidebar').evaluate((sidebar) => {
+      const context = document.createElement('canvas').getContext('2d')!;
+      return [...sidebar.querySelectorAll<HTMLInputElement>('input[placeholder]')]
+        .filter((input) => input.getClientRects().length > 0)
+        .filter((input) => {
+          const style = getComputedStyle(input);
+          context.font = style.font;
+          const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+          return context.measureText(input.placeholder).width > room;
+        })
+        .map((input) => input.placeholder);
+    });
+    expect(cut).toEqual([]);
+  });
+
   it('shows your Matrix ID with a copy button and an invite link', async () => {
     expect(await page.getByLabel('Your Matrix ID').inputValue()).toBe(aliceId);
     await page.getByRole('button', { name: 'Copy ID' }).click();
@@ -102,21 +136,39 @@ describe('the page’s P2P controls', () => {
     await page.locator('.my-id').evaluate(() => delete (navigator.clipboard as { writeText?: unknown }).writeText);
   });
 
-  it('an invite link pre-fills the invite forms, opened in a new tab or in the open one', async () => {
+  it('an invite link asks once, then starts a direct chat that invites its owner; it pre-fills the invite forms too', async () => {
     const link = `${site.server.url}/#invite=${bob.userId}`;
-    // A new tab, signed in already (it shares this browser's session): the forms come filled.
+    // A new tab, signed in already (it shares this browser's session): one question, and the forms come filled.
     const other = await openHearth(context, link);
     // The chat runs in one tab at a time (issue 25): the new tab takes it, and the first takes it back when it closes.
     await useHere(other);
-    await other.waitForFunction((id) => (document.getElementById('demo-invitee') as HTMLInputElement | null)?.value === id, bob.userId, { timeout: 20_000 });
+    const asked = other.getByRole('dialog', { name: 'Start a direct chat?' });
+    await asked.waitFor({ timeout: 20_000 });
+    expect(await asked.textContent()).toContain(bob.userId);
+    expect(await other.locator('#demo-invitee').inputValue()).toBe(bob.userId);
     expect(await other.locator('.invite-notice').textContent()).toContain(shortUserId(bob.userId));
+    // Not now: nothing is created, and the link is not asked again.
+    await asked.getByRole('button', { name: 'Not now' }).click();
+    await asked.waitFor({ state: 'detached' });
+    expect(new URL(other.url()).hash).toBe('');
+    expect(await other.getByRole('list', { name: 'Direct chats' }).locator('.room-item').count()).toBe(0);
     await other.close();
-    // The open tab, with a room open, follows a link to itself (only the fragment changes):
-    // the room's invite form is filled too.
+    // The open tab, with a room open, follows a link to itself (only the fragment changes): asked again, the
+    // room's invite form filled too; confirmed, a direct chat with Bob starts and Bob is invited to it.
     await createRoomThroughUi(page, 'Lobby');
     await page.goto(link);
-    await page.waitForFunction((id) => (document.getElementById('demo-invitee') as HTMLInputElement).value === id, bob.userId);
+    const again = page.getByRole('dialog', { name: 'Start a direct chat?' });
+    await again.waitFor();
     expect(await page.locator('#invite-user-id').inputValue()).toBe(bob.userId);
+    await again.getByRole('button', { name: 'Start chat' }).click();
+    await page.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor({ timeout: 20_000 });
+    const sync = await nodeSyncUntil(peerA, bob, (s) => Object.keys(s.rooms?.invite ?? {}).length > 0);
+    const [dmId, invite] = Object.entries<any>(sync.rooms.invite)[0]!;
+    const member = invite.invite_state.events.find((e: any) => e.type === 'm.room.member' && e.state_key === bob.userId);
+    expect(member.content.is_direct).toBe(true);
+    expect(member.sender).toBe(aliceId);
+    // Bob declines, so the next test's invite is the demo room's.
+    expect((await api(peerA, 'POST', `/_matrix/client/v3/rooms/${encodeURIComponent(dmId)}/leave`, { token: bob.accessToken, body: {} })).status).toBe(200);
   });
 
   it('starts a P2P demo room inviting the Node peer’s user, who joins', async () => {

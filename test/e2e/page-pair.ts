@@ -26,16 +26,6 @@ export async function startPagePair(dist: string, name: string): Promise<PagePai
   }
 }
 
-/** The recovery key shown after account creation; confirms it was saved, and the panel goes. */
-export async function saveRecoveryKey(page: Page): Promise<string> {
-  const key = page.getByLabel('Your recovery key');
-  await key.waitFor({ timeout: 60_000 });
-  const text = (await key.textContent())!;
-  await page.getByRole('button', { name: 'I have saved my recovery key' }).click();
-  await key.waitFor({ state: 'detached' });
-  return text;
-}
-
 /** Waits until each page's homeserver knows the other by server name (through the relay). */
 export async function waitUntilReachable(pair: PagePair): Promise<void> {
   await pair.pageA.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), pair.ben.split(':')[1], { timeout: 30_000 });
@@ -49,12 +39,12 @@ export async function startEncryptedDm(pair: PagePair): Promise<string> {
   await pageA.getByRole('button', { name: 'Start chat' }).click();
   await pageA.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
   await pageA.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
-  const roomId = (await pageA.locator('.room-id').textContent())!;
+  const roomId = (await pageA.locator('.room-id').getAttribute('data-room-id'))!;
   // Ben is invited, in his direct messages; he accepts.
   const invite = pageB.getByRole('list', { name: 'Direct chats' }).locator('.invite');
   await invite.waitFor({ timeout: 30_000 });
   await invite.getByRole('button', { name: 'Accept' }).click();
-  await pageB.locator('.room-id', { hasText: roomId }).waitFor({ timeout: 30_000 });
+  await pageB.locator(`.room-id[data-room-id="${roomId}"]`).waitFor({ timeout: 30_000 });
   await pageB.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
   await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
   await pageA.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 30_000 });

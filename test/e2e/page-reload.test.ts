@@ -1,7 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerThroughUi, sendThroughUi } from './hearth-page.ts';
-import { saveRecoveryKey, startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 import { png } from './png.ts';
 
 // Issue 38 item 1, "the page people keep": every kind of event renders the same after a reload. Two browser
@@ -73,8 +73,6 @@ beforeAll(async () => {
   for (const page of [pageA, pageB]) page.on('console', (message) => void (/Content Security Policy/i.test(message.text()) && refused.push(message.text())));
   await registerThroughUi(pageA, 'ana');
   await registerThroughUi(pageB, 'ben');
-  await saveRecoveryKey(pageA);
-  await saveRecoveryKey(pageB);
   await waitUntilReachable(pair);
   await startEncryptedDm(pair);
 }, 180_000);

@@ -90,7 +90,7 @@ export class SdkAccounts implements ChatAccounts {
 
   private clientFor(session: Session, options: ClientOptions): SdkChatClient {
     let client: SdkChatClient | undefined;
-    const encryption = new Encryption(session.userId, () => client?.encryptionChanged());
+    const encryption = new Encryption(session.userId, () => client?.encryptionChanged(), options.newAccountPassword !== undefined);
     const sdk = createClient({
       baseUrl: this.baseUrl,
       userId: session.userId,

@@ -15,14 +15,16 @@ const UNSAVED_RECOVERY_KEY = 'hearth-unsaved-recovery-key';
 export class Encryption {
   /** Secret storage keys this page holds (the recovery key, once made or typed): key ID → key. */
   private readonly keys = new Map<string, Uint8Array>();
-  private status: EncryptionStatus = { available: false, verified: false, canVerify: false, recoveryKey: undefined };
+  private status: EncryptionStatus = { available: false, verified: false, canVerify: false, recoveryKey: undefined, settingUp: false };
   private client: MatrixClient | undefined;
 
   constructor(
     private readonly userId: string,
     private readonly changed: () => void,
+    newAccount = false,
   ) {
-    this.status = { ...this.status, recoveryKey: unsavedRecoveryKey(userId) };
+    const recoveryKey = unsavedRecoveryKey(userId);
+    this.status = { ...this.status, recoveryKey, settingUp: newAccount && !recoveryKey };
   }
 
   /** What the SDK asks for when it reads or writes secret storage. */
@@ -73,12 +75,21 @@ export class Encryption {
   async setUpNewAccount(password: string): Promise<void> {
     const client = this.client!;
     const crypto = client.getCrypto()!;
-    await crypto.bootstrapCrossSigning({ authUploadDeviceSigningKeys: passwordAuth(this.userId, password) });
-    const recoveryKey = await crypto.createRecoveryKeyFromPassphrase();
-    await crypto.bootstrapSecretStorage({ createSecretStorageKey: async () => recoveryKey, setupNewSecretStorage: true, setupNewKeyBackup: true });
-    localStorage.setItem(UNSAVED_RECOVERY_KEY, JSON.stringify({ userId: this.userId, key: recoveryKey.encodedPrivateKey }));
-    this.set({ recoveryKey: recoveryKey.encodedPrivateKey });
+    try {
+      await crypto.bootstrapCrossSigning({ authUploadDeviceSigningKeys: passwordAuth(this.userId, password) });
+      const recoveryKey = await crypto.createRecoveryKeyFromPassphrase();
+      await crypto.bootstrapSecretStorage({ createSecretStorageKey: async () => recoveryKey, setupNewSecretStorage: true, setupNewKeyBackup: true });
+      localStorage.setItem(UNSAVED_RECOVERY_KEY, JSON.stringify({ userId: this.userId, key: recoveryKey.encodedPrivateKey }));
+      this.set({ recoveryKey: recoveryKey.encodedPrivateKey, settingUp: false });
+    } finally {
+      this.set({ settingUp: false });
+    }
     await this.refresh();
+  }
+
+  /** The setup will not run (the crypto could not start): the page stops waiting for its key. */
+  setUpAbandoned(): void {
+    this.set({ settingUp: false });
   }
 
   /** Saved, or given up with the session: it is not kept or shown any more. */

@@ -6,11 +6,12 @@
  */
 import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, DirectTargetUnknown, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
+import { DirectInviteFailed, DirectTargetUnknown, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
 import { MediaCache, UploadLimit, uploadAttachment, type HostUpload } from './media.ts';
+import { NotificationWatcher } from './notify.ts';
 import { PendingMarks } from './pending.ts';
 import { canLoadOlder, chatRoom, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
@@ -42,6 +43,7 @@ interface UploadJob {
 
 export class SdkChatClient implements ChatClient {
   private readonly listeners = new Set<(change: ChatChange) => void>();
+  private readonly notificationListeners = new Set<(notification: ChatNotification) => void>();
   private readonly pending: PendingMarks;
   private readonly refused: RefusedEchoes = new Map();
   private readonly receiptsSent = new Map<string, string>();
@@ -75,6 +77,10 @@ export class SdkChatClient implements ChatClient {
 
   subscribe(listener: (change: ChatChange) => void): void {
     this.listeners.add(listener);
+  }
+
+  onNotification(listener: (notification: ChatNotification) => void): void {
+    this.notificationListeners.add(listener);
   }
 
   private emit(change: ChatChange): void {
@@ -128,6 +134,9 @@ export class SdkChatClient implements ChatClient {
     client.on(ClientEvent.Room, (room) => {
       for (const event of [ThreadEvent.New, ThreadEvent.Update, ThreadEvent.NewReply, ThreadEvent.Delete] as const) room.on(event, this.roomChanged);
     });
+    new NotificationWatcher(client, (notification) => {
+      if (!this.stopped) for (const listener of this.notificationListeners) listener(notification);
+    });
     client.on(HttpApiEvent.SessionLoggedOut, () => {
       saveSession(undefined);
       this.stop();
@@ -146,7 +155,8 @@ export class SdkChatClient implements ChatClient {
 
   private async afterFirstSync(): Promise<void> {
     const password = this.options.newAccountPassword;
-    if (!password || !this.client.getCrypto()) return;
+    if (!password) return;
+    if (!this.client.getCrypto()) return this.crypto.setUpAbandoned();
     try {
       await this.crypto.setUpNewAccount(password);
     } catch (error) {

@@ -41,6 +41,12 @@ export function nextLongPoll(server: TestServer): Promise<void> {
   return notifier.untilWaiting(notifier.waiting + 1);
 }
 
+/**
+ * A long-poll timeout beyond any test's own (60 s) and within the server's cap (5 min): such a poll
+ * ends in time only if what the test does wakes it, so no test need bound its duration by the clock.
+ */
+export const UNTIL_WOKEN_MS = 300_000;
+
 export interface Account {
   userId: string;
   accessToken: string;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signJson } from '../../src/crypto/signing.ts';
 import { clientCalls } from '../support/client-calls.ts';
 import { crossSigningKey, crossSigningSet, deviceKeys, newKey } from '../support/e2ee-keys.ts';
-import { api, nextLongPoll, register, type Account, startTestServer, type TestServer } from './harness.ts';
+import { api, nextLongPoll, register, UNTIL_WOKEN_MS, type Account, startTestServer, type TestServer } from './harness.ts';
 
 // Raw HTTP against the end-to-end encryption endpoints: each validation error has
 // its status and code, and the bookkeeping (/sync device lists, key counts,
@@ -237,14 +237,12 @@ describe('device lists', () => {
     const bob = await newUser('bob');
     await sharedRoom(alice, bob);
     const token = (await sync(alice)).next_batch;
-    const started = Date.now();
     const listening = nextLongPoll(server);
-    const waiting = sync(alice, token, 10_000);
+    const waiting = sync(alice, token, UNTIL_WOKEN_MS);
     await listening;
     await upload(bob, { device_keys: (await deviceKeys(bob)).signed });
     const s = await waiting;
     expect(s.device_lists.changed).toEqual([bob.userId]);
-    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it('M_MISSING_PARAM without from, M_INVALID_PARAM for a bad token in /keys/changes', async () => {
@@ -441,13 +439,11 @@ describe('PUT /sendToDevice', () => {
     const alice = await newUser('alice');
     const bob = await newUser('bob');
     const token = (await sync(bob)).next_batch;
-    const started = Date.now();
     const listening = nextLongPoll(server);
-    const waiting = sync(bob, token, 10_000);
+    const waiting = sync(bob, token, UNTIL_WOKEN_MS);
     await listening;
     await send(alice, 'm.ping', 'p1', { messages: { [bob.userId]: { [bob.deviceId]: { hi: true } } } });
     expect((await waiting).to_device.events).toEqual([{ sender: alice.userId, type: 'm.ping', content: { hi: true } }]);
-    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it('M_BAD_JSON for a bad body, M_INVALID_PARAM for a bad user ID', async () => {

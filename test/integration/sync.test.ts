@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bodies, clientCalls, V3 } from '../support/client-calls.ts';
-import { api, nextLongPoll, register, startTestServer, type Account, type TestServer } from './harness.ts';
+import { api, nextLongPoll, register, UNTIL_WOKEN_MS, startTestServer, type Account, type TestServer } from './harness.ts';
 
 let server: TestServer;
 let alice: Account;
@@ -45,13 +45,11 @@ describe('/sync', () => {
   it('wakes a waiting long-poll as soon as a message is sent', async () => {
     const roomId = await createRoom(alice);
     const since = (await sync(alice)).body.next_batch;
-    const started = Date.now();
     const listening = nextLongPoll(server);
-    const polling = sync(alice, `?since=${since}&timeout=20000`);
+    const polling = sync(alice, `?since=${since}&timeout=${UNTIL_WOKEN_MS}`);
     await listening;
     await send(alice, roomId, 'wake up');
     const r = await polling;
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(r.body.rooms.join[roomId].timeline.events.map((e: any) => e.content.body)).toEqual(['wake up']);
   });
 
@@ -132,13 +130,11 @@ describe('/sync', () => {
     const roomId = await createRoom(alice, { preset: 'public_chat' });
     await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: bob.accessToken, body: {} });
     const since = (await sync(alice, '?set_presence=offline')).body.next_batch;
-    const started = Date.now();
     const listening = nextLongPoll(server);
-    const polling = sync(alice, `?since=${since}&timeout=20000&set_presence=offline`);
+    const polling = sync(alice, `?since=${since}&timeout=${UNTIL_WOKEN_MS}&set_presence=offline`);
     await listening;
     await api(server, 'PUT', `/_matrix/client/v3/presence/${enc(bob.userId)}/status`, { token: bob.accessToken, body: { presence: 'unavailable', status_msg: 'away' } });
     const r = await polling;
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(r.body.presence.events.find((e: any) => e.sender === bob.userId).content).toMatchObject({ presence: 'unavailable', status_msg: 'away' });
   });
 
@@ -219,9 +215,7 @@ describe('typing', () => {
     const now = await sync(bob);
     const typingNow = now.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.typing');
     expect(typingNow.content.user_ids).toEqual([alice.userId]);
-    const started = Date.now();
-    const later = await sync(bob, { since: now.next_batch, timeout: 20_000 });
-    expect(Date.now() - started).toBeLessThan(10_000);
+    const later = await sync(bob, { since: now.next_batch, timeout: UNTIL_WOKEN_MS });
     const stopped = later.rooms.join[roomId].ephemeral.events.find((e: any) => e.type === 'm.typing');
     expect(stopped.content.user_ids).toEqual([]);
   });
@@ -369,7 +363,7 @@ describe('GET /events', () => {
 
     // A waiting poll wakes when a message is sent.
     const listening = nextLongPoll(server);
-    const polling = events(bob, `from=${enc(first.body.end)}&timeout=20000`);
+    const polling = events(bob, `from=${enc(first.body.end)}&timeout=${UNTIL_WOKEN_MS}`);
     await listening;
     await send(alice, roomId, 'three');
     const woken = await polling;
@@ -378,7 +372,7 @@ describe('GET /events', () => {
 
     // Without `from`, it waits from now: what came before is not given again.
     const fromNow = nextLongPoll(server);
-    const pollingNow = events(bob, 'timeout=20000');
+    const pollingNow = events(bob, `timeout=${UNTIL_WOKEN_MS}`);
     await fromNow;
     await send(alice, roomId, 'four');
     expect(bodies((await pollingNow).body.chunk)).toEqual(['four']);

@@ -1,7 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { registerThroughUi, sendThroughUi } from './hearth-page.ts';
-import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { sendThroughUi } from './hearth-page.ts';
+import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts';
 
 // Issue 38 item 3: on a phone the timeline follows the conversation. Ben reads an encrypted DM with Ana at
 // 390 × 844. At the end, Ana's messages scroll into view, and stay in view when the screen shrinks (a phone's
@@ -34,10 +34,7 @@ async function anaSays(text: string): Promise<void> {
 beforeAll(async () => {
   pair = await startPagePair(inject('hearthDist'), 'follow');
   ({ pageA, pageB } = pair);
-  await registerThroughUi(pageA, 'ana');
-  await registerThroughUi(pageB, 'ben');
-  await waitUntilReachable(pair);
-  await startEncryptedDm(pair);
+  await meetInEncryptedDm(pair);
   // Ben's is a phone from here on; his DM is open in the room's place.
   await pageB.setViewportSize({ width: 390, height: 844 });
   await pageB.getByRole('button', { name: 'Send' }).waitFor();

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
-import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { sendThroughUi, storedSession } from './hearth-page.ts';
+import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts';
 import { png } from './png.ts';
 
 // Issue 25, attachments and threads in the page, through the UI: two browser homeservers meet through a
@@ -60,10 +60,7 @@ async function expectImage(page: Page, name: string, thumbnailWidth: number, ful
 beforeAll(async () => {
   pair = await startPagePair(inject('hearthDist'), 'media');
   ({ pageA, pageB } = pair);
-  await registerThroughUi(pageA, 'ana');
-  await registerThroughUi(pageB, 'ben');
-  await waitUntilReachable(pair);
-  await startEncryptedDm(pair);
+  await meetInEncryptedDm(pair);
 }, 180_000);
 
 afterAll(async () => {

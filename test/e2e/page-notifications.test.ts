@@ -1,7 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRoomThroughUi, pageFetch, registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
-import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { createRoomThroughUi, pageFetch, sendThroughUi, storedSession } from './hearth-page.ts';
+import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts';
 
 // Issue 38, notifications: Ben's page shows a browser notification for Ana's messages while his tab is
 // hidden, as his push rules say (a muted room stays quiet, a keyword still speaks), with her name and
@@ -66,10 +66,7 @@ beforeAll(async () => {
   await contextB.addInitScript(recordNotifications);
   await contextB.grantPermissions(['notifications'], { origin: pair.site.server.url });
   await pageB.reload();
-  await registerThroughUi(pageA, 'ana');
-  await registerThroughUi(pageB, 'ben');
-  await waitUntilReachable(pair);
-  roomId = await startEncryptedDm(pair);
+  roomId = await meetInEncryptedDm(pair);
 }, 180_000);
 
 afterAll(async () => {

@@ -1,8 +1,8 @@
 import type { BrowserContext, Page } from 'playwright-core';
-import { pageServerName, startRelayedPages, type HearthSite } from './hearth-page.ts';
+import { pageServerName, registerThroughUi, startRelayedPages, type HearthSite } from './hearth-page.ts';
 
 // Two browser homeservers, each in its own browser context, that meet through a Node relay: what the
-// page's end-to-end tests (page-e2ee, page-media-threads) start from.
+// page's two-person end-to-end tests start from, most of them from an encrypted DM (meetInEncryptedDm).
 
 export interface PagePair {
   site: HearthSite;
@@ -49,4 +49,12 @@ export async function startEncryptedDm(pair: PagePair): Promise<string> {
   await pageB.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor();
   await pageA.locator('.timeline .notice', { hasText: 'ben joined' }).waitFor({ timeout: 30_000 });
   return roomId;
+}
+
+/** What most of the page's two-person tests start from: Ana and Ben create accounts, meet, and share an encrypted DM; returns its room ID. */
+export async function meetInEncryptedDm(pair: PagePair): Promise<string> {
+  await registerThroughUi(pair.pageA, 'ana');
+  await registerThroughUi(pair.pageB, 'ben');
+  await waitUntilReachable(pair);
+  return startEncryptedDm(pair);
 }

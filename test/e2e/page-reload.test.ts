@@ -1,7 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { registerThroughUi, sendThroughUi } from './hearth-page.ts';
-import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { sendThroughUi } from './hearth-page.ts';
+import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts';
 import { png } from './png.ts';
 
 // Issue 38 item 1, "the page people keep": every kind of event renders the same after a reload. Two browser
@@ -71,10 +71,7 @@ beforeAll(async () => {
   pair = await startPagePair(inject('hearthDist'), 'reload');
   ({ pageA, pageB } = pair);
   for (const page of [pageA, pageB]) page.on('console', (message) => void (/Content Security Policy/i.test(message.text()) && refused.push(message.text())));
-  await registerThroughUi(pageA, 'ana');
-  await registerThroughUi(pageB, 'ben');
-  await waitUntilReachable(pair);
-  await startEncryptedDm(pair);
+  await meetInEncryptedDm(pair);
 }, 180_000);
 
 afterAll(async () => {

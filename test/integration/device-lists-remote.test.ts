@@ -1,48 +1,27 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { stopAllHearths } from '../support/hearth-process.ts';
-import { createTestTls, spawnHttpsHearth, type HttpsHearth, type TestTls } from '../support/https-hosts.ts';
-import { startScriptedRemote, type RemoteRequest, type ScriptedRemote } from '../support/scripted-remote.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { hearthBesideScriptedRemote, type HttpsServer } from '../support/hearth-beside-scripted-remote.ts';
+import type { RemoteRequest, ScriptedRemote } from '../support/scripted-remote.ts';
 import { httpSyncer, longPollUntil, type SyncBody } from '../support/sync-until.ts';
 import { crossSigningSet, deviceKeys } from '../support/e2ee-keys.ts';
 import { signJson } from '../../src/crypto/signing.ts';
-import { api, register, type Account } from './harness.ts';
+import { api, type Account } from './harness.ts';
 
 // Device lists across servers (issue 34), against a remote server that is not Hearth: a DNS-named
-// Hearth host (`npm run serve` in a process of its own, over real HTTPS) and the scripted remote
-// of test/support/scripted-remote.ts, which hosts or joins rooms, sends its own signed EDUs and
-// answers `/user/devices` with whatever each case needs: keys that are empty or oddly shaped, a
-// gap in its stream, a display name alone, a server that is down. The cases are the ones an
-// independent conformance suite found failing, each named after what it checks.
+// Hearth host in this process, over real HTTPS, beside the scripted remote of
+// test/support/scripted-remote.ts (set up by test/support/hearth-beside-scripted-remote.ts). The
+// remote hosts or joins rooms, sends its own signed EDUs and answers `/user/devices` with whatever
+// each case needs: keys that are empty or oddly shaped, a gap in its stream, a display name alone,
+// a server that is down. The cases are the ones an independent conformance suite found failing,
+// each named after what it checks.
 
 const enc = encodeURIComponent;
 const V3 = '/_matrix/client/v3';
 
-let tls: TestTls;
-let host: HttpsHearth;
+const servers = hearthBesideScriptedRemote();
+let host: HttpsServer;
 let remote: ScriptedRemote;
 let alice: Account;
-let userCount = 0;
-
-beforeAll(async () => {
-  tls = await createTestTls();
-  host = await spawnHttpsHearth(tls);
-});
-
-afterAll(async () => {
-  await host?.close();
-  await stopAllHearths();
-  await tls?.dispose();
-});
-
-beforeEach(async () => {
-  // A remote of its own for each case, so no case sees another's scripted answers or backoff.
-  remote = await startScriptedRemote(tls);
-  alice = await register(host, `alice${++userCount}`);
-});
-
-afterEach(async () => {
-  await remote.close();
-});
+beforeEach(() => ({ hearth: host, remote, alice } = servers));
 
 const userDevicesPath = (userId: string) => new RegExp(`^/_matrix/federation/v1/user/devices/${escape(userId)}$`);
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

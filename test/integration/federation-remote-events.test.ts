@@ -1,11 +1,10 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { redactEvent } from '../../src/events/redaction.ts';
 import { requireRoomVersion } from '../../src/events/room-versions.ts';
 import { FederationRequestError } from '../../src/federation/client.ts';
 import type { PDU } from '../../src/events/pdu.ts';
-import { createTestTls, type TestTls } from '../support/https-hosts.ts';
-import { freePort, startNodePeer, type NodePeer } from '../support/node-peer.ts';
-import { startScriptedRemote, type ScriptedRemote } from '../support/scripted-remote.ts';
+import { hearthBesideScriptedRemote, type HttpsServer } from '../support/hearth-beside-scripted-remote.ts';
+import type { ScriptedRemote } from '../support/scripted-remote.ts';
 import { httpSyncer, longPollUntil } from '../support/sync-until.ts';
 import { api, register, type Account } from './harness.ts';
 
@@ -21,36 +20,13 @@ const enc = encodeURIComponent;
 const V3 = '/_matrix/client/v3';
 const PASSWORD = 'correct horse battery staple';
 
-let tls: TestTls;
-let host: NodePeer;
-let hearth: { url: string; fetch: typeof fetch; name: string };
+const servers = hearthBesideScriptedRemote();
+let hearth: HttpsServer;
 let remote: ScriptedRemote;
 let alice: Account;
 let bob: string;
-let users = 0;
-
-beforeAll(async () => {
-  tls = await createTestTls();
-  const port = await freePort();
-  host = await startNodePeer({ port, listen: [], serverName: `localhost:${port}`, tls: tls.leaf, https: { extraCa: [tls.ca.cert] } });
-  hearth = { url: host.url, fetch: tls.fetch, name: host.homeserver.serverName };
-});
-
-afterAll(async () => {
-  await host?.close();
-  await tls?.dispose();
-});
-
-beforeEach(async () => {
-  // A remote of its own for each case, so no case sees another's rooms or scripted answers.
-  remote = await startScriptedRemote(tls);
-  alice = await register(hearth, `alice${++users}`, PASSWORD);
-  bob = `@bob:${remote.name}`;
-});
-
-afterEach(async () => {
-  await remote.close();
-});
+let users: number;
+beforeEach(() => ({ hearth, remote, alice, bob, testNumber: users } = servers));
 
 async function createRoom(account: Account, body: Record<string, unknown> = { preset: 'public_chat' }): Promise<string> {
   const r = await api(hearth, 'POST', `${V3}/createRoom`, { token: account.accessToken, body });

@@ -1,9 +1,8 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestTls, type TestTls } from '../support/https-hosts.ts';
-import { freePort, startNodePeer, type NodePeer } from '../support/node-peer.ts';
-import { startScriptedRemote, type RemoteRequest, type ScriptedRemote } from '../support/scripted-remote.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { hearthBesideScriptedRemote, type HttpsServer } from '../support/hearth-beside-scripted-remote.ts';
+import type { RemoteRequest, ScriptedRemote } from '../support/scripted-remote.ts';
 import { httpSyncer, longPollUntil } from '../support/sync-until.ts';
-import { api, register, type Account } from './harness.ts';
+import { api, type Account } from './harness.ts';
 
 // Gaps in the DAG (issue 35), against the scripted remote of test/support/scripted-remote.ts over
 // real HTTPS, Hearth a DNS-named host in this process. An event pushed to Hearth whose prev events
@@ -16,35 +15,12 @@ import { api, register, type Account } from './harness.ts';
 const enc = encodeURIComponent;
 const V3 = '/_matrix/client/v3';
 
-let tls: TestTls;
-let host: NodePeer;
-let hearth: { url: string; fetch: typeof fetch; name: string };
+const servers = hearthBesideScriptedRemote();
+let hearth: HttpsServer;
 let remote: ScriptedRemote;
 let alice: Account;
 let bob: string;
-let users = 0;
-
-beforeAll(async () => {
-  tls = await createTestTls();
-  const port = await freePort();
-  host = await startNodePeer({ port, listen: [], serverName: `localhost:${port}`, tls: tls.leaf, https: { extraCa: [tls.ca.cert] } });
-  hearth = { url: host.url, fetch: tls.fetch, name: host.homeserver.serverName };
-});
-
-afterAll(async () => {
-  await host?.close();
-  await tls?.dispose();
-});
-
-beforeEach(async () => {
-  remote = await startScriptedRemote(tls);
-  alice = await register(hearth, `alice${++users}`);
-  bob = `@bob:${remote.name}`;
-});
-
-afterEach(async () => {
-  await remote.close();
-});
+beforeEach(() => ({ hearth, remote, alice, bob } = servers));
 
 /** A room alice made on Hearth, which the remote's users have joined. */
 async function sharedRoom(...members: string[]): Promise<string> {

@@ -1,56 +1,34 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { encodeBase64 } from '../../src/crypto/base64.ts';
 import { tweetnaclBackend } from '../../src/crypto/ed25519.ts';
 import { signJson, verifyJsonSignature } from '../../src/crypto/signing.ts';
 import { signNewEvent, type PDU } from '../../src/events/pdu.ts';
 import { redactEvent } from '../../src/events/redaction.ts';
 import { requireRoomVersion } from '../../src/events/room-versions.ts';
-import { stopAllHearths } from '../support/hearth-process.ts';
-import { createTestTls, spawnHttpsHearth, type HttpsHearth, type TestTls } from '../support/https-hosts.ts';
-import { startScriptedRemote, type ScriptedRemote } from '../support/scripted-remote.ts';
+import { hearthBesideScriptedRemote, type HttpsServer } from '../support/hearth-beside-scripted-remote.ts';
+import type { ScriptedRemote } from '../support/scripted-remote.ts';
 import { validateFederationResponse } from '../support/spec-schema.ts';
 import { api, register, type Account } from './harness.ts';
 
 // Keys, joins, invites and server ACLs (issue 35, "Server-server behaviours an independent remote
-// server found missing"), against a remote server that is not Hearth: a DNS-named Hearth host
-// (`npm run serve` in a process of its own, over real HTTPS) and the scripted remote of
-// test/support/scripted-remote.ts, which signs its own requests and events and answers each
-// request as a case needs: a key its origin no longer lists, a server that only speaks the v1
-// endpoints, a send_join answer with a bad event in it, a float in an invite. Each case is named
-// after what it checks; the conformance suite that found them is sytest's tests/50federation.
+// server found missing"), against a remote server that is not Hearth: a DNS-named Hearth host in
+// this process, over real HTTPS, beside the scripted remote of test/support/scripted-remote.ts
+// (set up by test/support/hearth-beside-scripted-remote.ts). The remote signs its own requests and
+// events and answers each request as a case needs: a key its origin no longer lists, a server that
+// only speaks the v1 endpoints, a send_join answer with a bad event in it, a float in an invite.
+// Each case is named after what it checks; the conformance suite that found them is sytest's
+// tests/50federation.
 
 const enc = encodeURIComponent;
 const V3 = '/_matrix/client/v3';
 const DAY = 24 * 60 * 60 * 1000;
 
-let tls: TestTls;
-let host: HttpsHearth;
+const servers = hearthBesideScriptedRemote();
+let host: HttpsServer;
 let remote: ScriptedRemote;
 let alice: Account;
-let userCount = 0;
-
-beforeAll(async () => {
-  tls = await createTestTls();
-  host = await spawnHttpsHearth(tls);
-});
-
-afterAll(async () => {
-  await host?.close();
-  await stopAllHearths();
-  await tls?.dispose();
-});
-
-beforeEach(async ({ onTestFailed }) => {
-  // A remote of its own for each case, so no case sees another's scripted answers or keys.
-  remote = await startScriptedRemote(tls);
-  alice = await register(host, `alice${++userCount}`);
-  const from = host.process.output().length;
-  onTestFailed(() => console.log(`--- Hearth's output during the test:\n${host.process.output().slice(from).split('\n').slice(-100).join('\n')}`));
-});
-
-afterEach(async () => {
-  await remote.close();
-});
+let userCount: number;
+beforeEach(() => ({ hearth: host, remote, alice, testNumber: userCount } = servers));
 
 /** A request of the test's own to the host's key server, which needs no X-Matrix. */
 async function keyQuery(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: any }> {
@@ -320,8 +298,7 @@ describe('joins and invites into Hearth from a server that is not Hearth', () =>
 
 describe('server ACLs, against a server named by its IP literal', () => {
   it('a server the room’s ACL denies cannot /invite or /get_missing_events, which it could before', async () => {
-    await remote.close();
-    remote = await startScriptedRemote(tls, { host: '127.0.0.1' });
+    remote = await servers.replaceRemote({ host: '127.0.0.1' });
     const roomId = await createRoom(alice);
     const bob = `@bob:${remote.name}`;
     await remote.joinRoom(host.name, roomId, bob);

@@ -2,13 +2,14 @@ import { encodeBase64Url } from '../crypto/base64.ts';
 import { utf8 } from '../crypto/canonical-json.ts';
 import { randomString, randomToken, type RandomBytes } from '../crypto/random.ts';
 import { sha256 } from '../crypto/sha256.ts';
-import { byteLength, LOCALPART_PATTERN, MAX_ID_BYTES, serverNameOf } from '../events/identifiers.ts';
+import { byteLength, isValidUserId, LOCALPART_PATTERN, MAX_ID_BYTES, serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { UsersError } from './errors.ts';
 import { hashPassword, verifyPassword } from './password.ts';
 import { defaultPushRules } from './push-rules.ts';
 import { Pushers } from './pushers.ts';
+import { PUSH_RULES_TYPE, PushRules } from './push-rule-edits.ts';
 
 export interface Session {
   userId: string;
@@ -81,6 +82,7 @@ export class Users {
   private readonly deactivationListeners: ((userId: string) => Promise<void>)[] = [];
   /** Pushers, each belonging to the access token that set it. */
   readonly pushers: Pushers;
+  readonly pushRules: PushRules = new PushRules(this);
 
   constructor(private readonly options: UsersOptions) {
     this.pushers = new Pushers(options.db, options.now);
@@ -140,7 +142,7 @@ export class Users {
       if (tx.get('SELECT 1 FROM users WHERE user_id = ?', [userId])) return false;
       tx.run('INSERT INTO users (user_id, password_hash, created_ts) VALUES (?, ?, ?)', [userId, passwordHash, now]);
       tx.run('INSERT INTO profiles (user_id, displayname) VALUES (?, ?)', [userId, userId.slice(1, userId.indexOf(':'))]);
-      this.putAccountDataTx(tx, userId, '', 'm.push_rules', { global: defaultPushRules(userId) });
+      this.putAccountDataTx(tx, userId, '', PUSH_RULES_TYPE, { global: defaultPushRules(userId) });
       return true;
     });
   }
@@ -157,7 +159,7 @@ export class Users {
       const userId = this.userId(String(number));
       tx.run('INSERT INTO users (user_id, password_hash, created_ts, is_guest) VALUES (?, NULL, ?, 1)', [userId, now]);
       tx.run('INSERT INTO profiles (user_id, displayname) VALUES (?, ?)', [userId, String(number)]);
-      this.putAccountDataTx(tx, userId, '', 'm.push_rules', { global: defaultPushRules(userId) });
+      this.putAccountDataTx(tx, userId, '', PUSH_RULES_TYPE, { global: defaultPushRules(userId) });
       return userId;
     });
   }
@@ -429,16 +431,30 @@ export class Users {
     this.accountDataChanged(userId, roomId, type, position);
   }
 
+  /**
+   * Account data as a client sets it (PUT /user/{userId}/account_data/...): the types the server keeps through
+   * endpoints of their own are refused here, and `m.ignored_user_list`, which the server reads, must have its shape:
+   * `{ ignored_users: { <user ID>: {} } }`, never oneself.
+   */
+  async putClientAccountData(userId: string, roomId: string, type: string, content: Record<string, unknown>): Promise<void> {
+    if (type === 'm.fully_read' || type === PUSH_RULES_TYPE) throw new UsersError(405, 'M_BAD_JSON', `${type} cannot be set through this endpoint`);
+    if (roomId === '' && type === IGNORED_USERS_TYPE) {
+      const list = content['ignored_users'];
+      if (typeof list !== 'object' || list === null || Array.isArray(list)) throw new UsersError(400, 'M_BAD_JSON', 'ignored_users must be an object of user IDs');
+      for (const ignored of Object.keys(list)) {
+        if (!isValidUserId(ignored)) throw new UsersError(400, 'M_INVALID_PARAM', `${ignored} is not a user ID`);
+        if (ignored === userId) throw new UsersError(400, 'M_INVALID_PARAM', 'You cannot ignore yourself');
+      }
+    }
+    await this.putAccountData(userId, roomId, type, content);
+  }
+
   /** After any account data write commits: what is kept in memory of it goes, and long-polls wake. */
   private accountDataChanged(userId: string, roomId: string, type: string, position: number): void {
     if (roomId === '' && type === IGNORED_USERS_TYPE) this.ignoredCache.delete(userId);
     this.options.notify({ position, userIds: [userId] });
   }
 
-  /**
-   * Copies a user's push rules for one room to another (a room upgrade): the room rule
-   * named after it and any override or underride rule matching only its room ID.
-   */
   /**
    * A room upgrade, as Synapse carries it for each local member: their tags for the old room become the new
    * room's, and the new room joins the old one in whichever m.direct list names it.
@@ -455,30 +471,8 @@ export class Users {
     );
   }
 
-  async copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
-    type Rule = { rule_id: string; conditions?: { kind?: string; key?: string; pattern?: string }[] } & Record<string, unknown>;
-    const forRoom = (rule: Rule) => rule.rule_id === fromRoomId || (rule.conditions?.length === 1 && rule.conditions[0]!.key === 'room_id' && rule.conditions[0]!.pattern === fromRoomId);
-    const moved = (rule: Rule): Rule => ({
-      ...rule,
-      rule_id: rule.rule_id === fromRoomId ? toRoomId : `${rule.rule_id}-${toRoomId}`,
-      ...(rule.conditions ? { conditions: rule.conditions.map((c) => (c.key === 'room_id' && c.pattern === fromRoomId ? { ...c, pattern: toRoomId } : c)) } : {}),
-    });
-    const current = await this.getAccountData(userId, '', 'm.push_rules');
-    const global = current?.['global'] as Record<string, Rule[]> | undefined;
-    if (!global || !Object.values(global).some((rules) => Array.isArray(rules) && rules.some((r) => !r['default'] && forRoom(r)))) return;
-    await this.updateAccountData<{ global: Record<string, Rule[]> }>(userId, '', 'm.push_rules', (data) => {
-      const rules = { ...(data?.global ?? {}) };
-      for (const [kind, list] of Object.entries(rules)) {
-        if (!Array.isArray(list)) continue;
-        // Each copy goes just before its original, so it keeps the same place among the rules.
-        rules[kind] = list.flatMap((rule) => {
-          if (rule['default'] || !forRoom(rule)) return [rule];
-          const copy = moved(rule);
-          return list.some((r) => r.rule_id === copy.rule_id) ? [rule] : [copy, rule];
-        });
-      }
-      return { ...(data ?? {}), global: rules };
-    });
+  copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
+    return this.pushRules.copyForRoom(userId, fromRoomId, toRoomId);
   }
 
   /**

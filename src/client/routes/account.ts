@@ -5,8 +5,7 @@ import { isValidUserId } from '../../events/identifiers.ts';
 import { DEFAULT_ROOM_VERSION, ROOM_VERSIONS } from '../../events/room-versions.ts';
 import { searchUserDirectory } from '../../rooms/user-directory.ts';
 import { filterSchema } from '../../sync/filter.ts';
-import { IGNORED_USERS_TYPE } from '../../users/users.ts';
-import { PUSH_RULE_KINDS, type PushRule, type PushRuleKind, type PushRuleset } from '../../users/push-rules.ts';
+import { parsePushRuleKind } from '../../users/push-rule-edits.ts';
 import { requireSession, type Ctx, type Env } from '../context.ts';
 import { badJson, forbidden, invalidParam, MatrixError, notFound } from '../../http/matrix-error.ts';
 import { parseBody, readJsonObject } from '../http.ts';
@@ -303,22 +302,6 @@ export function accountRoutes(app: Hono<Env>): void {
     checkSelf(c, userId, session.userId);
     return session;
   };
-  const checkAccountDataType = (type: string) => {
-    if (type === 'm.fully_read' || type === 'm.push_rules') {
-      throw new MatrixError(405, 'M_BAD_JSON', `${type} cannot be set through this endpoint`);
-    }
-  };
-
-  /** `m.ignored_user_list` is read by the server, so its shape is checked: `{ ignored_users: { <user ID>: {} } }`, never oneself. */
-  const checkIgnoredUsers = (userId: string, content: Record<string, unknown>) => {
-    const list = content['ignored_users'];
-    if (typeof list !== 'object' || list === null || Array.isArray(list)) throw badJson('ignored_users must be an object of user IDs');
-    for (const ignored of Object.keys(list)) {
-      if (!isValidUserId(ignored)) throw invalidParam(`${ignored} is not a user ID`);
-      if (ignored === userId) throw invalidParam('You cannot ignore yourself');
-    }
-  };
-
   on(app, 'GET', '/user/:userId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
     const content = await c.get('services').users.getAccountData(session.userId, '', c.req.param('type')!);
@@ -327,10 +310,8 @@ export function accountRoutes(app: Hono<Env>): void {
   });
   on(app, 'PUT', '/user/:userId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
-    checkAccountDataType(c.req.param('type')!);
     const body = await parseBody(c, jsonObject);
-    if (c.req.param('type') === IGNORED_USERS_TYPE) checkIgnoredUsers(session.userId, body);
-    await c.get('services').users.putAccountData(session.userId, '', c.req.param('type')!, body);
+    await c.get('services').users.putClientAccountData(session.userId, '', c.req.param('type')!, body);
     return c.json({});
   });
   on(app, 'GET', '/user/:userId/rooms/:roomId/account_data/:type', async (c) => {
@@ -341,9 +322,8 @@ export function accountRoutes(app: Hono<Env>): void {
   });
   on(app, 'PUT', '/user/:userId/rooms/:roomId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
-    checkAccountDataType(c.req.param('type')!);
     const body = await parseBody(c, jsonObject);
-    await c.get('services').users.putAccountData(session.userId, c.req.param('roomId')!, c.req.param('type')!, body);
+    await c.get('services').users.putClientAccountData(session.userId, c.req.param('roomId')!, c.req.param('type')!, body);
     return c.json({});
   });
 
@@ -388,92 +368,43 @@ export function accountRoutes(app: Hono<Env>): void {
 
   // --------------------------------------------------------- push rules
 
-  const ruleset = async (c: Ctx, userId: string): Promise<PushRuleset> => {
-    const content = (await c.get('services').users.getAccountData(userId, '', 'm.push_rules')) as { global: PushRuleset } | undefined;
-    return content!.global;
-  };
-  const parseKind = (kind: string): PushRuleKind => {
-    if (!(PUSH_RULE_KINDS as readonly string[]).includes(kind)) throw invalidParam(`unknown push rule kind ${kind}`);
-    return kind as PushRuleKind;
-  };
-  const editRules = async (c: Ctx, userId: string, edit: (rules: PushRuleset) => void) => {
-    await c.get('services').users.updateAccountData<{ global: PushRuleset }>(userId, '', 'm.push_rules', (current) => {
-      const global = structuredClone(current!.global);
-      edit(global);
-      return { global };
-    });
-  };
-  const findRule = (rules: PushRuleset, kind: PushRuleKind, ruleId: string): PushRule => {
-    const rule = rules[kind].find((r) => r.rule_id === ruleId);
-    if (!rule) throw notFound('Push rule not found');
-    return rule;
-  };
+  const pushRules = (c: Ctx) => c.get('services').users.pushRules;
+  const kindParam = (c: Ctx) => parsePushRuleKind(c.req.param('kind')!);
 
-  on(app, 'GET', '/pushrules/', async (c) => c.json({ global: await ruleset(c, (await requireSession(c)).userId) }));
-  on(app, 'GET', '/pushrules/global/', async (c) => c.json(await ruleset(c, (await requireSession(c)).userId)));
+  on(app, 'GET', '/pushrules/', async (c) => c.json({ global: await pushRules(c).ruleset((await requireSession(c)).userId) }));
+  on(app, 'GET', '/pushrules/global/', async (c) => c.json(await pushRules(c).ruleset((await requireSession(c)).userId)));
   // One kind's rules, in order (as Synapse answers `/pushrules/global/room/`).
   on(app, 'GET', '/pushrules/global/:kind/', async (c) => {
     const session = await requireSession(c);
-    return c.json((await ruleset(c, session.userId))[parseKind(c.req.param('kind')!)]);
+    return c.json((await pushRules(c).ruleset(session.userId))[kindParam(c)]);
   });
   on(app, 'GET', '/pushrules/global/:kind/:ruleId', async (c) => {
     const session = await requireSession(c);
-    return c.json(findRule(await ruleset(c, session.userId), parseKind(c.req.param('kind')!), c.req.param('ruleId')!));
+    return c.json(await pushRules(c).rule(session.userId, kindParam(c), c.req.param('ruleId')!));
   });
   on(app, 'PUT', '/pushrules/global/:kind/:ruleId', async (c) => {
     const session = await requireSession(c);
-    const kind = parseKind(c.req.param('kind')!);
-    const ruleId = c.req.param('ruleId')!;
-    if (ruleId.startsWith('.')) throw invalidParam('cannot add a rule whose ID starts with "."');
+    const kind = kindParam(c);
     const body = await parseBody(c, z.object({ actions: z.array(z.unknown()), conditions: z.array(jsonObject).optional(), pattern: z.string().optional() }).loose());
-    if (kind === 'content' && body.pattern === undefined) throw badJson('content rules need a pattern');
-    const before = c.req.query('before');
-    const after = c.req.query('after');
-    await editRules(c, session.userId, (rules) => {
-      const rule: PushRule = { rule_id: ruleId, default: false, enabled: true, actions: body.actions as PushRule['actions'] };
-      if (kind === 'override' || kind === 'underride') rule.conditions = (body.conditions ?? []) as unknown as PushRule['conditions'];
-      if (kind === 'content') rule.pattern = body.pattern!;
-      if (kind === 'room') rule.conditions = [{ kind: 'event_match', key: 'room_id', pattern: ruleId }];
-      if (kind === 'sender') rule.conditions = [{ kind: 'event_match', key: 'user_id', pattern: ruleId }];
-      const list = rules[kind].filter((r) => r.rule_id !== ruleId);
-      // A new rule goes first among the user's rules of its kind (newest first, as Synapse), which sit
-      // before the server-default rules, except that .m.rule.master stays ahead of every override.
-      const firstOwn = list.findIndex((r) => !r.default);
-      const firstDefault = list.findIndex((r) => r.default && r.rule_id !== '.m.rule.master');
-      let index = firstOwn !== -1 ? firstOwn : firstDefault !== -1 ? firstDefault : list.length;
-      if (before) index = list.findIndex((r) => r.rule_id === before);
-      if (after) index = list.findIndex((r) => r.rule_id === after) + 1;
-      if (index < 0 || (after && index === 0)) throw notFound('before/after rule not found');
-      list.splice(index, 0, rule);
-      rules[kind] = list;
-    });
+    await pushRules(c).put(session.userId, kind, c.req.param('ruleId')!, body, { before: c.req.query('before'), after: c.req.query('after') });
     return c.json({});
   });
   on(app, 'DELETE', '/pushrules/global/:kind/:ruleId', async (c) => {
     const session = await requireSession(c);
-    const kind = parseKind(c.req.param('kind')!);
-    const ruleId = c.req.param('ruleId')!;
-    await editRules(c, session.userId, (rules) => {
-      const rule = findRule(rules, kind, ruleId);
-      if (rule.default) throw forbidden('Server-default rules cannot be deleted');
-      rules[kind] = rules[kind].filter((r) => r.rule_id !== ruleId);
-    });
+    await pushRules(c).delete(session.userId, kindParam(c), c.req.param('ruleId')!);
     return c.json({});
   });
   for (const attribute of ['enabled', 'actions'] as const) {
     on(app, 'GET', `/pushrules/global/:kind/:ruleId/${attribute}`, async (c) => {
       const session = await requireSession(c);
-      const rule = findRule(await ruleset(c, session.userId), parseKind(c.req.param('kind')!), c.req.param('ruleId')!);
+      const rule = await pushRules(c).rule(session.userId, kindParam(c), c.req.param('ruleId')!);
       return c.json({ [attribute]: rule[attribute] });
     });
     on(app, 'PUT', `/pushrules/global/:kind/:ruleId/${attribute}`, async (c) => {
       const session = await requireSession(c);
       const schema = attribute === 'enabled' ? z.object({ enabled: z.boolean() }) : z.object({ actions: z.array(z.unknown()) });
-      const body = await parseBody(c, schema);
-      await editRules(c, session.userId, (rules) => {
-        const rule = findRule(rules, parseKind(c.req.param('kind')!), c.req.param('ruleId')!);
-        Object.assign(rule, body);
-      });
+      const kind = kindParam(c);
+      await pushRules(c).set(session.userId, kind, c.req.param('ruleId')!, await parseBody(c, schema));
       return c.json({});
     });
   }

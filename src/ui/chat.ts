@@ -82,6 +82,8 @@ export interface Upload {
   readonly id: string;
   readonly name: string;
   readonly size: number;
+  /** What the person wrote under it, if anything. */
+  readonly caption?: string;
   /** Bytes sent so far. */
   readonly loaded: number;
   readonly failed?: boolean;
@@ -293,8 +295,11 @@ export interface ChatClient {
   loadOlder(roomId: string): Promise<void>;
   /** Sends a text message (markdown: bold, italic, code and links go as `formatted_body`), shown as a local echo until the homeserver has it. */
   send(roomId: string, body: string, options?: SendOptions): void;
-  /** Uploads a file (encrypted first in an encrypted room) and sends it as an image or file message; its progress is in `ChatRoom.uploads`. */
-  sendFile(roomId: string, file: File, options?: { threadId?: string }): void;
+  /**
+   * Uploads a file (encrypted first in an encrypted room) and sends it as an image or file message, with
+   * `caption` as its caption (Matrix v1.10: `body` the caption, `filename` the name); its progress is in `ChatRoom.uploads`.
+   */
+  sendFile(roomId: string, file: File, options?: { threadId?: string; caption?: string }): void;
   /** Tries a failed upload again. */
   retryUpload(roomId: string, uploadId: string): void;
   /** Drops a failed upload. */

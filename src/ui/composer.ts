@@ -1,5 +1,6 @@
 import type { ChatClient, ChatRoom, MatrixEvent } from './chat.ts';
 import { h } from './dom.ts';
+import { previewFiles } from './attachment-preview.ts';
 import { describeError } from './errors.ts';
 
 /** Typing notices are refreshed this often while typing, and cleared after this much quiet. */
@@ -17,13 +18,13 @@ export interface ComposerOptions {
   id: string;
   label: string;
   placeholder: string;
-  /** Offers "Attach a file" (and takes pasted or dropped files). */
+  /** Offers "Attach a file" (and takes pasted or dropped files), each previewed with a caption before it goes. */
   attach: boolean;
 }
 
 const ROOM_COMPOSER: ComposerOptions = { id: 'composer', label: 'Message', placeholder: 'Write a message\u2026', attach: true };
 
-/** The message field under the timeline: sends to the open room, and tells it while someone types; files go as attachments. */
+/** The message field under the timeline: sends to the open room, and tells it while someone types; files go as attachments, once previewed. */
 export class Composer {
   readonly input: HTMLInputElement;
   readonly element: HTMLFormElement;
@@ -58,27 +59,33 @@ export class Composer {
     this.input.oninput = () => this.onTyping();
     if (!options.attach) return;
     this.fileInput.onchange = () => {
-      this.sendFiles(this.fileInput.files);
+      // Copied first: clearing the field empties its list.
+      const files = [...(this.fileInput.files ?? [])];
       this.fileInput.value = '';
+      this.attachFiles(files);
     };
-    // A pasted image or a file dropped on the composer goes the same way.
+    // A pasted image goes the same way (a dropped file comes through the room view, `attachFiles`).
     this.input.addEventListener('paste', (e) => {
       if (e.clipboardData?.files.length) {
         e.preventDefault();
-        this.sendFiles(e.clipboardData.files);
+        this.attachFiles([...e.clipboardData.files]);
       }
-    });
-    this.element.addEventListener('dragover', (e) => e.preventDefault());
-    this.element.addEventListener('drop', (e) => {
-      e.preventDefault();
-      this.sendFiles(e.dataTransfer?.files ?? null);
     });
   }
 
-  private sendFiles(files: FileList | null): void {
+  /**
+   * Files picked, pasted or dropped: previewed with a caption field each (`previewFiles`), and sent to the room
+   * (or thread) open now only when the person says Send.
+   */
+  attachFiles(files: readonly File[]): void {
     const open = this.open();
-    if (!open || !files) return;
-    for (const file of files) open.client.sendFile(open.room.id, file, { threadId: open.threadId });
+    if (!open || files.length === 0) return;
+    const { client, threadId } = open;
+    const roomId = open.room.id;
+    previewFiles(files, (chosen) => {
+      for (const { file, caption } of chosen) client.sendFile(roomId, file, { threadId, caption });
+      this.input.focus();
+    });
   }
 
   /** Answers `event`: the next message sent is its reply. */

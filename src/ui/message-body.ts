@@ -30,19 +30,22 @@ function linkified(text: string): (string | HTMLElement)[] {
   return parts;
 }
 
-/** A message's body: its `formatted_body` (HTML) sanitized, or its text with links; an emote starts with who did it. */
-export function messageBody(event: MatrixEvent, who: string): HTMLElement {
-  const content = event.content;
-  const emote = content.msgtype === 'm.emote';
-  const body = h('div', { class: emote ? 'body emote' : 'body' });
-  if (emote) body.append(`* ${who} `);
+/** A content's text as shown: its `formatted_body` (HTML) sanitized, or its `body` with links. */
+export function richText(content: Record<string, any>): (string | HTMLElement)[] {
   if (content.format === 'org.matrix.custom.html' && typeof content.formatted_body === 'string') {
     const html = DOMPurify.sanitize(content.formatted_body, { ALLOWED_TAGS, ALLOWED_ATTR, FORBID_TAGS: ['mx-reply'] });
     const holder = h('span', { class: 'formatted' });
     holder.innerHTML = html;
-    body.append(holder);
-  } else {
-    body.append(...linkified(typeof content.body === 'string' ? content.body : '(unsupported message)'));
+    return [holder];
   }
+  return linkified(typeof content.body === 'string' ? content.body : '(unsupported message)');
+}
+
+/** A message's body: its rich text; an emote starts with who did it. */
+export function messageBody(event: MatrixEvent, who: string): HTMLElement {
+  const emote = event.content.msgtype === 'm.emote';
+  const body = h('div', { class: emote ? 'body emote' : 'body' });
+  if (emote) body.append(`* ${who} `);
+  body.append(...richText(event.content));
   return body;
 }

@@ -8,7 +8,7 @@ import { timelineItems, type TimelineActions } from './timeline.ts';
 const AT_END = 40;
 
 /**
- * The open room: its name and ID, the timeline, who is typing, the composer. The timeline follows the
+ * The open room: its name and ID, the timeline, who is typing, the composer (and files dropped on it). The timeline follows the
  * conversation (issue 38): while the person is at its end it stays there, through new messages, a resize
  * (a phone's keyboard, a rotated screen) and images that load; one's own new message always scrolls into
  * view; another's, while the person reads further up, shows a "New messages" button instead.
@@ -32,6 +32,8 @@ export class RoomView {
   private readonly avatar = h('img', { class: 'avatar', alt: '', hidden: true });
   /** Until the first sync answers, no room is open because none is known yet: said so rather than "create a room". */
   loading = false;
+  /** Where files dropped on the room go: the composer's preview (set by `build`). */
+  private dropFiles: ((files: File[]) => void) | undefined;
 
   constructor() {
     this.timeline.addEventListener('scroll', () => {
@@ -41,6 +43,33 @@ export class RoomView {
     // Resized (the window, a phone's keyboard, the panes around it) or grown by an image: still at the end if it was.
     new ResizeObserver(() => this.atEnd && this.pinToEnd()).observe(this.timeline);
     this.timeline.addEventListener('load', () => this.atEnd && this.pinToEnd(), true);
+    this.takeDroppedFiles();
+  }
+
+  /**
+   * Files dragged onto the room (its timeline or its composer) are taken, the room outlined while they are
+   * over it, and dropped go to the composer's preview. Their dragover is cancelled, which is what lets a
+   * browser drop them here rather than open them in place of the page.
+   */
+  private takeDroppedFiles(): void {
+    const carriesFiles = (event: DragEvent): boolean => event.dataTransfer?.types.includes('Files') ?? false;
+    const over = (event: DragEvent): void => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      event.dataTransfer!.dropEffect = 'copy';
+      this.element.classList.add('drop-target');
+    };
+    this.element.addEventListener('dragenter', over);
+    this.element.addEventListener('dragover', over);
+    this.element.addEventListener('dragleave', (event) => {
+      if (!this.element.contains(event.relatedTarget as Node | null)) this.element.classList.remove('drop-target');
+    });
+    this.element.addEventListener('drop', (event) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      this.element.classList.remove('drop-target');
+      this.dropFiles?.([...event.dataTransfer!.files]);
+    });
   }
 
   private pinToEnd(): void {
@@ -55,6 +84,7 @@ export class RoomView {
 
   /** Builds the pane around the composer (again at each sign-in), under the encryption panel; the settings and search folds under the header. */
   build(composer: Composer, encryptionPanel: HTMLElement, folds: HTMLElement[] = []): void {
+    this.dropFiles = (files) => composer.attachFiles(files);
     this.element.replaceChildren(
       encryptionPanel,
       h('header', { class: 'room-header' }, this.avatar, this.roomTitle, this.encryptionLine, this.roomIdLine, this.threadsButton, this.leaveButton, this.topicLine),

@@ -142,7 +142,7 @@ function uploadItem(client: ChatClient, room: ChatRoom, upload: Upload, actions:
     'li',
     { class: upload.failed ? 'event pending upload failed' : 'event pending upload', 'data-upload-id': upload.id },
     h('div', { class: 'meta' }, h('span', { class: 'sender' }, client.displayName(room, client.userId)), h('span', { class: 'time' }, upload.failed ? 'not uploaded' : 'uploading…')),
-    h('div', { class: 'body' }, `${upload.name} (${formatBytes(upload.size)})`),
+    h('div', { class: 'body' }, `${upload.name} (${formatBytes(upload.size)})`, upload.caption?.trim() ? h('div', { class: 'upload-caption' }, upload.caption.trim()) : null),
     upload.failed
       ? failure(describeUploadError(upload.error), () => actions.retryUpload(upload), () => actions.discardUpload(upload))
       : // Indeterminate until bytes are reported sent: by the host's core as it takes them, or by the browser's XHR (none in Chromium for a request a service worker answers).

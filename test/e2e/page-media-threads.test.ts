@@ -12,8 +12,9 @@ import { png } from './png.ts';
 // In a public room the image goes as it is, thumbnailed by the homeserver. An upload shows a progress
 // bar; a file over the upload limit says so, with Retry. Then a thread: Ana opens one on a message and
 // replies, Ben sees its summary under the root, opens it and replies, and Ana's summary counts two.
-// Last, at 390 px: the composer's attach button works (a large image goes with a thumbnail the page
-// made) and the thread pane takes the room's place, with Back.
+// Last, at 390 px: the composer's attach button works, its preview fits the screen (a large image goes
+// with a thumbnail the page made) and the thread pane takes the room's place, with Back. Each file goes
+// through the preview (page-image-compose.test.ts tests it and its captions), sent here with none.
 
 let pair: PagePair;
 let pageA: Page;
@@ -22,11 +23,21 @@ let pageB: Page;
 const IMAGE = await png(6, 4);
 const NOTES = Buffer.from('Meeting notes: bring the kettle.\n'.repeat(20));
 
-/** Attaches files the way a person does: the composer's attach button opens the file chooser. */
-async function attach(page: Page, files: { name: string; mimeType: string; buffer: Buffer }[]): Promise<void> {
+/** Picks files the way a person does: the composer's attach button opens the file chooser; the preview opens (issue 38). */
+async function pick(page: Page, files: { name: string; mimeType: string; buffer: Buffer }[]): Promise<ReturnType<Page['getByRole']>> {
   const chooser = page.waitForEvent('filechooser');
   await page.getByRole('button', { name: 'Attach a file' }).click();
   await (await chooser).setFiles(files);
+  const preview = page.getByRole('dialog', { name: /^Send / });
+  await preview.waitFor();
+  return preview;
+}
+
+/** Attaches files: picked, and sent from the preview with no caption. */
+async function attach(page: Page, files: { name: string; mimeType: string; buffer: Buffer }[]): Promise<void> {
+  const preview = await pick(page, files);
+  await preview.getByRole('button', { name: 'Send' }).click();
+  await preview.waitFor({ state: 'detached' });
 }
 
 /** The bytes the homeserver in `page` serves for an mxc URI, fetched raw with the access token (nothing decrypts them). */
@@ -251,7 +262,16 @@ describe('at 390 px', () => {
     expect(box.x + box.width).toBeLessThanOrEqual(390);
     expect(box.y + box.height).toBeLessThanOrEqual(844);
     // A photo larger than a thumbnail: the page scales it (the homeserver cannot scale ciphertext) and sends both, encrypted.
-    await attach(pageB, [{ name: 'phone.png', mimeType: 'image/png', buffer: await png(1000, 700) }]);
+    // Its preview fits the phone's screen, the picture scaled into it and Send in reach.
+    const preview = await pick(pageB, [{ name: 'phone.png', mimeType: 'image/png', buffer: await png(1000, 700) }]);
+    for (const part of [preview, preview.getByRole('img', { name: 'phone.png' }), preview.getByRole('button', { name: 'Send' })]) {
+      const partBox = (await part.boundingBox())!;
+      expect(partBox.x).toBeGreaterThanOrEqual(0);
+      expect(partBox.x + partBox.width).toBeLessThanOrEqual(390);
+      expect(partBox.y + partBox.height).toBeLessThanOrEqual(844);
+    }
+    await preview.getByRole('button', { name: 'Send' }).click();
+    await preview.waitFor({ state: 'detached' });
     await expectImage(pageA, 'phone.png', 800, 1000);
 
     // The thread opens in the room's place.

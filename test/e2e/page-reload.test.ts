@@ -6,9 +6,9 @@ import { png } from './png.ts';
 
 // Issue 38 item 1, "the page people keep": every kind of event renders the same after a reload. Two browser
 // homeservers meet through a Node relay; in an encrypted DM Ana and Ben send a message, a reply, a reaction,
-// an edit, a thread root with replies (one of them edited), an image and a deleted message, beside the
-// memberships of the room's start. What each page shows (the room's timeline, and the thread's pane) is read
-// before; both pages reload, over sliding sync and then over /sync, and each must show the same again.
+// an edit, a thread root with replies (one of them edited), an image with a caption and a deleted message,
+// beside the memberships of the room's start. What each page shows (the room's timeline, and the thread's
+// pane) is read before; both pages reload, over sliding sync and then over /sync, and each must show the same again.
 
 let pair: PagePair;
 let pageA: Page;
@@ -123,10 +123,14 @@ describe('after a reload the page shows what it showed before', () => {
       await message(page, 'Thread root').locator('.thread-count', { hasText: /^2 replies$/ }).waitFor({ timeout: 30_000 });
     }
 
-    // An image, then a message Ana deletes, and the last word.
+    // An image with a caption (sent from its preview), then a message Ana deletes, and the last word.
     const chooser = pageA.waitForEvent('filechooser');
     await pageA.getByRole('button', { name: 'Attach a file' }).click();
     await (await chooser).setFiles([{ name: 'dot.png', mimeType: 'image/png', buffer: await png(6, 4) }]);
+    const preview = pageA.getByRole('dialog', { name: 'Send an image' });
+    await preview.getByRole('textbox', { name: 'Caption' }).fill('A dot, for the record');
+    await preview.getByRole('button', { name: 'Send' }).click();
+    await preview.waitFor({ state: 'detached' });
     await sendThroughUi(pageA, 'Never mind this one');
     await message(pageA, 'Never mind this one').getByRole('button', { name: 'Delete' }).click();
     await sendThroughUi(pageB, 'The last word');
@@ -141,7 +145,7 @@ describe('after a reload the page shows what it showed before', () => {
     // What is compared holds every kind: memberships, the reply, reaction, edit, thread, image and deletion.
     for (const { timeline, thread } of before.values()) {
       const all = timeline.join('\n');
-      for (const expected of ['ben joined', 'In reply to ana Hello Ben', '\u{1F44D} 1', '(edited) A typo here', '2 replies', '[image dot.png] (drawn)', 'Message deleted', 'The last word']) expect(all).toContain(expected);
+      for (const expected of ['ben joined', 'In reply to ana Hello Ben', '\u{1F44D} 1', '(edited) A typo here', '2 replies', '[image dot.png] A dot, for the record (drawn)', 'Message deleted', 'The last word']) expect(all).toContain(expected);
       expect(all).not.toContain('A typo hree');
       expect(all).not.toContain('First in thread');
       expect(thread.join('\n')).toContain('(edited) First in thread, corrected');

@@ -32,6 +32,20 @@ export function textContent(body: string, emote = false): Content {
   return content;
 }
 
+/**
+ * The text fields of a file's message (Matrix v1.10 media captions): with a caption, `body` is the caption
+ * (its markdown as `formatted_body`, as a typed message's) and `filename` the file's name; without one,
+ * both are the name. Readers take `body` as a caption only when `filename` differs from it, so a caption
+ * that is the file's name says nothing more and goes as no caption.
+ */
+export function captionContent(fileName: string, caption = ''): Content {
+  const text = caption.trim();
+  if (!text || text === fileName) return { body: fileName, filename: fileName };
+  const fields = textContent(text);
+  delete fields['msgtype'];
+  return { ...fields, filename: fileName };
+}
+
 /** A message as typed, with how it is sent (`/me` is an emote). */
 export function messageContent(text: string, options: SendOptions = {}): Content {
   const emote = options.emote ?? false;

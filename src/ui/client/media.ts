@@ -12,6 +12,7 @@ import { decryptAttachment, encryptAttachment, type IEncryptedFile } from 'matri
 import { MatrixError, type MatrixClient, type UploadOpts, type UploadProgress } from 'matrix-js-sdk';
 import { FileTooLarge, MatrixApiError, type MediaState } from '../chat.ts';
 import type { PageHost } from '../host.ts';
+import { captionContent } from './content.ts';
 import { toChatError } from './convert.ts';
 
 type Content = Record<string, any>;
@@ -83,14 +84,17 @@ export async function uploadBytes(client: MatrixClient, host: HostUpload | undef
   throw new MatrixError(body, status);
 }
 
-/** Uploads `file` (encrypted when `encrypted`) and returns the message content that carries it. Throws `FileTooLarge`, or the upload's error in the seam's terms. */
-export async function uploadAttachment(client: MatrixClient, host: HostUpload | undefined, limit: UploadLimit, file: File, encrypted: boolean, progress: (p: UploadProgress) => void): Promise<Content> {
+/**
+ * Uploads `file` (encrypted when `encrypted`) and returns the message content that carries it, with its
+ * `caption` if any (`captionContent`). Throws `FileTooLarge`, or the upload's error in the seam's terms.
+ */
+export async function uploadAttachment(client: MatrixClient, host: HostUpload | undefined, limit: UploadLimit, file: File, encrypted: boolean, progress: (p: UploadProgress) => void, caption?: string): Promise<Content> {
   const max = await limit.get();
   if (max !== undefined && file.size > max) throw new FileTooLarge(file.size, max);
   const size = await imageSize(file);
   const mimetype = file.type || 'application/octet-stream';
   const info: Content = { mimetype, size: file.size, ...size };
-  const content: Content = { msgtype: size ? 'm.image' : 'm.file', body: file.name, filename: file.name, info };
+  const content: Content = { msgtype: size ? 'm.image' : 'm.file', ...captionContent(file.name, caption), info };
   try {
     if (encrypted) {
       const { data, info: keys } = await encryptAttachment(await file.arrayBuffer());

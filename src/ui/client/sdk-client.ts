@@ -36,6 +36,7 @@ interface UploadJob {
   id: string;
   file: File;
   threadId: string | undefined;
+  caption: string | undefined;
   loaded: number;
   failed?: boolean;
   error?: unknown;
@@ -204,7 +205,7 @@ export class SdkChatClient implements ChatClient {
   }
 
   private roomUploads(roomId: string): Upload[] {
-    return (this.uploads.get(roomId) ?? []).map(({ id, file, loaded, failed, error }) => ({ id, name: file.name, size: file.size, loaded, failed, error }));
+    return (this.uploads.get(roomId) ?? []).map(({ id, file, caption, loaded, failed, error }) => ({ id, name: file.name, size: file.size, caption, loaded, failed, error }));
   }
 
   thread(roomId: string, rootId: string): ChatThread | undefined {
@@ -258,8 +259,8 @@ export class SdkChatClient implements ChatClient {
     return this.mediaCache.load(content, kind);
   }
 
-  sendFile(roomId: string, file: File, options: { threadId?: string } = {}): void {
-    const job: UploadJob = { id: `upload-${++this.uploadCount}`, file, threadId: options.threadId, loaded: 0 };
+  sendFile(roomId: string, file: File, options: { threadId?: string; caption?: string } = {}): void {
+    const job: UploadJob = { id: `upload-${++this.uploadCount}`, file, threadId: options.threadId, caption: options.caption, loaded: 0 };
     this.uploads.set(roomId, [...(this.uploads.get(roomId) ?? []), job]);
     this.upload(roomId, job);
   }
@@ -272,7 +273,7 @@ export class SdkChatClient implements ChatClient {
       job.loaded = loaded;
       this.roomChanged();
     };
-    uploadAttachment(this.client, this.hostUpload, this.uploadLimit, job.file, encrypted, progress).then(
+    uploadAttachment(this.client, this.hostUpload, this.uploadLimit, job.file, encrypted, progress, job.caption).then(
       (content) => {
         this.discardUpload(roomId, job.id);
         // From here it is a message like any other: a local echo until the homeserver has it.

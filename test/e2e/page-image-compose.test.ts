@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { pageFetch, registerThroughUi, sendThroughUi, storedSession } from './hearth-page.ts';
-import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
+import { pageFetch, sendThroughUi, storedSession } from './hearth-page.ts';
+import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts';
 import { png } from './png.ts';
 
 // Issue 38: "a picked image is sent at once, with no preview or caption: add both, plus paste and
@@ -57,10 +57,7 @@ beforeAll(async () => {
   pair = await startPagePair(inject('hearthDist'), 'compose');
   ({ pageA, pageB } = pair);
   for (const page of [pageA, pageB]) page.on('console', (message) => void (/Content Security Policy/i.test(message.text()) && refused.push(message.text())));
-  await registerThroughUi(pageA, 'ana');
-  await registerThroughUi(pageB, 'ben');
-  await waitUntilReachable(pair);
-  dmId = await startEncryptedDm(pair);
+  dmId = await meetInEncryptedDm(pair);
 }, 180_000);
 
 afterAll(async () => {

@@ -249,6 +249,9 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
    * both died (seen in the e2e test); the other side's sends meanwhile take the relayed connection.
    */
   const directDials = new Map<string, Promise<void>>();
+  const identifiedAgain = new WeakSet<Connection>();
+  const webrtcAddresses = async (peerId: PeerId) =>
+    ((await libp2p.peerStore.get(peerId).catch(() => undefined))?.addresses ?? []).map((a) => a.multiaddr).filter((a) => a.toString().includes('/webrtc'));
   function ensureDirect(peerId: PeerId, signal?: AbortSignal): Promise<void> {
     if (!options.preferWebRTC || stopped || !(libp2p.peerId.toString() < peerId.toString())) return Promise.resolve();
     const open = libp2p.getConnections(peerId).filter((c) => c.status === 'open');
@@ -257,8 +260,15 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     const pending = directDials.get(key);
     if (pending) return pending;
     const dialing = (async () => {
-      const peer = await libp2p.peerStore.get(peerId).catch(() => undefined);
-      const addresses = (peer?.addresses ?? []).map((a) => a.multiaddr).filter((a) => a.toString().includes('/webrtc'));
+      let addresses = await webrtcAddresses(peerId);
+      // The identify that libp2p runs on a new connection fails silently now and then (seen across NATs: two
+      // pages, each knowing only the other's relayed address, never tried WebRTC). Ask again, once per connection.
+      const relayed = open.find((c) => !identifiedAgain.has(c));
+      if (addresses.length === 0 && relayed) {
+        identifiedAgain.add(relayed);
+        await libp2p.services.identify.identify(relayed, { signal }).catch((error: unknown) => logDialFailure('could not learn the addresses of', peerId, error));
+        addresses = await webrtcAddresses(peerId);
+      }
       for (const address of addresses) {
         try {
           await libp2p.dial(address, { signal });

@@ -157,6 +157,14 @@ export async function saveRecoveryKey(page: Page): Promise<string | undefined> {
   return text;
 }
 
+/** Signs out from the top bar, confirming in the dialog that asks first (issue 38), and waits for the sign-in form. */
+export async function signOutThroughUi(page: Page): Promise<void> {
+  await page.getByRole('banner').getByRole('button', { name: 'Sign out' }).click();
+  // "Sign out?", or "Sign out without your recovery key?" with "Sign out anyway".
+  await page.getByRole('dialog', { name: /^Sign out/ }).getByRole('button', { name: /^Sign out/ }).click();
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+}
+
 /** A tab opened while another runs the chat client: it says so, and "Use here" moves the chat to it (issue 25). */
 export async function useHere(page: Page): Promise<void> {
   await page.getByRole('heading', { name: 'Hearth is open in another tab' }).waitFor({ timeout: 30_000 });

@@ -22,6 +22,7 @@ import { mediaAnswerBytes } from '../src/http/bounded-body.ts';
 import { createP2PNode, type P2PNode } from '../src/p2p/node.ts';
 import { inboundOverCore, pageSendOver } from './federation-bridge.ts';
 import { openPeerDatastore } from './peer-datastore.ts';
+import { endLinksOnHangUp } from './webrtc-hang-up.ts';
 import { settleInitChannelEvents } from './webrtc-init-channel.ts';
 import { loadAddedBootstrap } from './bootstrap-peers.ts';
 import type { CoreApi } from './homeserver.worker.ts';
@@ -119,6 +120,8 @@ export async function startPageP2P(core: Comlink.Remote<CoreApi>, options: { con
   const webrtc = typeof RTCPeerConnection === 'function';
   // Before any WebRTC dial: without it a dial from a busy page can hang on its `init` channel (webrtc-init-channel.ts).
   settleInitChannelEvents();
+  // A page that closes hangs up its WebRTC links at once: end ours then, not when ICE or a ping finds them dead.
+  endLinksOnHangUp();
   const node = await createP2PNode({
     seed,
     // Remote media as large as an upload here (the service worker's request bound) plus its multipart

@@ -4,6 +4,7 @@ import { ChatScreen } from './chat-screen.ts';
 import { h } from './dom.ts';
 import type { PageHost } from './host.ts';
 import { P2PPanel } from './p2p-panel.ts';
+import { SignOutDialog } from './sign-out-dialog.ts';
 import { TabLock } from './tab-lock.ts';
 import { TopBar } from './top-bar.ts';
 import { importCard, safariNote, StoragePanel } from './keep.ts';
@@ -22,6 +23,7 @@ export class App {
   private readonly importCard: HTMLElement;
   /** One tab runs the chat client (its crypto and sync) at a time (tab-lock.ts). */
   private readonly lock = new TabLock();
+  private readonly signOutDialog = new SignOutDialog();
 
   constructor(
     root: HTMLElement,
@@ -33,10 +35,14 @@ export class App {
     this.topBar = new TopBar(host, this.p2pPanel.offlineBadge, () => void this.storagePanel.open());
     this.importCard = importCard(host);
     this.accountForm = new AccountForm(accounts, (client) => this.showChat(client), () => void host.persistStorage());
-    this.chat = new ChatScreen(this.p2pPanel, () => {
-      this.topBar.refreshStorageIfStale();
-      document.body.dataset.synced = 'true';
-    });
+    this.chat = new ChatScreen(
+      this.p2pPanel,
+      () => {
+        this.topBar.refreshStorageIfStale();
+        document.body.dataset.synced = 'true';
+      },
+      (client) => void this.signOut(client),
+    );
     root.replaceChildren(this.topBar.element, this.main);
     // A peer came or went: what waited for it may have gone.
     this.p2pPanel.onPeersChanged(() => this.client?.refreshPending());
@@ -67,6 +73,8 @@ export class App {
   }
 
   private dropClient(): void {
+    // A sign-out still being asked about is moot once its client goes.
+    this.signOutDialog.dismiss();
     this.client?.stop();
     this.client = undefined;
     this.chat.leave();
@@ -117,9 +125,12 @@ export class App {
     );
   }
 
+  /**
+   * Asks first, always (issue 38): what signing out does to this device's keys, or, while the recovery key
+   * (shown only on this device until confirmed saved) is unsaved, that signing out loses it (issue 25).
+   */
   private async signOut(client: ChatClient): Promise<void> {
-    // The recovery key is shown only on this device until saved: signing out loses it (issue 25).
-    if (client.encryption().recoveryKey && !window.confirm('Your recovery key is not saved yet. Without it, a new sign-in cannot read your encrypted messages. Sign out anyway?')) return;
+    if (!(await this.signOutDialog.ask(client.encryption().recoveryKey !== undefined))) return;
     this.dropClient();
     this.lock.letGo();
     const revoked = client.signOut();

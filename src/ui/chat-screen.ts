@@ -28,7 +28,7 @@ export class ChatScreen {
   private readonly sidebar = new Sidebar({ select: (roomId, after) => this.selectRoom(roomId, after) });
   private readonly roomView = new RoomView();
   private readonly members = new MembersPane();
-  private readonly encryptionPanel = new EncryptionPanel();
+  private readonly encryptionPanel: EncryptionPanel;
   private readonly roomSettings = new RoomSettingsPanel();
   private readonly search = new SearchPanel({ select: (roomId) => this.selectRoom(roomId) });
   private readonly profile = new ProfilePanel();
@@ -61,7 +61,10 @@ export class ChatScreen {
     private readonly p2pPanel: P2PPanel,
     /** After each /sync response has been shown. */
     private readonly onSynced: () => void,
+    /** Sign out (asking first): offered by the recovery key dialog, which covers the top bar's button. */
+    signOut: (client: ChatClient) => void,
   ) {
+    this.encryptionPanel = new EncryptionPanel(signOut);
     this.profile.element.append(this.notifier.setting);
     this.demoRoom = new DemoRoom({
       client: () => this.client,

@@ -7,7 +7,9 @@ import { describeError } from './errors.ts';
  * dialog, open from the moment the chat screen shows (while the key is made), that says why the key
  * matters and offers Copy and Download, until the person says it is saved (issue 38: a card that came
  * 3–5 s later pushed the page down and could be missed). On a new sign-in of an account with
- * cross-signing, a card above the open room verifies this device with that key.
+ * cross-signing, a card above the open room verifies this device with that key. The dialog also offers
+ * to sign out without saving the key: being modal, it covers the top bar's Sign out, whose warning for an
+ * unsaved key was otherwise out of reach.
  */
 export class EncryptionPanel {
   readonly element = h('section', { class: 'encryption-panel', 'aria-label': 'Encryption' });
@@ -19,7 +21,10 @@ export class EncryptionPanel {
   private verifying = false;
   private verifyFold: HTMLDetailsElement | undefined;
 
-  constructor() {
+  constructor(
+    /** Signing out, which asks first (sign-out-dialog.ts, with its warning for an unsaved key). */
+    private readonly signOut: (client: ChatClient) => void,
+  ) {
     // Escape would close the dialog with the key unsaved: the only way out is to say it is saved.
     this.dialog.addEventListener('cancel', (event) => event.preventDefault());
   }
@@ -72,6 +77,7 @@ export class EncryptionPanel {
       h('div', { class: 'actions' }, copy, download),
       h('p', { class: 'hint' }, 'It is shown only until you confirm it is saved.'),
       h('button', { type: 'button', class: 'primary', onclick: () => client.confirmRecoveryKeySaved() }, 'I have saved my recovery key'),
+      h('p', { class: 'hint' }, h('button', { type: 'button', class: 'link', onclick: () => this.signOut(client) }, 'Sign out without saving it')),
     );
   }
 

@@ -28,7 +28,7 @@ export async function startSite(dist: string, options: StaticServerOptions = {})
   };
 }
 
-/** Two browser homeservers, a context each, that meet through a Node relay in this process (own data folder, port 0). */
+/** Two browser homeservers, a context each, that meet through a Node relay in this process (own data folder, port 0); `initScript` runs in each page before its own scripts. */
 export interface RelayedPages {
   relay: NodeHost;
   site: HearthSite;
@@ -37,11 +37,13 @@ export interface RelayedPages {
   close(): Promise<void>;
 }
 
-export async function startRelayedPages(dist: string, name: string): Promise<RelayedPages> {
+export async function startRelayedPages(dist: string, name: string, options: { initScript?: () => void } = {}): Promise<RelayedPages> {
   const dir = await mkdtemp(join(tmpdir(), `hearth-e2e-${name}-`));
   const relay = await startNodeHost({ dataDir: dir, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], relay: true, rateLimits: false });
   const site = await startSite(dist, { config: { bootstrap: relay.p2p.multiaddrs(), iceServers: [], allowPrivateAddresses: true } });
   const contexts = [await site.browser.newContext(), await site.browser.newContext()];
+  // Before any page opens: what a test records in each (its WebRTC links, say).
+  if (options.initScript) for (const context of contexts) await context.addInitScript(options.initScript);
   const pages: Page[] = [];
   for (const context of contexts) pages.push(await openHearth(context, site.server.url + '/'));
   return {
@@ -153,6 +155,14 @@ export async function saveRecoveryKey(page: Page): Promise<string | undefined> {
   await page.getByRole('button', { name: 'I have saved my recovery key' }).click();
   await page.getByRole('dialog').waitFor({ state: 'detached' });
   return text;
+}
+
+/** Signs out from the top bar, confirming in the dialog that asks first (issue 38), and waits for the sign-in form. */
+export async function signOutThroughUi(page: Page): Promise<void> {
+  await page.getByRole('banner').getByRole('button', { name: 'Sign out' }).click();
+  // "Sign out?", or "Sign out without your recovery key?" with "Sign out anyway".
+  await page.getByRole('dialog', { name: /^Sign out/ }).getByRole('button', { name: /^Sign out/ }).click();
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
 }
 
 /** A tab opened while another runs the chat client: it says so, and "Use here" moves the chat to it (issue 25). */

@@ -10,7 +10,7 @@ import { api, register } from '../integration/harness.ts';
 import { crossSigningSet, deviceKeys } from '../support/e2ee-keys.ts';
 import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
 import { httpSyncer, longPollUntil, timelineHas } from '../support/sync-until.ts';
-import { createRoomThroughUi, openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+import { createRoomThroughUi, openHearth, pageFetch, pageServerName, registerThroughUi, sendThroughUi, signOutThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
 
 // Keep, move and reset a browser homeserver (issue 22) through the page, as a person would:
 // export from one browser profile, import into a fresh one, sign in, and the room is there;
@@ -150,9 +150,7 @@ describe('keep, move and reset a browser homeserver', () => {
     await exportThroughUi(a, archive);
 
     // A homeserver with an account refuses an import (here: signed out, the account remains).
-    // The page's client may ask first whether to sign out with its recovery key unsaved: yes.
-    a.on('dialog', (dialog) => void dialog.accept());
-    await a.getByRole('button', { name: 'Sign out' }).click();
+    await signOutThroughUi(a);
     await importThroughUi(a, archive, PASSPHRASE);
     await a.locator('form.keep-import [role=alert]', { hasText: 'already holds a homeserver with an account' }).waitFor();
     // Moved, not copied: the first profile is gone before the second one imports.

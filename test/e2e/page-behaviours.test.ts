@@ -1,6 +1,6 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRoomThroughUi, openHearth, pageFetch, pageServerName, saveRecoveryKey, sendThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+import { createRoomThroughUi, openHearth, pageFetch, pageServerName, saveRecoveryKey, sendThroughUi, signOutThroughUi, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 13, the page as people use it: account creation that says what it takes, sends
 // that fail and say why, joins and invites that cannot reach the other server, and a
@@ -20,8 +20,6 @@ beforeAll(async () => {
   context = await site.browser.newContext();
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: site.server.url });
   page = await openHearth(context, site.server.url + '/');
-  // Signing out before the recovery key is saved asks first (issue 25): these tests say yes.
-  page.on('dialog', (dialog) => void dialog.accept());
 });
 
 afterAll(async () => {
@@ -61,8 +59,7 @@ describe('creating an account and signing in', () => {
   });
 
   it('errors read as sentences: a taken name, a wrong password', async () => {
-    await page.getByRole('button', { name: 'Sign out' }).click();
-    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await signOutThroughUi(page);
     await page.getByLabel('Username').fill('dora');
     await page.getByLabel('Password', { exact: true }).fill('not the password');
     await page.getByRole('button', { name: 'Sign in', exact: true }).click();
@@ -329,8 +326,7 @@ describe('a narrow screen (390 px)', () => {
     expect(await inView('.members button[type="submit"]')).toBe(true);
     expect(await inView('#composer')).toBe(true);
 
-    await phone.getByRole('button', { name: 'Sign out' }).click();
-    await phone.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await signOutThroughUi(phone);
     await phone.close();
   });
 });

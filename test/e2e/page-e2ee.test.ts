@@ -1,6 +1,6 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { openHearth, pageFetch, registerThroughUi, saveRecoveryKey, sendThroughUi, storedSession } from './hearth-page.ts';
+import { openHearth, pageFetch, registerThroughUi, saveRecoveryKey, sendThroughUi, signOutThroughUi, storedSession } from './hearth-page.ts';
 import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 
 // Issue 25, end-to-end encryption in the page (matrix-js-sdk and its Rust crypto), through the UI as a
@@ -195,8 +195,7 @@ describe('an encrypted direct message between two browser homeservers', () => {
     await expect
       .poll(async () => (await pageFetch(pageA, 'GET', '/_matrix/client/v3/room_keys/version', { token: first.accessToken })).body.count ?? 0, { timeout: 60_000 })
       .toBeGreaterThanOrEqual(2);
-    await pageA.getByRole('button', { name: 'Sign out' }).click();
-    await pageA.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await signOutThroughUi(pageA);
     await pageA.getByLabel('Username').fill('ana');
     await pageA.getByLabel('Password', { exact: true }).fill(PASSWORD);
     await pageA.getByRole('button', { name: 'Sign in', exact: true }).click();

@@ -26,9 +26,9 @@ export interface UpgradeRequest {
 export interface UpgradeAccounts {
   isLocal(userId: string): boolean;
   getProfile(userId: string): Promise<{ displayname?: string; avatar_url?: string } | undefined>;
-  copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void>;
+  pushRules: { copyForRoom(userId: string, fromRoomId: string, toRoomId: string): Promise<void> };
   /** The user's tags for the old room, and the new room beside the old one in their m.direct. */
-  copyRoomTagsAndDirect(userId: string, fromRoomId: string, toRoomId: string): Promise<void>;
+  accountData: { copyTagsAndDirect(userId: string, fromRoomId: string, toRoomId: string): Promise<void> };
 }
 
 /**
@@ -141,8 +141,8 @@ export async function upgradeRoom(rooms: Rooms, accounts: UpgradeAccounts, rando
   }
   for (const memberId of await rooms.members(roomId)) {
     if (!accounts.isLocal(memberId)) continue;
-    await accounts.copyRoomPushRules(memberId, roomId, replacementRoom);
-    await accounts.copyRoomTagsAndDirect(memberId, roomId, replacementRoom);
+    await accounts.pushRules.copyForRoom(memberId, roomId, replacementRoom);
+    await accounts.accountData.copyTagsAndDirect(memberId, roomId, replacementRoom);
   }
   return { replacementRoom };
 }

@@ -73,7 +73,7 @@ export async function extensionsOf(
     const global: Record<string, unknown>[] = [];
     const byRoom: Record<string, Record<string, unknown>[]> = {};
     const add = (roomId: string, type: string, content: Record<string, unknown>) => (byRoom[roomId] ??= []).push({ type, content });
-    for (const item of await deps.users.accountDataSince(userId, from.stream, upTo.stream)) {
+    for (const item of await deps.users.accountData.since(userId, from.stream, upTo.stream)) {
       if (item.roomId === '') global.push({ type: item.type, content: item.content });
       else if (scope.has(item.roomId) && !(incremental && rooms.initial.has(item.roomId))) add(item.roomId, item.type, item.content);
     }
@@ -81,7 +81,7 @@ export async function extensionsOf(
     const fresh = incremental ? [...rooms.initial].filter((id) => scope.has(id)) : [];
     if (fresh.length > 0) {
       const wanted = new Set(fresh);
-      for (const item of await deps.users.accountDataSince(userId, 0, upTo.stream)) if (wanted.has(item.roomId)) add(item.roomId, item.type, item.content);
+      for (const item of await deps.users.accountData.since(userId, 0, upTo.stream)) if (wanted.has(item.roomId)) add(item.roomId, item.type, item.content);
     }
     if (global.length > 0 || Object.keys(byRoom).length > 0) news = true;
     out['account_data'] = { global, rooms: byRoom };

@@ -121,7 +121,7 @@ export class RoomLists {
   /** Rooms the user's m.direct account data names. */
   async directRooms(): Promise<Set<string>> {
     if (this.dmRooms) return this.dmRooms;
-    const direct = (await this.users.getAccountData(this.userId, '', 'm.direct')) ?? {};
+    const direct = (await this.users.accountData.get(this.userId, '', 'm.direct')) ?? {};
     this.dmRooms = new Set(Object.values(direct).flatMap((ids) => (Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : [])));
     return this.dmRooms;
   }

@@ -72,7 +72,7 @@ export class PushNotifications {
   ) {}
 
   async rulesOf(userId: string): Promise<UserPushRules | undefined> {
-    const global = (await this.users.getAccountData(userId, '', 'm.push_rules'))?.['global'];
+    const global = (await this.users.accountData.get(userId, '', 'm.push_rules'))?.['global'];
     if (typeof global !== 'object' || global === null) return undefined;
     return { rules: global as PushRuleset };
   }

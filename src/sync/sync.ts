@@ -129,7 +129,7 @@ export class Sync {
     }, now);
     this.receipts = new Receipts(db, notify, now);
     this.peeks = new Peeks(db, rooms, notify);
-    this.visibility = new Visibility(rooms, (userId) => users.ignoredUsers(userId), (userId) => users.erasedAt(userId));
+    this.visibility = new Visibility(rooms, (userId) => users.accountData.ignoredUsers(userId), (userId) => users.erasedAt(userId));
     this.formatter = new EventFormatter(rooms, now, this.visibility);
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
     this.relations = new RelationsReader(rooms, this.visibility, this.formatter);
@@ -223,7 +223,7 @@ export class Sync {
     const memberships = await this.rooms.timeline.membershipsOf(userId, upTo.stream);
     const pushRules = await this.push.rulesOf(userId);
     const roomAccountData = new Map<string, Record<string, unknown>[]>();
-    for (const item of await this.users.accountDataSince(userId, sinceStream, upTo.stream)) {
+    for (const item of await this.users.accountData.since(userId, sinceStream, upTo.stream)) {
       const event = { type: item.type, content: item.content };
       if (item.roomId === '') {
         if (eventMatches(filter.account_data, event)) response.account_data.events.push(event);
@@ -304,7 +304,7 @@ export class Sync {
   /** Whether an event (an invite) was sent by someone the user ignores: such invites are not shown. */
   private async fromIgnoredUser(userId: string, eventId: string): Promise<boolean> {
     const sender = (await this.rooms.getEvent(eventId))?.event.sender;
-    return sender !== undefined && (await this.users.ignoredUsers(userId)).has(sender);
+    return sender !== undefined && (await this.users.accountData.ignoredUsers(userId)).has(sender);
   }
 
   /** Rooms with new events, receipts, room account data or typing in (since, upTo]. */

@@ -6,8 +6,8 @@ import { UsersError } from './errors.ts';
 
 /** The account data this needs: the users component's own store. */
 export interface PushRulesAccountData {
-  getAccountData(userId: string, roomId: string, type: string): Promise<Record<string, unknown> | undefined>;
-  updateAccountData<T extends object>(userId: string, roomId: string, type: string, update: (current: T | undefined) => T): Promise<T>;
+  get(userId: string, roomId: string, type: string): Promise<Record<string, unknown> | undefined>;
+  update<T extends object>(userId: string, roomId: string, type: string, update: (current: T | undefined) => T): Promise<T>;
 }
 
 export const PUSH_RULES_TYPE = 'm.push_rules';
@@ -30,7 +30,7 @@ export class PushRules {
   constructor(private readonly accountData: PushRulesAccountData) {}
 
   async ruleset(userId: string): Promise<PushRuleset> {
-    const content = (await this.accountData.getAccountData(userId, '', PUSH_RULES_TYPE)) as StoredRules | undefined;
+    const content = (await this.accountData.get(userId, '', PUSH_RULES_TYPE)) as StoredRules | undefined;
     return content!.global;
   }
 
@@ -89,10 +89,10 @@ export class PushRules {
       rule_id: rule.rule_id === fromRoomId ? toRoomId : `${rule.rule_id}-${toRoomId}`,
       ...(rule.conditions ? { conditions: rule.conditions.map((c) => (c.key === 'room_id' && c.pattern === fromRoomId ? { ...c, pattern: toRoomId } : c)) } : {}),
     });
-    const current = await this.accountData.getAccountData(userId, '', PUSH_RULES_TYPE);
+    const current = await this.accountData.get(userId, '', PUSH_RULES_TYPE);
     const global = current?.['global'] as Record<string, Rule[]> | undefined;
     if (!global || !Object.values(global).some((rules) => Array.isArray(rules) && rules.some((r) => !r['default'] && forRoom(r)))) return;
-    await this.accountData.updateAccountData<{ global: Record<string, Rule[]> }>(userId, '', PUSH_RULES_TYPE, (data) => {
+    await this.accountData.update<{ global: Record<string, Rule[]> }>(userId, '', PUSH_RULES_TYPE, (data) => {
       const rules = { ...(data?.global ?? {}) };
       for (const [kind, list] of Object.entries(rules)) {
         if (!Array.isArray(list)) continue;
@@ -108,7 +108,7 @@ export class PushRules {
   }
 
   private async edit(userId: string, change: (rules: PushRuleset) => void): Promise<void> {
-    await this.accountData.updateAccountData<StoredRules>(userId, '', PUSH_RULES_TYPE, (current) => {
+    await this.accountData.update<StoredRules>(userId, '', PUSH_RULES_TYPE, (current) => {
       const global = structuredClone(current!.global);
       change(global);
       return { global };

@@ -2,7 +2,7 @@ import { encodeBase64Url } from '../crypto/base64.ts';
 import { utf8 } from '../crypto/canonical-json.ts';
 import { randomString, randomToken, type RandomBytes } from '../crypto/random.ts';
 import { sha256 } from '../crypto/sha256.ts';
-import { byteLength, isValidUserId, LOCALPART_PATTERN, MAX_ID_BYTES, serverNameOf } from '../events/identifiers.ts';
+import { byteLength, LOCALPART_PATTERN, MAX_ID_BYTES, serverNameOf } from '../events/identifiers.ts';
 import type { Database, WriteTransaction } from '../storage/database.ts';
 import { nextStreamId, type StreamNotify } from '../storage/stream.ts';
 import { UsersError } from './errors.ts';
@@ -10,6 +10,7 @@ import { hashPassword, verifyPassword } from './password.ts';
 import { defaultPushRules } from './push-rules.ts';
 import { Pushers } from './pushers.ts';
 import { PUSH_RULES_TYPE, PushRules } from './push-rule-edits.ts';
+import { AccountData } from './account-data.ts';
 
 export interface Session {
   userId: string;
@@ -66,11 +67,7 @@ const OPENID_TOKEN_LIFETIME_MS = 60 * 60 * 1000;
 const hashToken = (token: string) => encodeBase64Url(sha256(utf8(token)));
 
 /** Accounts, devices, access tokens, profiles, account data and filters. */
-/** The account data type that lists the users someone ignores (client-server §Ignoring users). */
-export const IGNORED_USERS_TYPE = 'm.ignored_user_list';
-
 export class Users {
-  private readonly ignoredCache = new Map<string, ReadonlySet<string>>();
   /**
    * Every erased account with the stream position of its erasure, read once: asked for the sender
    * of every event served, and only this server's accounts are ever erased, so it stays small.
@@ -82,10 +79,14 @@ export class Users {
   private readonly deactivationListeners: ((userId: string) => Promise<void>)[] = [];
   /** Pushers, each belonging to the access token that set it. */
   readonly pushers: Pushers;
-  readonly pushRules: PushRules = new PushRules(this);
+  /** Account data (incl. tags, m.direct, the ignored users): global and per room. */
+  readonly accountData: AccountData;
+  readonly pushRules: PushRules;
 
   constructor(private readonly options: UsersOptions) {
     this.pushers = new Pushers(options.db, options.now);
+    this.accountData = new AccountData(options.db, options.notify);
+    this.pushRules = new PushRules(this.accountData);
   }
 
   addDeviceListener(listener: DeviceListener): void {
@@ -142,7 +143,7 @@ export class Users {
       if (tx.get('SELECT 1 FROM users WHERE user_id = ?', [userId])) return false;
       tx.run('INSERT INTO users (user_id, password_hash, created_ts) VALUES (?, ?, ?)', [userId, passwordHash, now]);
       tx.run('INSERT INTO profiles (user_id, displayname) VALUES (?, ?)', [userId, userId.slice(1, userId.indexOf(':'))]);
-      this.putAccountDataTx(tx, userId, '', PUSH_RULES_TYPE, { global: defaultPushRules(userId) });
+      this.accountData.putTx(tx, userId, '', PUSH_RULES_TYPE, { global: defaultPushRules(userId) });
       return true;
     });
   }
@@ -159,7 +160,7 @@ export class Users {
       const userId = this.userId(String(number));
       tx.run('INSERT INTO users (user_id, password_hash, created_ts, is_guest) VALUES (?, NULL, ?, 1)', [userId, now]);
       tx.run('INSERT INTO profiles (user_id, displayname) VALUES (?, ?)', [userId, String(number)]);
-      this.putAccountDataTx(tx, userId, '', PUSH_RULES_TYPE, { global: defaultPushRules(userId) });
+      this.accountData.putTx(tx, userId, '', PUSH_RULES_TYPE, { global: defaultPushRules(userId) });
       return userId;
     });
   }
@@ -411,111 +412,6 @@ export class Users {
   async setProfileField(userId: string, field: 'displayname' | 'avatar_url', value: string | null): Promise<void> {
     await this.options.db.transaction((tx) => tx.run(`UPDATE profiles SET ${field} = ? WHERE user_id = ?`, [value, userId]));
     for (const listener of this.profileListeners) await listener(userId);
-  }
-
-  // Account data
-
-  private putAccountDataTx(tx: WriteTransaction, userId: string, roomId: string, type: string, content: object): number {
-    const streamId = nextStreamId(tx);
-    tx.run(
-      `INSERT INTO account_data (user_id, room_id, type, content, stream_id) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (user_id, room_id, type) DO UPDATE SET content = excluded.content, stream_id = excluded.stream_id`,
-      [userId, roomId, type, JSON.stringify(content), streamId],
-    );
-    return streamId;
-  }
-
-  /** Sets global (roomId '') or per-room account data. */
-  async putAccountData(userId: string, roomId: string, type: string, content: object): Promise<void> {
-    const position = await this.options.db.transaction((tx) => this.putAccountDataTx(tx, userId, roomId, type, content));
-    this.accountDataChanged(userId, roomId, type, position);
-  }
-
-  /**
-   * Account data as a client sets it (PUT /user/{userId}/account_data/...): the types the server keeps through
-   * endpoints of their own are refused here, and `m.ignored_user_list`, which the server reads, must have its shape:
-   * `{ ignored_users: { <user ID>: {} } }`, never oneself.
-   */
-  async putClientAccountData(userId: string, roomId: string, type: string, content: Record<string, unknown>): Promise<void> {
-    if (type === 'm.fully_read' || type === PUSH_RULES_TYPE) throw new UsersError(405, 'M_BAD_JSON', `${type} cannot be set through this endpoint`);
-    if (roomId === '' && type === IGNORED_USERS_TYPE) {
-      const list = content['ignored_users'];
-      if (typeof list !== 'object' || list === null || Array.isArray(list)) throw new UsersError(400, 'M_BAD_JSON', 'ignored_users must be an object of user IDs');
-      for (const ignored of Object.keys(list)) {
-        if (!isValidUserId(ignored)) throw new UsersError(400, 'M_INVALID_PARAM', `${ignored} is not a user ID`);
-        if (ignored === userId) throw new UsersError(400, 'M_INVALID_PARAM', 'You cannot ignore yourself');
-      }
-    }
-    await this.putAccountData(userId, roomId, type, content);
-  }
-
-  /** After any account data write commits: what is kept in memory of it goes, and long-polls wake. */
-  private accountDataChanged(userId: string, roomId: string, type: string, position: number): void {
-    if (roomId === '' && type === IGNORED_USERS_TYPE) this.ignoredCache.delete(userId);
-    this.options.notify({ position, userIds: [userId] });
-  }
-
-  /**
-   * A room upgrade, as Synapse carries it for each local member: their tags for the old room become the new
-   * room's, and the new room joins the old one in whichever m.direct list names it.
-   */
-  async copyRoomTagsAndDirect(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
-    const tags = await this.getAccountData(userId, fromRoomId, 'm.tag');
-    const tagged = tags?.['tags'];
-    if (tagged && typeof tagged === 'object' && Object.keys(tagged).length > 0) await this.putAccountData(userId, toRoomId, 'm.tag', tags);
-    const direct = await this.getAccountData(userId, '', 'm.direct');
-    if (!direct || !Object.values(direct).some((rooms) => Array.isArray(rooms) && rooms.includes(fromRoomId) && !rooms.includes(toRoomId))) return;
-    await this.updateAccountData<Record<string, unknown>>(userId, '', 'm.direct', (current) =>
-      Object.fromEntries(Object.entries(current ?? {}).map(([other, rooms]) =>
-        [other, Array.isArray(rooms) && rooms.includes(fromRoomId) && !rooms.includes(toRoomId) ? [...rooms, toRoomId] : rooms])),
-    );
-  }
-
-  copyRoomPushRules(userId: string, fromRoomId: string, toRoomId: string): Promise<void> {
-    return this.pushRules.copyForRoom(userId, fromRoomId, toRoomId);
-  }
-
-  /**
-   * The users `userId` ignores (`m.ignored_user_list`), whose events /sync and history
-   * leave out. Kept in memory per user: it is asked for every event a client is sent.
-   */
-  async ignoredUsers(userId: string): Promise<ReadonlySet<string>> {
-    let ignored = this.ignoredCache.get(userId);
-    if (!ignored) {
-      const content = await this.getAccountData(userId, '', IGNORED_USERS_TYPE);
-      const list = content?.['ignored_users'];
-      ignored = new Set(typeof list === 'object' && list !== null && !Array.isArray(list) ? Object.keys(list) : []);
-      this.ignoredCache.set(userId, ignored);
-    }
-    return ignored;
-  }
-
-  /** Read-modify-write of one account data item, atomically. */
-  async updateAccountData<T extends object>(userId: string, roomId: string, type: string, update: (current: T | undefined) => T): Promise<T> {
-    let result!: T;
-    const position = await this.options.db.transaction((tx) => {
-      const row = tx.get<{ content: string }>('SELECT content FROM account_data WHERE user_id = ? AND room_id = ? AND type = ?', [userId, roomId, type]);
-      result = update(row ? (JSON.parse(row.content) as T) : undefined);
-      return this.putAccountDataTx(tx, userId, roomId, type, result);
-    });
-    this.accountDataChanged(userId, roomId, type, position);
-    return result;
-  }
-
-  async getAccountData(userId: string, roomId: string, type: string): Promise<Record<string, unknown> | undefined> {
-    const row = await this.options.db.get<{ content: string }>(
-      'SELECT content FROM account_data WHERE user_id = ? AND room_id = ? AND type = ?', [userId, roomId, type],
-    );
-    return row ? (JSON.parse(row.content) as Record<string, unknown>) : undefined;
-  }
-
-  /** Account data changed after `since` (all of it when since is 0), for /sync. */
-  async accountDataSince(userId: string, since: number, upTo: number): Promise<{ roomId: string; type: string; content: Record<string, unknown> }[]> {
-    const rows = await this.options.db.all<{ room_id: string; type: string; content: string }>(
-      'SELECT room_id, type, content FROM account_data WHERE user_id = ? AND stream_id > ? AND stream_id <= ? ORDER BY stream_id',
-      [userId, since, upTo],
-    );
-    return rows.map((r) => ({ roomId: r.room_id, type: r.type, content: JSON.parse(r.content) as Record<string, unknown> }));
   }
 
   // Filters

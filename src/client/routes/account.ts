@@ -304,26 +304,26 @@ export function accountRoutes(app: Hono<Env>): void {
   };
   on(app, 'GET', '/user/:userId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
-    const content = await c.get('services').users.getAccountData(session.userId, '', c.req.param('type')!);
+    const content = await c.get('services').users.accountData.get(session.userId, '', c.req.param('type')!);
     if (!content) throw notFound('Account data not found');
     return c.json(content);
   });
   on(app, 'PUT', '/user/:userId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
     const body = await parseBody(c, jsonObject);
-    await c.get('services').users.putClientAccountData(session.userId, '', c.req.param('type')!, body);
+    await c.get('services').users.accountData.putFromClient(session.userId, '', c.req.param('type')!, body);
     return c.json({});
   });
   on(app, 'GET', '/user/:userId/rooms/:roomId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
-    const content = await c.get('services').users.getAccountData(session.userId, c.req.param('roomId')!, c.req.param('type')!);
+    const content = await c.get('services').users.accountData.get(session.userId, c.req.param('roomId')!, c.req.param('type')!);
     if (!content) throw notFound('Account data not found');
     return c.json(content);
   });
   on(app, 'PUT', '/user/:userId/rooms/:roomId/account_data/:type', async (c) => {
     const session = await accountDataUser(c);
     const body = await parseBody(c, jsonObject);
-    await c.get('services').users.putClientAccountData(session.userId, c.req.param('roomId')!, c.req.param('type')!, body);
+    await c.get('services').users.accountData.putFromClient(session.userId, c.req.param('roomId')!, c.req.param('type')!, body);
     return c.json({});
   });
 
@@ -331,20 +331,20 @@ export function accountRoutes(app: Hono<Env>): void {
   type Tags = { tags: Record<string, Record<string, unknown>> };
   on(app, 'GET', '/user/:userId/rooms/:roomId/tags', async (c) => {
     const session = await accountDataUser(c);
-    const content = (await c.get('services').users.getAccountData(session.userId, c.req.param('roomId')!, 'm.tag')) as Tags | undefined;
+    const content = (await c.get('services').users.accountData.get(session.userId, c.req.param('roomId')!, 'm.tag')) as Tags | undefined;
     return c.json({ tags: content?.tags ?? {} });
   });
   on(app, 'PUT', '/user/:userId/rooms/:roomId/tags/:tag', async (c) => {
     const session = await accountDataUser(c);
     const body = await parseBody(c, z.object({ order: z.number().min(0).max(1).optional() }).loose(), { allowEmpty: true });
-    await c.get('services').users.updateAccountData<Tags>(session.userId, c.req.param('roomId')!, 'm.tag', (current) => ({
+    await c.get('services').users.accountData.update<Tags>(session.userId, c.req.param('roomId')!, 'm.tag', (current) => ({
       tags: { ...(current?.tags ?? {}), [c.req.param('tag')!]: body },
     }));
     return c.json({});
   });
   on(app, 'DELETE', '/user/:userId/rooms/:roomId/tags/:tag', async (c) => {
     const session = await accountDataUser(c);
-    await c.get('services').users.updateAccountData<Tags>(session.userId, c.req.param('roomId')!, 'm.tag', (current) => {
+    await c.get('services').users.accountData.update<Tags>(session.userId, c.req.param('roomId')!, 'm.tag', (current) => {
       const tags = { ...(current?.tags ?? {}) };
       delete tags[c.req.param('tag')!];
       return { tags };

@@ -485,7 +485,7 @@ export function roomRoutes(app: Hono<Env>): void {
       const related = threadId === 'main' ? thread === undefined : thread === threadId || eventId === threadId;
       if (!related) throw invalidParam(`event ${eventId} is not in thread ${threadId}`);
     }
-    if (type === 'm.fully_read') await services.users.putAccountData(session.userId, roomId, 'm.fully_read', { event_id: eventId });
+    if (type === 'm.fully_read') await services.users.accountData.put(session.userId, roomId, 'm.fully_read', { event_id: eventId });
     else await services.sync.receipts.put(roomId, session.userId, type, eventId, (threadId as string | undefined) ?? '');
     return c.json({});
   });
@@ -501,7 +501,7 @@ export function roomRoutes(app: Hono<Env>): void {
       const target = await services.rooms.getEvent(eventId);
       if (!target || target.event.room_id !== roomId) throw notFound(`Event ${eventId} not found`);
     }
-    if (body['m.fully_read']) await services.users.putAccountData(session.userId, roomId, 'm.fully_read', { event_id: body['m.fully_read'] });
+    if (body['m.fully_read']) await services.users.accountData.put(session.userId, roomId, 'm.fully_read', { event_id: body['m.fully_read'] });
     if (body['m.read']) await services.sync.receipts.put(roomId, session.userId, 'm.read', body['m.read']);
     if (body['m.read.private']) await services.sync.receipts.put(roomId, session.userId, 'm.read.private', body['m.read.private']);
     return c.json({});

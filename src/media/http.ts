@@ -1,4 +1,5 @@
-import { baseContentType, MediaError, type MediaContent } from './media.ts';
+import { baseContentType } from './config.ts';
+import { MediaError, type MediaContent } from './media.ts';
 
 /**
  * Types served `inline` (client-server §Serving inline content): everything else is an

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { decodeMediaMultipart, encodeMediaMultipart } from './multipart.ts';
 import { contentDisposition, fileNameOf, parseThumbnailQuery } from './http.ts';
-import { chooseThumbnailSize } from './media.ts';
+import { chooseThumbnailSize } from './config.ts';
 import { thumbnailSize } from './thumbnailer.ts';
 
 describe('thumbnail sizes', () => {

@@ -10,7 +10,7 @@ import { createHomeserver, homeserverSchemas, type Homeserver } from '../homeser
 import { mediaAnswerBytes } from '../http/bounded-body.ts';
 import { FederationUnreachable, type FederationTransport } from '../federation/transport.ts';
 import type { HearthStatus, P2PNode } from '../p2p/node.ts';
-import { DEFAULT_MEDIA_CONFIG, type MediaConfig } from '../media/media.ts';
+import { DEFAULT_MEDIA_CONFIG, type MediaConfig } from '../media/config.ts';
 import type { MailboxLimits } from '../mailbox/store.ts';
 import { fetchPushGateway, type PushGateway } from '../sync/push-delivery.ts';
 import { writeFileDurably } from './file-persistence.ts';

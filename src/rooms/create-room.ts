@@ -1,8 +1,8 @@
 import type { JsonObject } from '../crypto/canonical-json.ts';
 import { randomString, type RandomBytes } from '../crypto/random.ts';
-import { isValidUserId, serverNameOf } from '../events/identifiers.ts';
+import { isValidRoomAlias, isValidUserId, serverNameOf } from '../events/identifiers.ts';
 import { isJsonObject } from '../events/power-levels.ts';
-import { DEFAULT_ROOM_VERSION, requireRoomVersion } from '../events/room-versions.ts';
+import { DEFAULT_ROOM_VERSION, getRoomVersion, requireRoomVersion } from '../events/room-versions.ts';
 import { RoomError } from './errors.ts';
 import type { EventTemplate, Rooms, StoredEvent } from './rooms.ts';
 
@@ -139,4 +139,45 @@ export async function createRoom(rooms: Rooms, random: RandomBytes, request: Cre
   const version = requireRoomVersion(request.room_version ?? DEFAULT_ROOM_VERSION);
   const events = await rooms.createRoom(version.roomIdFromCreateEvent ? undefined : newRoomId(random, rooms.serverName), version.id, creationEvents(request));
   return { roomId: events[0]!.event.room_id, events };
+}
+
+/** What /createRoom needs besides the room engine: the creator's profile, and invites to users on other servers. */
+export interface RoomCreationParts {
+  rooms: Rooms;
+  random: RandomBytes;
+  profileOf(userId: string): Promise<{ displayname?: string; avatar_url?: string } | undefined>;
+  isLocal(userId: string): boolean;
+  /** The invite handshake with the invitee's server (local invitees are invited in the creation events). */
+  inviteRemote(sender: string, roomId: string, invitee: string, extra: JsonObject): Promise<unknown>;
+}
+
+/** A /createRoom request as a client gives it: an alias by its localpart, and the third-party invites Hearth does not make. */
+export type CreateRoomAsked = Omit<CreateRoomRequest, 'creatorProfile' | 'canonicalAlias'> & { room_alias_name?: string; invite_3pid?: unknown[] };
+
+/**
+ * /createRoom as a whole (client-server §Creation): the version and alias checked before anything is made, the
+ * room created with the alias as its canonical one, the alias kept, the room published when public, and the
+ * invitees on other servers invited through their servers.
+ */
+export async function createRoomAsAsked(parts: RoomCreationParts, asked: CreateRoomAsked): Promise<{ roomId: string }> {
+  const { rooms } = parts;
+  const version = asked.room_version ?? DEFAULT_ROOM_VERSION;
+  if (!getRoomVersion(version)) throw new RoomError('unsupported_version', `room version ${version} is not supported`);
+  if (asked.invite_3pid && asked.invite_3pid.length > 0) throw new RoomError('unsupported', 'third-party invites are not supported');
+  let alias: string | undefined;
+  if (asked.room_alias_name !== undefined) {
+    if (/[:\s#]/.test(asked.room_alias_name)) throw new RoomError('invalid_param', 'room_alias_name must be a localpart');
+    alias = `#${asked.room_alias_name}:${rooms.serverName}`;
+    if (!isValidRoomAlias(alias)) throw new RoomError('invalid_param', 'invalid room alias');
+    if (await rooms.resolveAlias(alias)) throw new RoomError('room_in_use', 'Room alias already taken');
+  }
+  const { room_alias_name: _alias, invite_3pid: _thirdParty, ...request } = asked;
+  const { roomId } = await createRoom(rooms, parts.random, { ...request, room_version: version, creatorProfile: (await parts.profileOf(asked.creator)) ?? {}, canonicalAlias: alias });
+  // Between the check and here another request may have taken the alias.
+  if (alias && !(await rooms.createAlias(alias, roomId, asked.creator))) throw new RoomError('room_in_use', 'Room alias already taken');
+  if (asked.visibility === 'public') await rooms.setPublished(roomId, true);
+  for (const invitee of (asked.invite ?? []).filter((u) => !parts.isLocal(u))) {
+    await parts.inviteRemote(asked.creator, roomId, invitee, asked.is_direct ? { is_direct: true } : {});
+  }
+  return { roomId };
 }

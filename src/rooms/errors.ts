@@ -1,6 +1,6 @@
 import { CodedError } from '../util/coded-error.ts';
 
-export type RoomErrorCode = 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events' | 'duplicate_annotation';
+export type RoomErrorCode = 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events' | 'duplicate_annotation' | 'room_in_use' | 'invalid_param' | 'unsupported';
 
 /** The HTTP status and Matrix errcode of each code; the rest are 400 `M_BAD_JSON`. */
 const MATRIX_CODES: Partial<Record<RoomErrorCode, [number, string]>> = {
@@ -9,6 +9,9 @@ const MATRIX_CODES: Partial<Record<RoomErrorCode, [number, string]>> = {
   too_large: [413, 'M_TOO_LARGE'],
   unsupported_version: [400, 'M_UNSUPPORTED_ROOM_VERSION'],
   duplicate_annotation: [400, 'M_DUPLICATE_ANNOTATION'],
+  room_in_use: [400, 'M_ROOM_IN_USE'],
+  invalid_param: [400, 'M_INVALID_PARAM'],
+  unsupported: [400, 'M_UNKNOWN'],
 };
 
 /** The room engine's own errors, by `code`; each carries the Matrix status and errcode an API answers with. */

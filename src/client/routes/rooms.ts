@@ -4,7 +4,7 @@ import type { JsonObject } from '../../crypto/canonical-json.ts';
 import { isValidRoomAlias, isValidRoomId, isValidUserId, serverNameOf } from '../../events/identifiers.ts';
 import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions.ts';
 import { stateKey } from '../../events/event.ts';
-import { createRoom } from '../../rooms/create-room.ts';
+import { createRoomAsAsked } from '../../rooms/create-room.ts';
 import { deleteRoomAlias, setRoomVisibility } from '../../rooms/directory-admin.ts';
 import { requireMayRedact } from '../../rooms/room-policy.ts';
 import { relationOf } from '../../rooms/relations.ts';
@@ -105,40 +105,17 @@ export function roomRoutes(app: Hono<Env>): void {
     const services = c.get('services');
     const body = await parseBody(c, createRoomSchema, { allowEmpty: true });
     services.rateLimiter?.take(session.userId + '/' + session.deviceId);
-    const version = body.room_version ?? DEFAULT_ROOM_VERSION;
-    if (!getRoomVersion(version)) throw new MatrixError(400, 'M_UNSUPPORTED_ROOM_VERSION', `room version ${version} is not supported`);
-    if (body.invite_3pid && body.invite_3pid.length > 0) throw new MatrixError(400, 'M_UNKNOWN', 'third-party invites are not supported');
     for (const invitee of body.invite ?? []) requireUserId(invitee);
-    let alias: string | undefined;
-    if (body.room_alias_name !== undefined) {
-      if (/[:\s#]/.test(body.room_alias_name)) throw new MatrixError(400, 'M_INVALID_PARAM', 'room_alias_name must be a localpart');
-      alias = `#${body.room_alias_name}:${services.users.serverName}`;
-      if (!isValidRoomAlias(alias)) throw invalidParam('invalid room alias');
-      if (await services.rooms.resolveAlias(alias)) throw new MatrixError(400, 'M_ROOM_IN_USE', 'Room alias already taken');
-    }
-    const profile = (await services.users.getProfile(session.userId)) ?? {};
-    const { roomId } = await createRoom(services.rooms, services.random, {
-      creator: session.userId,
-      creatorProfile: profile,
-      visibility: body.visibility,
-      preset: body.preset,
-      room_version: version,
-      creation_content: body.creation_content as JsonObject | undefined,
-      initial_state: body.initial_state as { type: string; state_key?: string; content: JsonObject }[] | undefined,
-      name: body.name,
-      topic: body.topic,
-      invite: body.invite,
-      is_direct: body.is_direct,
-      power_level_content_override: body.power_level_content_override as JsonObject | undefined,
-      canonicalAlias: alias,
-    });
-    if (alias && !(await services.rooms.createAlias(alias, roomId, session.userId))) {
-      throw new MatrixError(400, 'M_ROOM_IN_USE', 'Room alias already taken');
-    }
-    if (body.visibility === 'public') await services.rooms.setPublished(roomId, true);
-    for (const invitee of (body.invite ?? []).filter((u) => !services.users.isLocal(u))) {
-      await services.memberships.invite(session.userId, roomId, invitee, body.is_direct ? { is_direct: true } : {});
-    }
+    const { roomId } = await createRoomAsAsked(
+      { rooms: services.rooms, random: services.random, profileOf: (userId) => services.users.getProfile(userId), isLocal: (userId) => services.users.isLocal(userId), inviteRemote: (...args) => services.memberships.invite(...args) },
+      {
+        ...body,
+        creator: session.userId,
+        creation_content: body.creation_content as JsonObject | undefined,
+        initial_state: body.initial_state as { type: string; state_key?: string; content: JsonObject }[] | undefined,
+        power_level_content_override: body.power_level_content_override as JsonObject | undefined,
+      },
+    );
     return c.json({ room_id: roomId });
   });
 

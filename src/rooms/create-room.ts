@@ -152,7 +152,7 @@ export interface RoomCreationParts {
 }
 
 /** A /createRoom request as a client gives it: an alias by its localpart, and the third-party invites Hearth does not make. */
-export type CreateRoomAsked = Omit<CreateRoomRequest, 'creatorProfile' | 'canonicalAlias'> & { room_alias_name?: string; invite_3pid?: unknown[] };
+export type CreateRoomAsked = Omit<CreateRoomRequest, 'creatorProfile' | 'canonicalAlias'> & { room_alias_name?: string; invite_3pid?: readonly unknown[] };
 
 /**
  * /createRoom as a whole (client-server §Creation): the version and alias checked before anything is made, the

@@ -1,4 +1,5 @@
 import initSqlJs from 'sql.js';
+import type { JsonObject } from '../crypto/canonical-json.ts';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { defaultEd25519Backend } from '../crypto/ed25519.ts';
 import { HEARTH_KEY_ID, serverNameFromPublicKey } from '../crypto/identity.ts';
@@ -7,7 +8,7 @@ import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { streamSchema } from '../storage/stream.ts';
 import { deleteRoomAlias, setRoomVisibility } from './directory-admin.ts';
 import { RoomError } from './errors.ts';
-import { currentPowerLevels, requireMayDeleteAlias, requireMayPublish, requireMayRedact } from './room-policy.ts';
+import { currentPowerLevels, requireMayDeleteAlias, requireMayPublish, requireMayRedact, requireOwnAliases, requireSendableRelation } from './room-policy.ts';
 import { Rooms, type EventTemplate } from './rooms.ts';
 import { roomsSchema } from './schema.ts';
 
@@ -111,5 +112,38 @@ describe('room policy: redaction, aliases, the directory', () => {
     await setRoomVisibility(rooms, roomId, alice, 'private');
     expect(await rooms.isPublished(roomId)).toBe(false);
     expect(await refusal(setRoomVisibility(rooms, `!unknown:${rooms.serverName}`, alice, 'public'))).toMatchObject({ code: 'not_found', message: 'Unknown room' });
+  });
+});
+
+describe('room policy: what a client may send', () => {
+  it('a relation: an annotation with a string key of at most 500 characters, to an event of the same room, and no thread from a child', async () => {
+    const roomId = await roomWithoutPowerLevels('11', {});
+    const otherRoom = await roomWithoutPowerLevels('10', { creator: alice });
+    const [root] = await rooms.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { msgtype: 'm.text', body: 'root' } }]);
+    const [reply] = await rooms.sendEvents(roomId, [{ type: 'm.room.message', sender: alice, content: { msgtype: 'm.text', body: 'in thread', 'm.relates_to': { rel_type: 'm.thread', event_id: root!.event.event_id } } }]);
+    const annotation = (eventId: string, key: string | number): JsonObject => ({ 'm.relates_to': { rel_type: 'm.annotation', event_id: eventId, key } });
+    const thread = (eventId: string): JsonObject => ({ 'm.relates_to': { rel_type: 'm.thread', event_id: eventId } });
+    await requireSendableRelation(rooms, roomId, 'm.reaction', annotation(root!.event.event_id, '👍'));
+    await requireSendableRelation(rooms, roomId, 'm.room.message', thread(root!.event.event_id));
+    for (const [target, type, content, message] of [
+      [roomId, 'm.reaction', annotation(root!.event.event_id, 5), 'an annotation needs a string key'],
+      [roomId, 'm.reaction', annotation(root!.event.event_id, 'k'.repeat(501)), 'the annotation key is too long'],
+      [otherRoom, 'm.reaction', annotation(root!.event.event_id, '👍'), 'relations must be in the same room'],
+      [roomId, 'm.room.message', thread(reply!.event.event_id), 'cannot start a thread from an event with a relation'],
+    ] as const) {
+      expect(await refusal(requireSendableRelation(rooms, target, type, content as never))).toMatchObject({ status: 400, errcode: 'M_BAD_JSON', message });
+    }
+  });
+
+  it('a canonical alias: only valid aliases that point to this room', async () => {
+    const roomId = await roomWithoutPowerLevels('11', {});
+    const otherRoom = await roomWithoutPowerLevels('10', { creator: alice });
+    const ours = `#ours:${rooms.serverName}`;
+    const theirs = `#theirs:${rooms.serverName}`;
+    await rooms.createAlias(ours, roomId, alice);
+    await rooms.createAlias(theirs, otherRoom, alice);
+    await requireOwnAliases(rooms, roomId, { alias: ours, alt_aliases: [ours] });
+    expect(await refusal(requireOwnAliases(rooms, roomId, { alias: 'no alias' }))).toMatchObject({ status: 400, errcode: 'M_INVALID_PARAM' });
+    expect(await refusal(requireOwnAliases(rooms, roomId, { alias: ours, alt_aliases: [theirs] }))).toMatchObject({ status: 400, errcode: 'M_BAD_ALIAS' });
   });
 });

@@ -1,5 +1,8 @@
 import { AuthError, powerLevelsOf, type RoomPowerLevels } from '../events/power-levels.ts';
+import type { JsonObject } from '../crypto/canonical-json.ts';
+import { isValidRoomAlias } from '../events/identifiers.ts';
 import { DEFAULT_ROOM_VERSION, getRoomVersion } from '../events/room-versions.ts';
+import { relationOf } from './relations.ts';
 import { RoomError } from './errors.ts';
 import type { Rooms, StoredEvent } from './rooms.ts';
 
@@ -47,4 +50,29 @@ export async function requireMayDeleteAlias(rooms: PolicyRooms & Pick<Rooms, 'al
 /** Listing a room in (or taking it off) the public directory needs the room's `state_default` level. */
 export async function requireMayPublish(rooms: PolicyRooms, roomId: string, userId: string): Promise<void> {
   if (!(await reaches(rooms, roomId, userId, (levels) => levels.stateDefault()))) throw new RoomError('forbidden', 'You may not change the room directory');
+}
+
+/**
+ * A relation a client sends (client-server §Relationships): an annotation needs a key of at most 500 characters,
+ * the related event (when this server holds it) must be in the same room, and a thread may not start from an
+ * event that itself relates to another.
+ */
+export async function requireSendableRelation(rooms: Pick<Rooms, 'getEvent'>, roomId: string, type: string, content: JsonObject): Promise<void> {
+  const relation = relationOf({ type, content } as never);
+  if (!relation) return;
+  if (relation.relType === 'm.annotation' && relation.key === null) throw new RoomError('bad_event', 'an annotation needs a string key');
+  if (relation.relType === 'm.annotation' && relation.key!.length > 500) throw new RoomError('bad_event', 'the annotation key is too long');
+  const parent = await rooms.getEvent(relation.parentId);
+  if (!parent) return;
+  if (parent.event.room_id !== roomId) throw new RoomError('bad_event', 'relations must be in the same room');
+  if (relation.relType === 'm.thread' && relationOf(parent.event)) throw new RoomError('bad_event', 'cannot start a thread from an event with a relation');
+}
+
+/** An `m.room.canonical_alias` a client sets names only aliases that point to this room (client-server §Room aliases). */
+export async function requireOwnAliases(rooms: Pick<Rooms, 'resolveAlias'>, roomId: string, content: JsonObject): Promise<void> {
+  const aliases = [content['alias'], ...(Array.isArray(content['alt_aliases']) ? content['alt_aliases'] : [])].filter((a) => a !== undefined && a !== null);
+  for (const alias of aliases) {
+    if (typeof alias !== 'string' || !isValidRoomAlias(alias)) throw new RoomError('invalid_param', `invalid alias ${String(alias)}`);
+    if ((await rooms.resolveAlias(alias)) !== roomId) throw new RoomError('bad_alias', `alias ${alias} does not point to this room`);
+  }
 }

@@ -6,7 +6,7 @@ import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions
 import { stateKey } from '../../events/event.ts';
 import { createRoomAsAsked } from '../../rooms/create-room.ts';
 import { deleteRoomAlias, setRoomVisibility } from '../../rooms/directory-admin.ts';
-import { requireMayRedact } from '../../rooms/room-policy.ts';
+import { requireMayRedact, requireOwnAliases, requireSendableRelation } from '../../rooms/room-policy.ts';
 import { relationOf } from '../../rooms/relations.ts';
 import { upgradeRoom } from '../../rooms/upgrade.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
@@ -204,7 +204,7 @@ export function roomRoutes(app: Hono<Env>): void {
     const type = c.req.param('eventType')!;
     const content = await parseBody(c, jsonObject);
     if (type === 'm.room.redaction') throw badJson('use the /redact endpoint to send redactions');
-    await checkRelation(c, roomId, type, content as JsonObject);
+    await requireSendableRelation(c.get('services').rooms, roomId, type, content as JsonObject);
     const txn = txnId === undefined ? undefined : { endpoint: JSON.stringify(['send', roomId, type]), txnId };
     const [event] = await send(c, roomId, [{ type, sender: session.userId, content: content as JsonObject }], txn);
     return c.json({ event_id: event!.event.event_id });
@@ -222,7 +222,7 @@ export function roomRoutes(app: Hono<Env>): void {
       const value = content['membership'];
       if (typeof value !== 'string') throw badJson('membership is required');
     }
-    if (type === 'm.room.canonical_alias') await checkCanonicalAlias(c, roomId, content);
+    if (type === 'm.room.canonical_alias') await requireOwnAliases(c.get('services').rooms, roomId, content);
     const [event] = await send(c, roomId, [{ type, sender: session.userId, state_key: key, content }]);
     return c.json({ event_id: event!.event.event_id });
   };
@@ -493,29 +493,4 @@ export function roomRoutes(app: Hono<Env>): void {
     c.get('services').sync.typing.set(roomId, session.userId, body.typing, body.timeout);
     return c.json({});
   });
-}
-
-/**
- * Relations a client may not form (Synapse's checks): a parent we hold in another room, a thread
- * started from an event that is itself a child, or an annotation without a string key (or one
- * over 500 characters).
- */
-async function checkRelation(c: Ctx, roomId: string, type: string, content: JsonObject): Promise<void> {
-  const relation = relationOf({ type, content } as never);
-  if (!relation) return;
-  if (relation.relType === 'm.annotation' && relation.key === null) throw badJson('an annotation needs a string key');
-  if (relation.relType === 'm.annotation' && relation.key!.length > 500) throw badJson('the annotation key is too long');
-  const parent = await c.get('services').rooms.getEvent(relation.parentId);
-  if (!parent) return;
-  if (parent.event.room_id !== roomId) throw badJson('relations must be in the same room');
-  if (relation.relType === 'm.thread' && relationOf(parent.event)) throw badJson('cannot start a thread from an event with a relation');
-}
-
-async function checkCanonicalAlias(c: Ctx, roomId: string, content: JsonObject): Promise<void> {
-  const rooms = c.get('services').rooms;
-  const aliases = [content['alias'], ...(Array.isArray(content['alt_aliases']) ? content['alt_aliases'] : [])].filter((a) => a !== undefined && a !== null);
-  for (const alias of aliases) {
-    if (typeof alias !== 'string' || !isValidRoomAlias(alias)) throw new MatrixError(400, 'M_INVALID_PARAM', `invalid alias ${String(alias)}`);
-    if ((await rooms.resolveAlias(alias)) !== roomId) throw new MatrixError(400, 'M_BAD_ALIAS', `alias ${alias} does not point to this room`);
-  }
 }

@@ -1,5 +1,5 @@
 import { checkEventAgainstAuthEvents, checkEventAuth, authEventSelection, requiredSignatureServers } from '../events/auth.ts';
-import { isStateEvent, stateKey, type RoomEvent, type StateKey, type StateMap } from '../events/event.ts';
+import { isStateEvent, stateKey, type RoomEvent, type StateKey } from '../events/event.ts';
 import { CanonicalJsonError } from '../crypto/canonical-json.ts';
 import {
   asRoomEvent,
@@ -17,7 +17,6 @@ import {
 import { AuthError } from '../events/power-levels.ts';
 import { redactEvent } from '../events/redaction.ts';
 import { requireRoomVersion, type RoomVersion } from '../events/room-versions.ts';
-import { resolveState } from '../events/state-res.ts';
 import type { WriteTransaction } from '../storage/database.ts';
 import { nextStreamId } from '../storage/stream.ts';
 import { RoomError, roomNotFound } from './errors.ts';
@@ -25,10 +24,9 @@ import { checkEventSize } from './event-builder.ts';
 import type { RoomReads } from './room-reads.ts';
 import { appliedTargets, RepeatedTransaction, replaced, type EventRowFields, type RedactionClaim, type RoomWrite, type RoomHead, type RoomStore } from './room-store.ts';
 import type { NidState } from './state-store.ts';
+import { diffState, PENDING_NID, RemoteEventState, sameState } from './remote-state.ts';
 import type { OutlierAnswer, PduSource, ReceiveOptions, StoredEvent } from './types.ts';
 
-/** Stands for an event in a state map before it is stored and has a nid. */
-const PENDING_NID = -1;
 
 /** Events whose signatures are checked at once (bounds what a big batch holds in flight). */
 const CHECKS_IN_FLIGHT = 256;
@@ -46,10 +44,14 @@ const MAX_SUPERSEDED_WALK = 1_000;
  * it (resolved from its prev events) and against the current state (soft failure).
  */
 export class RemoteInput {
+  private readonly state: RemoteEventState;
+
   constructor(
     private readonly store: RoomStore,
     private readonly reads: Pick<RoomReads, 'roomVersion' | 'stateAtEvent'>,
-  ) {}
+  ) {
+    this.state = new RemoteEventState(store, reads);
+  }
 
   /**
    * Starts tracking a room that lives on other servers (before its events arrive,
@@ -220,7 +222,7 @@ export class RemoteInput {
       // Auth against the state before the event: given (a join's state, the state at a
       // backfilled event whose prev events we lack), or resolved from its prev events.
       const prevIds = referenceIds(event.prev_events);
-      const findStateBefore = () => options.stateBefore ? this.stateOfEvents(options.stateBefore, event) : this.stateAfterPrevEvents(head.version, event, prevIds, options.prevStates);
+      const findStateBefore = () => options.stateBefore ? this.state.ofEvents(options.stateBefore, event) : this.state.afterPrevEvents(head.version, event, prevIds, options.prevStates);
       if (ownRejection) {
         // Kept with the state before it where that is known: an event built on it then finds the
         // state as it was before it (server-server §Rejection), not a hole.
@@ -259,51 +261,6 @@ export class RemoteInput {
    * server said it was). With `given`, a prev event in neither is left out: one of another room is
    * no part of this one's history, and one of ours never lends it its state.
    */
-  private async stateAfterPrevEvents(version: RoomVersion, event: RoomEvent, prevIds: string[], given?: ReadonlyMap<string, readonly string[]>): Promise<NidState> {
-    const prevStates: NidState[] = [];
-    for (const id of prevIds) {
-      const ids = given?.get(id);
-      if (ids) {
-        prevStates.push(await this.stateOfEvents(ids, event));
-        continue;
-      }
-      const prev = this.store.pendingEvent(id) ?? (await this.store.getEvent(id));
-      const state = prev && prev.event.room_id === event.room_id ? await this.reads.stateAtEvent(id, 'after') : undefined;
-      if (state) prevStates.push(state);
-      else if (!given) throw new RoomError('missing_events', `prev event ${id} of ${event.event_id} is unknown, has no state or is of another room`);
-    }
-    // No prev events at all (a create event) is an empty state; prev events none of which could be used, a hole.
-    if (prevStates.length === 0 && prevIds.length > 0) throw new RoomError('missing_events', `no prev event of ${event.event_id} has a state here`);
-    return this.resolve(version, prevStates);
-  }
-
-  /**
-   * A state given as the IDs of its events, which must all be held (as outliers at least).
-   * Read as rows of a few columns, a chunk at a time: a big room's state is 20,000 events,
-   * which are neither parsed nor brought into the event cache for this. Rejected events and
-   * events of another room (a bogus answer) are left out.
-   */
-  private async stateOfEvents(eventIds: readonly string[], forEvent: RoomEvent): Promise<NidState> {
-    type Row = { event_id: string; event_nid: number; room_id: string; type: string; state_key: string | null; rejected: string | null };
-    const rows = new Map<string, Row>();
-    for (let from = 0; from < eventIds.length; from += 500) {
-      const chunk = eventIds.slice(from, from + 500);
-      const found = await this.store.db.all<Row>(`SELECT event_id, event_nid, room_id, type, state_key, rejected FROM events WHERE event_id IN (${chunk.map(() => '?').join(',')})`, chunk);
-      for (const row of found) rows.set(row.event_id, row);
-    }
-    const state = new Map<StateKey, number>();
-    for (const id of eventIds) {
-      const pending = this.store.pendingEvent(id);
-      const row = pending
-        ? { event_nid: pending.nid, room_id: pending.event.room_id, type: pending.event.type, state_key: pending.event.state_key ?? null, rejected: pending.rejected }
-        : rows.get(id);
-      if (!row) throw new RoomError('missing_events', `state event ${id} for ${forEvent.event_id} is unknown`);
-      if (row.rejected || typeof row.state_key !== 'string' || row.room_id !== forEvent.room_id) continue;
-      state.set(stateKey(row.type, row.state_key), row.event_nid);
-    }
-    return state;
-  }
-
   /**
    * Format, size, content hash and signature checks. Returns the event with its ID.
    * The event is encoded once for all of them (receivedEventForms), its ID too when not given.
@@ -378,35 +335,6 @@ export class RemoteInput {
   }
 
   /**
-   * Resolves state sets given by event nid. `pending` is an event not stored yet,
-   * standing in the sets under the nid PENDING_NID.
-   */
-  private async resolve(version: RoomVersion, states: NidState[], pending?: RoomEvent): Promise<NidState> {
-    if (states.length === 1) return states[0]!;
-    const idOf = async (nid: number) => (nid === PENDING_NID ? pending?.event_id : (await this.store.getEventByNid(nid))?.event.event_id);
-    const nidOf = new Map<string, number>();
-    const asIds: StateMap[] = [];
-    for (const state of states) {
-      const map: StateMap = new Map();
-      for (const [key, nid] of state) {
-        const id = await idOf(nid);
-        if (id === undefined) continue;
-        map.set(key, id);
-        nidOf.set(id, nid);
-      }
-      asIds.push(map);
-    }
-    const getEvent = async (id: string) => (id === pending?.event_id ? pending : (await this.store.getEvent(id))?.event);
-    const resolved = await resolveState(version, asIds, { getEvent });
-    const out = new Map<StateKey, number>();
-    for (const [key, id] of resolved) {
-      const nid = nidOf.get(id) ?? (await this.store.getEvent(id))?.nid;
-      if (nid !== undefined) out.set(key, nid);
-    }
-    return out;
-  }
-
-  /**
    * Stores a rejected event (or marks an outlier we held rejected after all), with the snapshot of
    * the state before it when that is known: the state after it is that same state. It moves
    * neither the current state nor the extremities.
@@ -455,7 +383,7 @@ export class RemoteInput {
       return after;
     };
     // When the event descends from every extremity its state is the room's; otherwise resolve the two.
-    const newCurrent = !movesCurrent ? undefined : extremities.length === 1 ? afterState() : await this.resolve(head.version, [from, afterState()], event);
+    const newCurrent = !movesCurrent ? undefined : extremities.length === 1 ? afterState() : await this.state.resolve(head.version, [from, afterState()], event);
     const claims = softFailed ? new Map<string, RedactionClaim>() : await store.redactionClaims(roomId, head, [event]);
     const snapshots: { nid: number; state: NidState }[] = [];
     return store.runRoomWrite(roomId, (tx) => {
@@ -529,20 +457,6 @@ function nextBackfillOrdering(tx: WriteTransaction): number {
 }
 
 /** Changes that turn `from` into `to` (0 marks a removal). */
-function diffState(from: NidState | undefined, to: NidState): Map<StateKey, number> {
-  const changes = new Map<StateKey, number>();
-  for (const [key, nid] of to) if (from?.get(key) !== nid) changes.set(key, nid);
-  if (from) for (const key of from.keys()) if (!to.has(key)) changes.set(key, 0);
-  return changes;
-}
-
-function sameState(a: NidState, b: NidState): boolean {
-  if (a === b) return true;
-  if (a.size !== b.size) return false;
-  for (const [key, nid] of a) if (b.get(key) !== nid) return false;
-  return true;
-}
-
 /** An event of a batch of outliers once its signatures are checked: what storing it in auth order needs. */
 interface CheckedOutlier {
   /** Its first place in the batch: where it is read again, and its answer. */

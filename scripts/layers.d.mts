@@ -21,7 +21,18 @@ export interface Surface {
   why: string;
 }
 
+/** Packages only one platform has, and the modules (a host's, or an adapter) that alone may import them. */
+export interface PlatformBound {
+  platform: string;
+  /** Also the platform's built-in modules (`node:…`). */
+  core?: boolean;
+  packages: string[];
+  implementedIn: string[];
+  why: string;
+}
+
 export const layers: Layer[];
+export const platformBound: PlatformBound[];
 export const surfaces: Surface[];
 export function pathPattern(folder: string): string;
 export function anyOf(folders: string[]): string;

@@ -50,6 +50,27 @@ export const surfaces = [
   },
 ];
 
+/**
+ * The ports rule: the core is platform-free, so what only one platform has is imported only by the modules that
+ * implement a port for that platform (a host's, or one adapter named here), and reaches the core injected.
+ * @type {import('./layers.d.mts').PlatformBound[]}
+ */
+export const platformBound = [
+  {
+    platform: 'Node',
+    core: true,
+    packages: ['better-sqlite3', 'sharp'],
+    implementedIn: ['src/node', 'scripts'],
+    why: 'the native database and the thumbnailer, and Node\'s own modules, are the Node host\'s: the core gets a Database, a Thumbnailer, a MediaStore',
+  },
+  {
+    platform: 'browser',
+    packages: ['idb', 'comlink'],
+    implementedIn: ['worker', 'src/storage/indexeddb-persistence.ts'],
+    why: "IndexedDB and the page's workers are the browser host's (IndexedDB persistence is storage's adapter, which the host hands the core)",
+  },
+];
+
 /** The regular expression (as a string) matching a folder of the list, or one file of it. */
 export function pathPattern(folder) {
   const escaped = folder.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -123,6 +144,25 @@ export function layerRules() {
         comment: `${folder} (layer "${layer.name}") imports only from the layers below it.`,
         from: { path: pathPattern(folder), pathNot: TESTS },
         to: { path: anyOf(barred) },
+      });
+    }
+  }
+  for (const bound of platformBound) {
+    const allowed = `${anyOf(bound.implementedIn)}|${TESTS}`;
+    rules.push({
+      name: `platform-${slug(bound.platform.toLowerCase())}`,
+      severity: 'error',
+      comment: `Only ${bound.implementedIn.join(', ')} import what only the ${bound.platform} platform has: ${bound.why}.`,
+      from: { path: '^(src|worker|scripts)/', pathNot: allowed },
+      to: { path: `^node_modules/(${bound.packages.map((p) => p.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('|')})/` },
+    });
+    if (bound.core) {
+      rules.push({
+        name: `platform-${slug(bound.platform.toLowerCase())}-builtins`,
+        severity: 'error',
+        comment: `Only ${bound.implementedIn.join(', ')} import ${bound.platform}'s built-in modules: ${bound.why}.`,
+        from: { path: '^(src|worker|scripts)/', pathNot: allowed },
+        to: { dependencyTypes: ['core'] },
       });
     }
   }

@@ -213,6 +213,8 @@ export interface Verification {
   /** The other user's name as a room shows it (their user ID when no room does). */
   readonly otherName: string;
   readonly ownDevice: boolean;
+  /** The other device, when known (one's own other device, or the one that answered). */
+  readonly otherDeviceId: string | undefined;
   readonly phase: 'incoming' | 'waiting' | 'starting' | 'compare' | 'confirmed' | 'done' | 'cancelled';
   /** The 7 emoji both sides show, each with its name (from the SAS). */
   readonly emoji: readonly { readonly symbol: string; readonly name: string }[];
@@ -305,6 +307,8 @@ export interface ChatClient {
   verification(): Verification | undefined;
   /** Asks `userId` to verify by emoji in `roomId` (an encrypted room they are in): they are asked there. */
   requestVerification(userId: string, roomId: string): Promise<void>;
+  /** Asks this user's other devices to verify this one by emoji (instead of the recovery key); whichever accepts goes on. */
+  verifyWithOtherDevice(): Promise<void>;
   /** Answers a verification asked of this device: it goes on to the emoji. */
   acceptVerification(): void;
   /** Cancels the verification going on (declines one asked of this device). */

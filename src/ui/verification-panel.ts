@@ -55,9 +55,9 @@ export class VerificationPanel {
     switch (v.phase) {
       case 'incoming':
         return [
-          title(v.ownDevice ? 'Verify this device' : `Verify ${v.otherName}`),
-          h('p', {}, v.ownDevice ? 'Another of your devices wants to verify this one.' : `${v.otherName} wants to verify you.`),
-          h('p', { class: 'hint' }, v.ownDevice ? v.otherUserId : `${v.otherUserId}: you will compare emoji on both screens.`),
+          title(v.ownDevice ? 'Verify your new sign-in' : `Verify ${v.otherName}`),
+          h('p', {}, v.ownDevice ? 'Another device signed in to your account asks to be verified: accept only if it is yours.' : `${v.otherName} wants to verify you.`),
+          h('p', { class: 'hint' }, v.ownDevice ? `Device ${v.otherDeviceId ?? 'unknown'}: you will compare emoji on both screens.` : `${v.otherUserId}: you will compare emoji on both screens.`),
           h('div', { class: 'actions' }, button('Accept', () => client.acceptVerification(), true), button('Decline', () => client.cancelVerification())),
         ];
       case 'waiting':
@@ -81,7 +81,7 @@ export class VerificationPanel {
       case 'done':
         return [
           title('Verified'),
-          h('p', { role: 'status' }, v.ownDevice ? 'This device and your other one now trust each other.' : `You verified ${v.otherName}: messages from their verified devices are trusted.`),
+          h('p', { role: 'status' }, v.ownDevice ? 'This device and your other one now trust each other: your contacts trust both.' : `You verified ${v.otherName}: messages from their verified devices are trusted.`),
           h('div', { class: 'actions' }, button('Done', () => client.dismissVerification(), true)),
         ];
       case 'cancelled':

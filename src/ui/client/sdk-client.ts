@@ -355,6 +355,10 @@ export class SdkChatClient implements ChatClient {
     return chatCall(() => this.verifications.requestUser(userId, roomId));
   }
 
+  verifyWithOtherDevice(): Promise<void> {
+    return chatCall(() => this.verifications.requestOwnDevices());
+  }
+
   acceptVerification(): void {
     this.verifications.accept();
   }

@@ -53,7 +53,7 @@ export class Verifications {
   current(): Verification | undefined {
     const request = this.request;
     if (!request) return undefined;
-    const base = { otherUserId: request.otherUserId, otherName: this.nameOf(request), ownDevice: request.isSelfVerification, emoji: [] as Verification['emoji'] };
+    const base = { otherUserId: request.otherUserId, otherName: this.nameOf(request), ownDevice: request.isSelfVerification, otherDeviceId: request.otherDeviceId, emoji: [] as Verification['emoji'] };
     switch (request.phase) {
       case VerificationPhase.Unsent:
       case VerificationPhase.Requested:

@@ -133,18 +133,23 @@ function newSessions(trust: UserTrust | undefined): boolean {
 /** On the card: Verified, or Verify (emoji, in this room). */
 function verifyLine(client: ChatClient, room: ChatRoom, userId: string, trust: UserTrust | undefined): HTMLElement {
   if (trust?.verified) return h('p', { class: 'member-trust verified' }, 'Verified');
-  const error = h('span', { class: 'error', role: 'alert' });
+  // Made only when it fails: the pane's other errors (the invite form's) are found as `.members .error`.
+  let error: HTMLElement | undefined;
   const verify = h(
     'button',
     {
       type: 'button',
       class: 'small',
       onclick: () => {
-        error.textContent = '';
-        client.requestVerification(userId, room.id).catch((e: unknown) => (error.textContent = `Could not ask to verify: ${describeError(e)}`));
+        error?.remove();
+        client.requestVerification(userId, room.id).catch((e: unknown) => {
+          error = h('span', { class: 'error', role: 'alert' }, ` Could not ask to verify: ${describeError(e)}`);
+          line.append(error);
+        });
       },
     },
     'Verify',
   );
-  return h('p', { class: 'member-trust' }, trust?.wasVerified ? 'Their identity changed since you verified them. ' : 'Not verified. ', verify, error);
+  const line = h('p', { class: 'member-trust' }, trust?.wasVerified ? 'Their identity changed since you verified them. ' : 'Not verified. ', verify);
+  return line;
 }

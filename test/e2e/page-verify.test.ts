@@ -232,6 +232,7 @@ describe('one’s own devices verify each other by emoji', () => {
     await sas.done;
     await asked.getByRole('heading', { name: 'Verified' }).waitFor({ timeout: 30_000 });
     await asked.getByRole('button', { name: 'Done' }).click();
+    await asked.waitFor({ state: 'detached' });
     // The page signed the new device with Ana's self-signing key, on her homeserver.
     const { accessToken } = await storedSession(pageA);
     const keys = await pageFetch(pageA, 'POST', '/_matrix/client/v3/keys/query', { token: accessToken, body: { device_keys: { [login.body.user_id]: [login.body.device_id] } } });

@@ -4,6 +4,7 @@ import { DemoRoom } from './demo-room.ts';
 import { h } from './dom.ts';
 import { EncryptionPanel } from './encryption-panel.ts';
 import { MembersPane } from './members.ts';
+import { VerificationPanel } from './verification-panel.ts';
 import type { P2PPanel } from './p2p-panel.ts';
 import { Notifier } from './notifier.ts';
 import { ProfilePanel } from './profile-panel.ts';
@@ -29,6 +30,7 @@ export class ChatScreen {
   private readonly roomView = new RoomView();
   private readonly members = new MembersPane();
   private readonly encryptionPanel: EncryptionPanel;
+  private readonly verificationPanel = new VerificationPanel();
   private readonly roomSettings = new RoomSettingsPanel();
   private readonly search = new SearchPanel({ select: (roomId) => this.selectRoom(roomId) });
   private readonly profile = new ProfilePanel();
@@ -99,6 +101,7 @@ export class ChatScreen {
     this.renderRooms();
     this.renderRoom();
     this.encryptionPanel.render(client);
+    this.verificationPanel.render(client);
     this.demoRoom.applyInviteLink();
     client.start();
   }
@@ -107,6 +110,7 @@ export class ChatScreen {
   leave(): void {
     this.client = undefined;
     this.encryptionPanel.leave();
+    this.verificationPanel.leave();
     document.title = 'Hearth';
   }
 
@@ -118,6 +122,10 @@ export class ChatScreen {
   private onChange(client: ChatClient, change: ChatChange): void {
     if (client !== this.client || change === 'signed-out') return;
     if (change === 'encryption') return this.encryptionPanel.render(client);
+    if (change === 'verification') {
+      this.verificationPanel.render(client);
+      return this.renderRoom();
+    }
     if (change === 'room') {
       this.renderRooms();
       return this.renderRoom();

@@ -192,6 +192,37 @@ export interface DeviceInfo {
   readonly verified: boolean;
 }
 
+/** What this device knows of another user's identity (cross-signing). */
+export interface UserTrust {
+  /** This user verified them (emoji verification signed their identity), and it has not changed since. */
+  readonly verified: boolean;
+  /** Verified once, by this user or before an identity change: their new devices deserve a warning. */
+  readonly wasVerified: boolean;
+  /** Devices of theirs that they have not verified (not signed by their own identity): when `wasVerified`, a new session to warn of. */
+  readonly unverifiedDevices: readonly DeviceInfo[];
+}
+
+/**
+ * An emoji verification (SAS, issue 38) with another user, or between two devices of this user (`ownDevice`).
+ * `incoming`: asked of this device, to accept or decline; `waiting`: asked of them, not answered yet;
+ * `starting`: accepted, the emoji are being agreed; `compare`: `emoji` are shown, to compare with theirs;
+ * `confirmed`: they match here, waiting for the other side; `done`: verified; `cancelled`: by `cancelledBy`, with `reason`.
+ */
+export interface Verification {
+  readonly otherUserId: string;
+  /** The other user's name as a room shows it (their user ID when no room does). */
+  readonly otherName: string;
+  readonly ownDevice: boolean;
+  /** The other device, when known (one's own other device, or the one that answered). */
+  readonly otherDeviceId: string | undefined;
+  readonly phase: 'incoming' | 'waiting' | 'starting' | 'compare' | 'confirmed' | 'done' | 'cancelled';
+  /** The 7 emoji both sides show, each with its name (from the SAS). */
+  readonly emoji: readonly { readonly symbol: string; readonly name: string }[];
+  readonly cancelledBy?: 'me' | 'them';
+  /** Why it was cancelled, as the spec's code says it (`m.mismatched_sas`, `m.user`, `m.timeout`, …). */
+  readonly cancelCode?: string;
+}
+
 /** A message that deserves a notification, with what a notification may say of it. */
 export interface ChatNotification {
   readonly roomId: string;
@@ -226,9 +257,10 @@ export class WrongRecoveryKey extends Error {
  * What changed: `synced` after each /sync response (rooms, timelines, typing, receipts),
  * `room` when only what a room shows changed here (a send's state, pending marks, older
  * events, decryptions), `signed-out` when the homeserver no longer takes the session,
- * `encryption` when this device's encryption status changed.
+ * `encryption` when this device's encryption status changed, `verification` when a verification or
+ * what this device knows of someone's identity (`userTrust`) changed.
  */
-export type ChatChange = 'synced' | 'room' | 'signed-out' | 'encryption';
+export type ChatChange = 'synced' | 'room' | 'signed-out' | 'encryption' | 'verification';
 
 /** A signed-in client. */
 export interface ChatClient {
@@ -271,6 +303,22 @@ export interface ChatClient {
   confirmRecoveryKeySaved(): void;
   /** Verifies this device with the account's recovery key: it is cross-signed, and the key backup is restored. Throws `WrongRecoveryKey`. */
   verifyWithRecoveryKey(recoveryKey: string): Promise<void>;
+  /** The emoji verification going on, or the last one until dismissed. */
+  verification(): Verification | undefined;
+  /** Asks `userId` to verify by emoji in `roomId` (an encrypted room they are in): they are asked there. */
+  requestVerification(userId: string, roomId: string): Promise<void>;
+  /** Asks this user's other devices to verify this one by emoji (instead of the recovery key); whichever accepts goes on. */
+  verifyWithOtherDevice(): Promise<void>;
+  /** Answers a verification asked of this device: it goes on to the emoji. */
+  acceptVerification(): void;
+  /** Cancels the verification going on (declines one asked of this device). */
+  cancelVerification(): void;
+  /** The emoji shown are the same as the other side's (`match`), or not: then the verification is cancelled. */
+  compareEmoji(match: boolean): void;
+  /** The finished or cancelled verification is no longer shown. */
+  dismissVerification(): void;
+  /** What this device knows of `userId`'s identity; undefined until fetched (a `verification` change tells when). */
+  userTrust(userId: string): UserTrust | undefined;
   join(roomIdOrAlias: string): Promise<string>;
   /** Leaves the room (declines an invite); `forget` also drops it from this account's list. */
   leave(roomId: string, options?: { forget?: boolean }): Promise<void>;

@@ -7,7 +7,7 @@ import { describeError } from './errors.ts';
  * dialog, open from the moment the chat screen shows (while the key is made), that says why the key
  * matters and offers Copy and Download, until the person says it is saved (issue 38: a card that came
  * 3–5 s later pushed the page down and could be missed). On a new sign-in of an account with
- * cross-signing, a card above the open room verifies this device with that key. The dialog also offers
+ * cross-signing, a card above the open room verifies this device with that key, or by emoji with another of its devices. The dialog also offers
  * to sign out without saving the key: being modal, it covers the top bar's Sign out, whose warning for an
  * unsaved key was otherwise out of reach.
  */
@@ -41,6 +41,7 @@ export class EncryptionPanel {
         this.verifyFold.firstElementChild!,
         h('p', {}, 'Enter your recovery key to read your encrypted messages here, and so your other devices and contacts trust this one.'),
         h('form', { class: 'inline', onsubmit: (e: Event) => this.verify(e, client) }, this.keyInput, h('button', { type: 'submit' }, 'Verify')),
+        h('p', {}, 'Or, if you are signed in on another device, compare emoji with it: ', h('button', { type: 'button', class: 'small', onclick: () => this.verifyWithOtherDevice(client) }, 'Verify with another device')),
         this.error,
       );
       return this.show(this.verifyFold);
@@ -100,6 +101,11 @@ export class EncryptionPanel {
     this.element.hidden = false;
     this.element.className = 'encryption-panel card';
     this.element.replaceChildren(...children);
+  }
+
+  private verifyWithOtherDevice(client: ChatClient): void {
+    this.error.textContent = '';
+    client.verifyWithOtherDevice().catch((error: unknown) => (this.error.textContent = `Could not ask your other devices: ${describeError(error)}`));
   }
 
   private verify(event: Event, client: ChatClient): void {

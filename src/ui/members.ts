@@ -1,6 +1,6 @@
-import type { ChatClient, ChatRoom, DeviceInfo } from './chat.ts';
+import type { ChatClient, ChatRoom, DeviceInfo, UserTrust } from './chat.ts';
 import { copyText, h } from './dom.ts';
-import { describeInviteError } from './errors.ts';
+import { describeError, describeInviteError } from './errors.ts';
 import { ErrorSlot } from './error-slot.ts';
 
 /** The open room's members, and the form that invites someone to it. */
@@ -25,7 +25,9 @@ export class MembersPane {
     const invitee = this.inviteInput;
     const inviteError = this.inviteError;
     const members = client.joinedMembers(room);
-    const key = JSON.stringify([room.id, room.encrypted, members.map((m) => [m.userId, client.displayName(room, m.userId), m.membership])]);
+    // In an encrypted room, whom this user verified (fetched once, then kept up to date by the client).
+    const trust = new Map(room.encrypted ? members.filter((m) => m.userId !== client.userId).map((m) => [m.userId, client.userTrust(m.userId)] as const) : []);
+    const key = JSON.stringify([room.id, room.encrypted, members.map((m) => [m.userId, client.displayName(room, m.userId), m.membership, trust.get(m.userId)])]);
     if (this.shown?.client === client && this.shown.key === key) return;
     this.shown = { client, key };
     // A <details>, so on a narrow screen the list folds under the room and opens on a tap; kept open or shut across renders.
@@ -43,12 +45,16 @@ export class MembersPane {
             h('span', { class: 'name' }, client.displayName(room, member.userId)),
             member.userId === client.userId ? h('span', { class: 'hint' }, ' (you)') : null,
             member.membership === 'invite' ? h('span', { class: 'hint' }, ' invited') : null,
-            this.profileCard(client, member.userId, room.encrypted),
+            trustBadge(trust.get(member.userId)),
+            this.profileCard(client, room, member.userId, trust.get(member.userId)),
           ),
         ),
       ),
     );
+    // A verified user's new session that they did not verify: someone may have signed in as them.
+    const warnings = members.flatMap((m) => (newSessions(trust.get(m.userId)) ? [h('p', { class: 'trust-warning', role: 'alert' }, `${client.displayName(room, m.userId)} has a new session that is not verified.`)] : []));
     this.element.replaceChildren(
+      ...warnings,
       memberDetails,
       h(
         'form',
@@ -67,8 +73,12 @@ export class MembersPane {
     );
   }
 
-  /** A member's card: the full Matrix ID with Copy, and (in an encrypted room) their devices, fetched when opened: which are verified by their owner. */
-  private profileCard(client: ChatClient, userId: string, encrypted: boolean): HTMLElement {
+  /**
+   * A member's card: the full Matrix ID with Copy, and (in an encrypted room) whether this user verified
+   * them, with Verify (emoji) if not, and their devices, fetched when opened: which are verified by their owner.
+   */
+  private profileCard(client: ChatClient, room: ChatRoom, userId: string, trust: UserTrust | undefined): HTMLElement {
+    const encrypted = room.encrypted;
     const list = this.deviceLists.get(userId);
     const details = h(
       'details',
@@ -93,6 +103,7 @@ export class MembersPane {
     const id = h('code', { class: 'member-id' }, userId);
     const copy = h('button', { type: 'button', class: 'small', onclick: () => void copyText(userId, id, copy) }, 'Copy ID');
     details.append(id, copy);
+    if (encrypted && userId !== client.userId) details.append(verifyLine(client, room, userId, trust));
     const body = h('ul', { class: 'device-list', 'aria-label': `Devices of ${userId}` }, ...this.deviceItems(list));
     if (encrypted) details.append(body);
     return details;
@@ -106,3 +117,39 @@ export class MembersPane {
   }
 }
 
+
+/** Beside a member's name: verified by this user, or a verified user's new unverified session. */
+function trustBadge(trust: UserTrust | undefined): HTMLElement | null {
+  if (newSessions(trust)) return h('span', { class: 'trust-badge warning', title: 'They have a session they did not verify.' }, ' new session not verified');
+  if (trust?.verified) return h('span', { class: 'trust-badge verified', title: 'You verified them by comparing emoji.' }, ' verified');
+  return null;
+}
+
+/** A verified user (or one verified before) has a device they have not verified themselves. */
+function newSessions(trust: UserTrust | undefined): boolean {
+  return !!trust && (trust.verified || trust.wasVerified) && trust.unverifiedDevices.length > 0;
+}
+
+/** On the card: Verified, or Verify (emoji, in this room). */
+function verifyLine(client: ChatClient, room: ChatRoom, userId: string, trust: UserTrust | undefined): HTMLElement {
+  if (trust?.verified) return h('p', { class: 'member-trust verified' }, 'Verified');
+  // Made only when it fails: the pane's other errors (the invite form's) are found as `.members .error`.
+  let error: HTMLElement | undefined;
+  const verify = h(
+    'button',
+    {
+      type: 'button',
+      class: 'small',
+      onclick: () => {
+        error?.remove();
+        client.requestVerification(userId, room.id).catch((e: unknown) => {
+          error = h('span', { class: 'error', role: 'alert' }, ` Could not ask to verify: ${describeError(e)}`);
+          line.append(error);
+        });
+      },
+    },
+    'Verify',
+  );
+  const line = h('p', { class: 'member-trust' }, trust?.wasVerified ? 'Their identity changed since you verified them. ' : 'Not verified. ', verify);
+  return line;
+}

@@ -80,6 +80,10 @@ function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent, actio
   if (event.decrypting) {
     return h('li', { class: 'event decrypting', 'data-event-id': event.event_id }, h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who)), h('div', { class: 'body' }, 'Decrypting\u2026'));
   }
+  // An emoji verification asked in the room: its steps (m.key.verification.*) show in a dialog, not here.
+  if (event.type === 'm.room.message' && event.content.msgtype === 'm.key.verification.request') {
+    return h('li', { class: 'notice', 'data-event-id': event.event_id }, `${who} asked ${client.displayName(room, String(event.content.to ?? ''))} to verify`);
+  }
   if (event.type === 'm.room.message') {
     // Stored here but not yet with every server of the room ("pending" is the class of unsent echoes).
     const waitingFor = event.event_id ? client.waitingFor(event.event_id) : undefined;

@@ -208,10 +208,10 @@ describe('an encrypted direct message between two browser homeservers', () => {
     expect(await pageA.locator('.event.undecryptable .body').first().textContent()).toMatch(/before this device was signed in/);
 
     await pageA.getByLabel('Recovery key').fill('EsT1 nota real key');
-    await pageA.getByRole('button', { name: 'Verify' }).click();
+    await pageA.getByRole('region', { name: 'Encryption' }).getByRole('button', { name: 'Verify', exact: true }).click();
     await pageA.locator('.encryption-panel .error', { hasText: 'not a recovery key' }).waitFor();
     await pageA.getByLabel('Recovery key').fill(anaRecoveryKey);
-    await pageA.getByRole('button', { name: 'Verify' }).click();
+    await pageA.getByRole('region', { name: 'Encryption' }).getByRole('button', { name: 'Verify', exact: true }).click();
     await pageA.getByRole('heading', { name: 'Verify this device' }).waitFor({ state: 'detached', timeout: 30_000 });
     // Cross-signed now: the homeserver has this device signed by Ana's self-signing key.
     const keys = await pageFetch(pageA, 'POST', '/_matrix/client/v3/keys/query', { token: second.accessToken, body: { device_keys: { [ana]: [second.deviceId] } } });

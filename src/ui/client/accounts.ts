@@ -99,6 +99,8 @@ export class SdkAccounts implements ChatAccounts {
       fetchFn,
       scheduler: new MatrixScheduler(retryRateLimitedOnly),
       cryptoCallbacks: encryption.callbacks,
+      // The page compares emoji (SAS); it has no camera for QR codes.
+      verificationMethods: ['m.sas.v1'],
     });
     client = new SdkChatClient(sdk, encryption, options, this.hostUpload);
     return client;

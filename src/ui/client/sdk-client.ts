@@ -6,7 +6,7 @@
  */
 import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, DirectTargetUnknown, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload } from '../chat.ts';
+import { DirectInviteFailed, DirectTargetUnknown, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload, type UserTrust, type Verification } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
 import { chatCall, toChatError } from './convert.ts';
 import type { Encryption } from './encryption.ts';
@@ -16,6 +16,7 @@ import { PendingMarks } from './pending.ts';
 import { canLoadOlder, chatRoom, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
 import { PageSlidingSync, wantsSlidingSync } from './sliding.ts';
+import { Verifications } from './verification.ts';
 import { profile, roomSettings, search, uploadImage } from './settings.ts';
 
 /** New private rooms and direct messages are encrypted, as Element makes them. */
@@ -59,6 +60,7 @@ export class SdkChatClient implements ChatClient {
   private emitQueued = false;
   /** Sliding sync, when the homeserver serves it (sliding.ts); /sync otherwise. */
   private sliding: PageSlidingSync | undefined;
+  private readonly verifications: Verifications;
 
   constructor(
     private readonly client: MatrixClient,
@@ -70,6 +72,7 @@ export class SdkChatClient implements ChatClient {
     this.pending = new PendingMarks(client, () => this.emit('room'));
     this.uploadLimit = new UploadLimit(client);
     this.mediaCache = new MediaCache(client, this.roomChanged);
+    this.verifications = new Verifications(client, () => this.emit('verification'));
   }
 
   get userId(): string {
@@ -113,6 +116,7 @@ export class SdkChatClient implements ChatClient {
       // initRustCrypto turns the Rust crypto's tracing on at debug level: warnings are enough.
       new Tracing(LoggerLevel.Warn).turnOn();
       await this.crypto.attach(client);
+      this.verifications.attach();
     } catch (error) {
       // Encrypted rooms cannot be read here; the rest works (encryption() says it is unavailable).
       console.error('hearth: end-to-end encryption could not start', error);
@@ -341,6 +345,38 @@ export class SdkChatClient implements ChatClient {
 
   verifyWithRecoveryKey(recoveryKey: string): Promise<void> {
     return chatCall(() => this.crypto.verifyWithRecoveryKey(recoveryKey));
+  }
+
+  verification(): Verification | undefined {
+    return this.verifications.current();
+  }
+
+  requestVerification(userId: string, roomId: string): Promise<void> {
+    return chatCall(() => this.verifications.requestUser(userId, roomId));
+  }
+
+  verifyWithOtherDevice(): Promise<void> {
+    return chatCall(() => this.verifications.requestOwnDevices());
+  }
+
+  acceptVerification(): void {
+    this.verifications.accept();
+  }
+
+  cancelVerification(): void {
+    this.verifications.cancel();
+  }
+
+  compareEmoji(match: boolean): void {
+    this.verifications.compare(match);
+  }
+
+  dismissVerification(): void {
+    this.verifications.dismiss();
+  }
+
+  userTrust(userId: string): UserTrust | undefined {
+    return this.verifications.userTrust(userId);
   }
 
   async createRoom(name: string, options: { public?: boolean } = {}): Promise<string> {

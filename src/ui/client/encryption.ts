@@ -4,7 +4,7 @@
  * storage and key backup under a recovery key shown once, and a later sign-in verified with
  * that key (the cross-signing keys read from secret storage sign this device; the backup is restored).
  */
-import type { MatrixClient } from 'matrix-js-sdk';
+import { ClientEvent, type MatrixClient } from 'matrix-js-sdk';
 import { CryptoEvent, decodeRecoveryKey, type CryptoCallbacks } from 'matrix-js-sdk/lib/crypto-api/index.js';
 import type { SecretStorageKeyDescription } from 'matrix-js-sdk/lib/secret-storage.js';
 import { WrongRecoveryKey, type EncryptionStatus } from '../chat.ts';
@@ -57,8 +57,11 @@ export class Encryption {
     const crypto = this.client?.getCrypto();
     if (!crypto) return;
     const device = await crypto.getDeviceVerificationStatus(this.userId, this.client!.getDeviceId()!);
-    const canVerify = await crypto.userHasCrossSigningKeys(this.userId, true).catch(() => false);
-    this.set({ available: true, verified: device?.crossSigningVerified ?? false, canVerify });
+    // Whether the account has cross-signing keys is asked of the homeserver (/keys/query). Should that fail
+    // (a new sign-in's first moments), no crypto event may come to ask again: the next sync does.
+    const canVerify = await crypto.userHasCrossSigningKeys(this.userId, true).catch(() => undefined);
+    if (canVerify === undefined) this.client!.once(ClientEvent.Sync, () => void this.refresh());
+    this.set({ available: true, verified: device?.crossSigningVerified ?? false, canVerify: canVerify ?? this.status.canVerify });
   }
 
   private set(change: Partial<EncryptionStatus>): void {

@@ -2,7 +2,7 @@ import type { ChatClient, ChatRoom, RoomSettings } from './chat.ts';
 import type { Composer } from './composer.ts';
 import { copyText, h } from './dom.ts';
 import { updateKeyedChildren } from './keyed-children.ts';
-import { timelineItems, type TimelineActions } from './timeline.ts';
+import { firstUnread, timelineItems, type FirstUnread, type TimelineActions } from './timeline.ts';
 
 /** How near the end (in px) still counts as reading the newest. */
 const AT_END = 40;
@@ -12,11 +12,23 @@ const AT_END = 40;
  * conversation (issue 38): while the person is at its end it stays there, through new messages, a resize
  * (a phone's keyboard, a rotated screen) and images that load; one's own new message always scrolls into
  * view; another's, while the person reads further up, shows a "New messages" button instead.
+ * Read markers (issue 38), as Element shows them: a room opened with messages newer than the person's fully-read
+ * marker shows a "New" line before the first of them, kept there while the room stays open, and "Jump to first
+ * unread" while that line is above what shows (loading the history back to it when it is older than what is loaded).
  */
 export class RoomView {
   readonly element = h('section', { class: 'room' });
   private readonly timeline = h('ol', { class: 'timeline', 'aria-label': 'Timeline', 'aria-live': 'polite' });
   private readonly newMessages = h('button', { type: 'button', class: 'new-messages small', hidden: true, onclick: () => this.scrollToEnd() }, 'New messages \u2193');
+  private readonly jumpToUnread: HTMLButtonElement = h('button', { type: 'button', class: 'jump-unread small', hidden: true, onclick: () => this.jump() }, 'Jump to first unread \u2191');
+  /**
+   * The fully-read marker as it was when the room was opened (or the tab shown again): the line stays where the
+   * person left off while the room is open, though the marker itself moves on as they read.
+   */
+  private readMarker: { roomId: string; eventId: string | undefined } | undefined;
+  private retakeReadMarker = false;
+  private unread: FirstUnread;
+  private loadUntil: ((eventId: string) => Promise<boolean>) | undefined;
   /** The person is at the timeline's end (read at each scroll, not at each render: a render may have grown it). */
   private atEnd = true;
   /** The open room, and its newest item's key when it was last drawn. */
@@ -33,18 +45,66 @@ export class RoomView {
   /** Until the first sync answers, no room is open because none is known yet: said so rather than "create a room". */
   loading = false;
 
-  constructor() {
+  /** `onSeenNewest`: the person scrolled down to the newest message. */
+  constructor(private readonly onSeenNewest: () => void = () => undefined) {
     this.timeline.addEventListener('scroll', () => {
+      const wasAtEnd = this.atEnd;
       this.atEnd = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < AT_END;
       if (this.atEnd) this.newMessages.hidden = true;
+      this.updateJump();
+      if (this.atEnd && !wasAtEnd) this.onSeenNewest();
     });
     // Resized (the window, a phone's keyboard, the panes around it) or grown by an image: still at the end if it was.
-    new ResizeObserver(() => this.atEnd && this.pinToEnd()).observe(this.timeline);
+    new ResizeObserver(() => {
+      if (this.atEnd) this.pinToEnd();
+      this.updateJump();
+    }).observe(this.timeline);
     this.timeline.addEventListener('load', () => this.atEnd && this.pinToEnd(), true);
   }
 
   private pinToEnd(): void {
     this.timeline.scrollTop = this.timeline.scrollHeight;
+  }
+
+  /** The open room's newest message is in view: at the timeline's end, on screen (not a phone's other tab). */
+  get seesNewest(): boolean {
+    return !!this.shown && this.atEnd && this.timeline.getClientRects().length > 0;
+  }
+
+  /** The person would see a new message as it comes: the open room at its end, and the tab shown. */
+  private get watching(): boolean {
+    return this.seesNewest && document.visibilityState === 'visible';
+  }
+
+  /** The tab is shown again: the line goes where the marker is now (what came while hidden is new). */
+  rememberReadMarker(): void {
+    this.retakeReadMarker = true;
+  }
+
+  /** "Jump to first unread" shows while the "New" line is above what shows, or older than the history loaded. */
+  private updateJump(): void {
+    const line = this.timeline.querySelector('.read-marker');
+    this.jumpToUnread.hidden = line ? line.getBoundingClientRect().bottom > this.timeline.getBoundingClientRect().top : this.unread !== 'above';
+  }
+
+  private jump(): void {
+    const line = this.timeline.querySelector('.read-marker');
+    if (line) return this.scrollToLine(line);
+    const marker = this.readMarker;
+    if (this.unread !== 'above' || !marker?.eventId || !this.loadUntil) return;
+    this.jumpToUnread.disabled = true;
+    void this.loadUntil(marker.eventId).then(() => {
+      this.jumpToUnread.disabled = false;
+      const loaded = this.shown?.roomId === marker.roomId && this.timeline.querySelector('.read-marker');
+      if (loaded) this.scrollToLine(loaded);
+      this.updateJump();
+    });
+  }
+
+  /** The "New" line at the top of what shows, the first unread message under it. */
+  private scrollToLine(line: Element): void {
+    const gap = parseFloat(getComputedStyle(this.timeline).paddingTop) || 0;
+    this.timeline.scrollTop += line.getBoundingClientRect().top - this.timeline.getBoundingClientRect().top - gap;
   }
 
   private scrollToEnd(): void {
@@ -59,6 +119,7 @@ export class RoomView {
       encryptionPanel,
       h('header', { class: 'room-header' }, this.avatar, this.roomTitle, this.encryptionLine, this.roomIdLine, this.threadsButton, this.leaveButton, this.topicLine),
       h('div', { class: 'room-folds' }, ...folds),
+      this.jumpToUnread,
       this.timeline,
       this.newMessages,
       this.typingLine,
@@ -67,7 +128,12 @@ export class RoomView {
   }
 
   /** `settings`: the client's `roomSettings(room.id)`. */
-  render(client: ChatClient, room: ChatRoom | undefined, settings: RoomSettings | undefined, actions: TimelineActions & { leave(): void; threads(): void }): void {
+  render(
+    client: ChatClient,
+    room: ChatRoom | undefined,
+    settings: RoomSettings | undefined,
+    actions: TimelineActions & { leave(): void; threads(): void; loadUntil(eventId: string): Promise<boolean> },
+  ): void {
     this.element.classList.toggle('empty', !room);
     this.leaveButton.hidden = this.threadsButton.hidden = !room;
     this.leaveButton.onclick = () => actions.leave();
@@ -83,6 +149,8 @@ export class RoomView {
       this.typingLine.textContent = '';
       this.shown = undefined;
       this.newMessages.hidden = true;
+      this.readMarker = this.unread = undefined;
+      this.jumpToUnread.hidden = true;
       return;
     }
     this.roomTitle.textContent = client.roomName(room);
@@ -101,10 +169,16 @@ export class RoomView {
       : 'Messages are stored readable on every server in the room.';
     this.encryptionLine.dataset.encrypted = String(room.encrypted);
 
-    const items = timelineItems(client, room, actions);
+    const opened = this.shown?.roomId !== room.id;
+    if (opened || this.retakeReadMarker) this.readMarker = { roomId: room.id, eventId: room.fullyRead };
+    // Nothing was new and the person watches the end: what arrives now is seen as it comes, not "new since you last read".
+    else if (this.readMarker && this.unread === undefined && this.watching) this.readMarker.eventId = room.timeline.at(-1)?.event_id ?? this.readMarker.eventId;
+    this.retakeReadMarker = false;
+    this.unread = firstUnread(client, room, this.readMarker?.eventId);
+    this.loadUntil = (eventId) => actions.loadUntil(eventId);
+    const items = timelineItems(client, room, actions, typeof this.unread === 'object' ? this.unread.eventId : undefined);
     const newest = items.at(-1);
     const last = newest?.dataset.eventId ?? newest?.dataset.txnId ?? newest?.dataset.uploadId;
-    const opened = this.shown?.roomId !== room.id;
     const arrived = !opened && last !== undefined && last !== this.shown?.last;
     // One's own: a local echo, an upload, or a message of this user's.
     const mine = !!newest && (newest.classList.contains('mine') || newest.classList.contains('pending'));
@@ -113,6 +187,7 @@ export class RoomView {
     if (opened || (arrived && mine)) this.scrollToEnd();
     else if (this.atEnd) this.pinToEnd();
     else if (arrived) this.newMessages.hidden = false;
+    this.updateJump();
 
     const typing = room.typing.filter((userId) => userId !== client.userId).map((userId) => client.displayName(room, userId));
     this.typingLine.textContent = typing.length === 0 ? '' : `${typing.join(', ')} ${typing.length === 1 ? 'is' : 'are'} typing\u2026`;

@@ -1,4 +1,4 @@
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRoomThroughUi, pageFetch, sendThroughUi, storedSession } from './hearth-page.ts';
 import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts';
@@ -6,8 +6,8 @@ import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts'
 // Issue 38, read markers: "a 'new since you last read' line, and a jump to the first unread". Ana and Ben share an
 // encrypted DM across two browser homeservers (sliding sync, the page's default). Ben reads, goes to another room,
 // and Ana writes: opening the DM, Ben finds a "New" line right before her first message since, and his fully-read
-// marker (`m.fully_read` on his homeserver) moves to the newest once he has seen it, never while he is elsewhere.
-// A reload then shows no line, and after more messages it shows the line in its new place. When the first unread
+// marker (`m.fully_read` on his homeserver) moves to the newest once he has seen it, never while he is elsewhere
+// or the tab is hidden. A reload then shows no line, and after more messages it shows the line in its new place. When the first unread
 // message is above what shows, "Jump to first unread" takes him there, loading the history back to it when it is
 // older than what the room's subscription brought.
 
@@ -15,6 +15,23 @@ let pair: PagePair;
 let pageA: Page;
 let pageB: Page;
 let roomId: string;
+/** The `m.fully_read` of each POST /read_markers Ben's page made, in order (Chromium's request log, through the service worker). */
+const benMarkerPosts: string[] = [];
+const isMarkerPost = (request: Request) => request.method() === 'POST' && new URL(request.url()).pathname.endsWith('/read_markers');
+
+/** Lets the test say Ben's tab is hidden or shown (document.visibilityState and its event), as a browser would. */
+function visibilityForTests(): void {
+  let hidden = false;
+  Object.assign(globalThis, {
+    testSetHidden(value: boolean) {
+      hidden = value;
+      document.dispatchEvent(new Event('visibilitychange'));
+    },
+  });
+  Object.defineProperty(Document.prototype, 'visibilityState', { configurable: true, get: () => (hidden ? 'hidden' : 'visible') });
+  Object.defineProperty(Document.prototype, 'hidden', { configurable: true, get: () => hidden });
+}
+const setHidden = (page: Page, hidden: boolean) => page.evaluate((value) => (globalThis as any).testSetHidden(value), hidden);
 
 const timeline = (page: Page) => page.getByRole('list', { name: 'Timeline' });
 const newLine = (page: Page) => timeline(page).getByRole('separator', { name: 'New messages since you last read' });
@@ -90,6 +107,10 @@ async function reloadBen(): Promise<void> {
 beforeAll(async () => {
   pair = await startPagePair(inject('hearthDist'), 'unread');
   ({ pageA, pageB } = pair);
+  const contextB = pair.contexts[1]!;
+  await contextB.addInitScript(visibilityForTests);
+  contextB.on('request', (request) => void (isMarkerPost(request) && benMarkerPosts.push(request.postDataJSON()['m.fully_read'])));
+  await pageB.reload();
   roomId = await meetInEncryptedDm(pair);
 }, 180_000);
 
@@ -133,6 +154,26 @@ describe('read markers', () => {
     await newLine(pageB).waitFor({ timeout: 30_000 });
     expect(await aroundLine(pageB)).toEqual({ before: newest, after: later });
   }, 180_000);
+
+  it('while the tab is hidden the marker stays; shown again, what came meanwhile is under the line', async () => {
+    // Ben has the DM open at its end from the test before: read up to Ana's last.
+    const seen = await eventIdOf(pageB, 'Later 2');
+    await expect.poll(benMarker, { timeout: 30_000 }).toBe(seen);
+    const since = benMarkerPosts.length;
+    await setHidden(pageB, true);
+    await sendThroughUi(pageA, 'While hidden 1');
+    await sendThroughUi(pageA, 'While hidden 2');
+    const first = await eventIdOf(pageB, 'While hidden 1');
+    const newest = await eventIdOf(pageB, 'While hidden 2');
+    const moved = pair.contexts[1]!.waitForEvent('request', { predicate: (request) => isMarkerPost(request) && request.postDataJSON()['m.fully_read'] === newest, timeout: 30_000 });
+    await setHidden(pageB, false);
+    await moved;
+    // Not one move while hidden: the first since is the one made once shown.
+    expect(benMarkerPosts.slice(since)).toEqual([newest]);
+    await newLine(pageB).waitFor();
+    expect(await aroundLine(pageB)).toEqual({ before: seen, after: first });
+    await expect.poll(benMarker, { timeout: 30_000 }).toBe(newest);
+  }, 120_000);
 
   it('"Jump to first unread" shows while the first unread message is above what shows, and brings it into view', async () => {
     await pageB.setViewportSize({ width: 1000, height: 560 });

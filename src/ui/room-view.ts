@@ -101,6 +101,19 @@ export class RoomView {
     });
   }
 
+  /** Where the "New" line is, from the top of the timeline's box (negative: above what shows); undefined without one. */
+  private lineTop(): number | undefined {
+    const line = this.timeline.querySelector('.read-marker');
+    return line ? line.getBoundingClientRect().top - this.timeline.getBoundingClientRect().top : undefined;
+  }
+
+  /** The same, when the line shows. */
+  private lineInView(): number | undefined {
+    const top = this.lineTop();
+    const height = this.timeline.clientHeight;
+    return top === undefined || top < 0 || top > height ? undefined : top;
+  }
+
   /** The "New" line at the top of what shows, the first unread message under it. */
   private scrollToLine(line: Element): void {
     const gap = parseFloat(getComputedStyle(this.timeline).paddingTop) || 0;
@@ -183,10 +196,17 @@ export class RoomView {
     // One's own: a local echo, an upload, or a message of this user's.
     const mine = !!newest && (newest.classList.contains('mine') || newest.classList.contains('pending'));
     this.shown = { roomId: room.id, last };
+    // Read further up with the "New" line in view: it stays where it shows while what is above it changes (older
+    // messages loaded, or decrypted and grown), which browsers without scroll anchoring (Safari) would not keep.
+    const lineAt = opened || this.atEnd ? undefined : this.lineInView();
     updateKeyedChildren(this.timeline, items);
     if (opened || (arrived && mine)) this.scrollToEnd();
     else if (this.atEnd) this.pinToEnd();
-    else if (arrived) this.newMessages.hidden = false;
+    else {
+      if (arrived) this.newMessages.hidden = false;
+      const lineNow = lineAt === undefined ? undefined : this.lineTop();
+      if (lineAt !== undefined && lineNow !== undefined) this.timeline.scrollTop += lineNow - lineAt;
+    }
     this.updateJump();
 
     const typing = room.typing.filter((userId) => userId !== client.userId).map((userId) => client.displayName(room, userId));

@@ -71,7 +71,7 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
 
 /** The line before the first message the person has not read ("new since you last read"). */
 function readMarkerLine(): HTMLLIElement {
-  return h('li', { class: 'read-marker', role: 'separator', 'aria-label': 'New messages since you last read' }, h('span', { 'aria-hidden': 'true' }, 'New'));
+  return h('li', { class: 'read-marker', role: 'separator', 'aria-label': 'New since you last read' }, h('span', { 'aria-hidden': 'true' }, 'New'));
 }
 
 /** A thread's pane: its root, its replies, and this page's replies not yet taken. */

@@ -34,7 +34,7 @@ function visibilityForTests(): void {
 const setHidden = (page: Page, hidden: boolean) => page.evaluate((value) => (globalThis as any).testSetHidden(value), hidden);
 
 const timeline = (page: Page) => page.getByRole('list', { name: 'Timeline' });
-const newLine = (page: Page) => timeline(page).getByRole('separator', { name: 'New messages since you last read' });
+const newLine = (page: Page) => timeline(page).getByRole('separator', { name: 'New since you last read' });
 const jump = (page: Page) => page.getByRole('button', { name: /^Jump to first unread/ });
 const dm = (page: Page) => page.getByRole('list', { name: 'Direct chats' }).locator('.room-item');
 const elsewhere = (page: Page) => page.getByRole('list', { name: 'Rooms' }).locator('.room-item', { hasText: 'Elsewhere' });
@@ -78,21 +78,38 @@ const isInView = (page: Page, selector: string): Promise<boolean> =>
     return rect.top >= box.top - 1 && rect.bottom <= box.bottom + 1;
   }, selector);
 
-/** Resolves once the element is wholly in the timeline's visible box: checked now and at each of its scrolls. */
+/**
+ * Resolves once the element is wholly in the timeline's visible box: checked now, at each scroll of the timeline and at
+ * each change of its items (a decryption, older messages); fails after 30 s with where the element was.
+ */
 const inView = (page: Page, selector: string): Promise<void> =>
   timeline(page).evaluate(
     (list, selector) =>
-      new Promise<void>((resolve) => {
-        const check = () => {
+      new Promise<void>((resolve, reject) => {
+        const where = () => {
           const item = list.querySelector(selector);
-          if (!item) return;
+          if (!item) return 'absent';
           const box = list.getBoundingClientRect();
           const rect = item.getBoundingClientRect();
-          if (rect.top < box.top - 1 || rect.bottom > box.bottom + 1) return;
+          return rect.top >= box.top - 1 && rect.bottom <= box.bottom + 1 ? 'in view' : `at ${rect.top}..${rect.bottom}, the timeline ${box.top}..${box.bottom}`;
+        };
+        const observer = new MutationObserver(() => check());
+        const done = () => {
           list.removeEventListener('scroll', check);
+          observer.disconnect();
+          clearTimeout(failure);
+        };
+        const check = () => {
+          if (where() !== 'in view') return;
+          done();
           resolve();
         };
+        const failure = setTimeout(() => {
+          done();
+          reject(new Error(`${selector} never came into view: ${where()}`));
+        }, 30_000);
         list.addEventListener('scroll', check);
+        observer.observe(list, { childList: true, subtree: true, characterData: true });
         check();
       }),
     selector,

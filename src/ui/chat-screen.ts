@@ -27,7 +27,8 @@ export class ChatScreen {
   private client: ChatClient | undefined;
   private selectedRoomId: string | undefined;
   private readonly sidebar = new Sidebar({ select: (roomId, after) => this.selectRoom(roomId, after) });
-  private readonly roomView = new RoomView();
+  /** Scrolled down to the newest: read up to it. */
+  private readonly roomView = new RoomView(() => this.markRead());
   private readonly members = new MembersPane();
   private readonly encryptionPanel: EncryptionPanel;
   private readonly verificationPanel = new VerificationPanel();
@@ -76,6 +77,11 @@ export class ChatScreen {
       startDirect: (userId) => this.sidebar.startDirectWith(userId),
     });
     document.addEventListener('visibilitychange', () => {
+      // Back on the tab: what came while it was hidden (the marker stayed) is new, and gets the line.
+      if (document.visibilityState === 'visible') {
+        this.roomView.rememberReadMarker();
+        this.renderRoom();
+      }
       this.markRead();
       this.renderRooms();
     });
@@ -175,7 +181,8 @@ export class ChatScreen {
     const client = this.client;
     if (!client) return;
     const room = this.selectedRoom();
-    const actions: TimelineActions & { leave(): void; threads(): void } = {
+    const actions: TimelineActions & { leave(): void; threads(): void; loadUntil(eventId: string): Promise<boolean> } = {
+      loadUntil: (eventId) => (room ? client.loadUntil(room.id, eventId).catch(() => false) : Promise.resolve(false)),
       threads: () => room && this.openThreadList(room.id),
       // Left and forgotten: it goes from the list; nothing is open until another room is chosen.
       leave: () =>
@@ -268,10 +275,13 @@ export class ChatScreen {
     for (const [name, tab] of Object.entries(this.tabs)) tab.setAttribute('aria-pressed', String(name === view || (name === 'room' && view === 'thread')));
   }
 
-  /** Marks the newest event of the open room as read, when this tab is visible. */
+  /**
+   * The open room is read up to its newest event when the person sees it: this tab visible, the room on screen,
+   * its timeline at the end. Never while hidden, so the next look shows what came meanwhile as new.
+   */
   private markRead(): void {
     const room = this.selectedRoom();
-    if (!room || document.visibilityState !== 'visible') return;
+    if (!room || document.visibilityState !== 'visible' || !this.roomView.seesNewest) return;
     this.client?.markRead(room.id);
   }
 }

@@ -170,6 +170,11 @@ export interface ChatRoom {
   readonly typing: readonly string[];
   /** Latest m.read receipt of each user: user ID → event ID. */
   readonly receipts: ReadonlyMap<string, string>;
+  /**
+   * This user's fully-read marker (`m.fully_read` room account data, shared by their devices), or failing one
+   * their own read receipt: the events after it are new to them. Undefined when they have none in this room.
+   */
+  readonly fullyRead: string | undefined;
   readonly localEchoes: readonly LocalEcho[];
   /** Files being uploaded from this page, or whose upload failed. */
   readonly uploads: readonly Upload[];
@@ -375,8 +380,13 @@ export interface ChatClient {
   /** Drops a failed echo. */
   discard(roomId: string, echo: LocalEcho): void;
   setTyping(roomId: string, typing: boolean): void;
-  /** Marks the newest event from others in the room as read, once per event. */
+  /**
+   * The person has seen the room's newest event: the fully-read marker moves up to it (`m.fully_read`, through
+   * POST /read_markers) and the read receipt to the newest event from others, each once per event.
+   */
   markRead(roomId: string): void;
+  /** Loads older history until `eventId` is in the room's timeline or its start is reached; resolves whether it is. */
+  loadUntil(roomId: string, eventId: string): Promise<boolean>;
 }
 
 /** What a room's settings panel shows, and what this user may change (from the room's power levels). */

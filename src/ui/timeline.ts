@@ -23,11 +23,31 @@ export interface TimelineActions {
 export const QUICK_REACTIONS = ['\u{1F44D}', '\u2764\uFE0F', '\u{1F602}', '\u{1F389}', '\u{1F62E}', '\u{1F622}'];
 
 /**
+ * Where "new since you last read" starts in a room, from the fully-read marker as it was when the person
+ * opened it: the first message from someone else after the marker (`eventId`); `above` when the marker is
+ * older than the history loaded and others wrote in what is loaded; undefined when nothing is new (or there
+ * is no marker).
+ */
+export type FirstUnread = { eventId: string } | 'above' | undefined;
+
+export function firstUnread(client: ChatClient, room: ChatRoom, marker: string | undefined): FirstUnread {
+  if (!marker) return undefined;
+  const fromOthers = (event: MatrixEvent) => !!event.event_id && event.sender !== client.userId && (event.type === 'm.room.message' || event.type === 'm.room.encrypted') && !isEdit(event);
+  const at = room.timeline.findIndex((event) => event.event_id === marker);
+  if (at === -1) return client.canLoadOlder(room) && room.timeline.some(fromOthers) ? 'above' : undefined;
+  const first = room.timeline.slice(at + 1).find(fromOthers);
+  return first ? { eventId: first.event_id! } : undefined;
+}
+
+const isEdit = (event: MatrixEvent) => event.content['m.relates_to']?.rel_type === 'm.replace';
+
+/**
  * A room's timeline as list items: "Load earlier messages" while the start is not reached,
  * each event (with who has read up to it), then this page's messages the homeserver has not
- * taken yet ("sending…", or failed with Retry and Delete).
+ * taken yet ("sending…", or failed with Retry and Delete). `newFrom`: the first unread
+ * message, which the "New" line goes before.
  */
-export function timelineItems(client: ChatClient, room: ChatRoom, actions: TimelineActions): HTMLElement[] {
+export function timelineItems(client: ChatClient, room: ChatRoom, actions: TimelineActions, newFrom?: string): HTMLElement[] {
   // Which event each user has read up to, for the "seen by" line.
   const readers = new Map<string, string[]>();
   for (const [userId, eventId] of room.receipts) {
@@ -39,6 +59,7 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
   for (const event of room.timeline) {
     const item = eventItem(client, room, event, actions);
     if (!item) continue;
+    if (newFrom && event.event_id === newFrom) items.push(readMarkerLine());
     const seenBy = event.event_id ? readers.get(event.event_id) : undefined;
     if (seenBy) item.append(h('div', { class: 'receipts' }, `Seen by ${seenBy.join(', ')}`));
     items.push(item);
@@ -46,6 +67,11 @@ export function timelineItems(client: ChatClient, room: ChatRoom, actions: Timel
   for (const echo of room.localEchoes) items.push(echoItem(client, room, echo, actions));
   for (const upload of room.uploads) items.push(uploadItem(client, room, upload, actions));
   return items;
+}
+
+/** The line before the first message the person has not read ("new since you last read"). */
+function readMarkerLine(): HTMLLIElement {
+  return h('li', { class: 'read-marker', role: 'separator', 'aria-label': 'New since you last read' }, h('span', { 'aria-hidden': 'true' }, 'New'));
 }
 
 /** A thread's pane: its root, its replies, and this page's replies not yet taken. */
@@ -65,7 +91,7 @@ export function threadItems(client: ChatClient, room: ChatRoom, thread: ChatThre
 function eventItem(client: ChatClient, room: ChatRoom, event: MatrixEvent, actions: TimelineActions, inThread = false): HTMLLIElement | undefined {
   const who = client.displayName(room, event.sender);
   // Edits show on the message they replace; reactions and redactions under and on theirs.
-  if (event.type === 'm.room.message' && event.content['m.relates_to']?.rel_type === 'm.replace') return undefined;
+  if (event.type === 'm.room.message' && isEdit(event)) return undefined;
   if (event.redacted && (event.type === 'm.room.message' || event.type === 'm.room.encrypted')) {
     return h('li', { class: 'event redacted', 'data-event-id': event.event_id }, h('div', { class: 'meta' }, h('span', { class: 'sender', title: event.sender }, who)), h('div', { class: 'body' }, 'Message deleted'));
   }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, nextLongPoll, register, startTestServer, type Account, type TestServer } from './harness.ts';
+import { api, nextLongPoll, register, startTestServer, UNTIL_WOKEN_MS, type Account, type TestServer } from './harness.ts';
 
 // Simplified sliding sync (MSC4186) over raw HTTP: each field and error.
 
@@ -315,6 +315,29 @@ describe('sliding sync', () => {
     expect(next.body.extensions.e2ee.device_lists.changed).toContain(carol.userId);
     expect(next.body.extensions.typing.rooms[roomId]).toEqual({ type: 'm.typing', content: { user_ids: [] } });
     expect(next.body.extensions.account_data).toEqual({ global: [], rooms: {} });
+  });
+
+  it('carries m.fully_read set through POST /read_markers in account_data: in a first answer, and to a waiting long poll it wakes', async () => {
+    const user = await register(server, `marker${Date.now()}`);
+    const roomId = await createRoom(bob, { preset: 'public_chat' });
+    await api(server, 'POST', `/_matrix/client/v3/join/${enc(roomId)}`, { token: user.accessToken, body: {} });
+    const first = (await send(bob, roomId, 'first')).body.event_id as string;
+    const second = (await send(bob, roomId, 'second')).body.event_id as string;
+    const markers = (eventId: string) =>
+      api(server, 'POST', `/_matrix/client/v3/rooms/${enc(roomId)}/read_markers`, { token: user.accessToken, body: { 'm.fully_read': eventId, 'm.read': eventId, 'm.read.private': eventId } });
+    expect((await markers(first)).status).toBe(200);
+    const extensions = { account_data: { enabled: true }, receipts: { enabled: true } };
+    const initial = await ss(user, { lists: { all: list() }, extensions });
+    expect(initial.body.extensions.account_data.rooms[roomId]).toEqual([{ type: 'm.fully_read', content: { event_id: first } }]);
+
+    // The client waits; moving the marker answers it with the new one (the m.read receipt rides along).
+    const waiting = nextLongPoll(server);
+    const polled = ss(user, { lists: { all: list() }, extensions }, `?pos=${initial.body.pos}&timeout=${UNTIL_WOKEN_MS}`);
+    await waiting;
+    expect((await markers(second)).status).toBe(200);
+    const woken = (await polled).body.extensions;
+    expect(woken.account_data.rooms[roomId]).toEqual([{ type: 'm.fully_read', content: { event_id: second } }]);
+    expect(woken.receipts.rooms[roomId].content[second]['m.read'][user.userId]).toBeDefined();
   });
 
   it('restricts account data to the lists and rooms asked', async () => {

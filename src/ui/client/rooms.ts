@@ -29,6 +29,7 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     timeline: room.getLiveTimeline().getEvents().map((event) => chatEvent(room, event, me)),
     typing,
     receipts,
+    fullyRead: fullyRead(room, me),
     localEchoes,
     uploads,
     encrypted: room.hasEncryptionStateEvent(),
@@ -37,6 +38,13 @@ export function chatRoom(client: MatrixClient, room: Room, refused: RefusedEchoe
     unread: room.getUnreadNotificationCount(NotificationCountType.Total),
     highlights: room.getUnreadNotificationCount(NotificationCountType.Highlight),
   };
+}
+
+/** Where "new since you last read" starts: the `m.fully_read` marker, as Element reads it, or failing one this user's read receipt. */
+function fullyRead(room: Room, me: string): string | undefined {
+  const marker = room.getAccountData(EventType.FullyRead)?.getContent()['event_id'];
+  if (typeof marker === 'string' && marker !== '') return marker;
+  return room.getEventReadUpTo(me) ?? undefined;
 }
 
 /** This page's messages the homeserver has not taken yet. Messages only: an edit's or a reaction's echo shows on its target, not as a message of its own. */

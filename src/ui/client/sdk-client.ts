@@ -4,7 +4,7 @@
  * and cancel), receipts, typing, pagination, and its Rust crypto (encryption.ts) with the store in
  * IndexedDB. Hearth's own pending marks come from pending.ts. Only the seam's types leave here.
  */
-import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
+import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, MatrixEvent as SdkEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
 import { DirectInviteFailed, DirectTargetUnknown, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload, type UserTrust, type Verification } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
@@ -49,6 +49,8 @@ export class SdkChatClient implements ChatClient {
   private readonly pending: PendingMarks;
   private readonly refused: RefusedEchoes = new Map();
   private readonly receiptsSent = new Map<string, string>();
+  /** Room → the event this page last moved its fully-read marker to. */
+  private readonly markersSent = new Map<string, string>();
   private readonly filling = new Set<string>();
   private readonly uploads = new Map<string, UploadJob[]>();
   private readonly uploadLimit: UploadLimit;
@@ -129,10 +131,15 @@ export class SdkChatClient implements ChatClient {
         this.prepared = true;
         void this.afterFirstSync();
       }
-      this.emit('synced');
-      void this.pending.refresh();
+      // Under sliding sync the SDK says an answer is in before it applies the answer's account data and receipts
+      // (its extensions run right after, synchronously): a microtask later the rooms' read markers are there too,
+      // so the view that opens a room on this change reads where its person left off, not nothing.
+      queueMicrotask(() => {
+        this.emit('synced');
+        void this.pending.refresh();
+      });
     });
-    for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset, RoomEvent.Redaction, RoomEvent.UnreadNotifications] as const) {
+    for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.AccountData, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset, RoomEvent.Redaction, RoomEvent.UnreadNotifications] as const) {
       (client as unknown as { on(event: string, listener: () => void): void }).on(event, this.roomChanged);
     }
     // Threads' changes (a new thread, a reply, its summary) are the room's, not re-emitted by the client.
@@ -590,11 +597,12 @@ export class SdkChatClient implements ChatClient {
   markRead(roomId: string): void {
     const room = this.sdkRoom(roomId);
     if (!room) return;
-    const last = room
+    const events = room
       .getLiveTimeline()
       .getEvents()
-      .filter((e) => e.getId() && !e.isSending() && e.getSender() !== this.userId)
-      .at(-1);
+      .filter((e) => e.getId() && !e.isSending());
+    this.moveFullyRead(room, events.at(-1)?.getId());
+    const last = events.filter((e) => e.getSender() !== this.userId).at(-1);
     const eventId = last?.getId();
     if (!last || !eventId || this.receiptsSent.get(roomId) === eventId) return;
     this.receiptsSent.set(roomId, eventId);
@@ -602,5 +610,42 @@ export class SdkChatClient implements ChatClient {
       this.receiptsSent.delete(roomId);
       return toChatError(error);
     });
+  }
+
+  /**
+   * The fully-read marker up to `eventId`, as Element moves it: `m.fully_read` through POST /read_markers, which
+   * every device of the account gets as room account data. Alone, not with the receipt: /read_markers' receipt has
+   * no thread ID, and the page's receipts are the main timeline's (`sendReadReceipt`).
+   */
+  private moveFullyRead(room: Room, eventId: string | undefined): void {
+    const roomId = room.roomId;
+    if (!eventId || this.markersSent.get(roomId) === eventId) return;
+    if (room.getAccountData(EventType.FullyRead)?.getContent()['event_id'] === eventId) return;
+    this.markersSent.set(roomId, eventId);
+    this.client.setRoomReadMarkers(roomId, eventId).then(
+      // Known here at once, not at the next sync: the room opened again before it shows no line above what was read.
+      () => {
+        if (this.markersSent.get(roomId) === eventId) room.addAccountData([new SdkEvent({ type: EventType.FullyRead, content: { event_id: eventId } })]);
+      },
+      () => {
+        if (this.markersSent.get(roomId) === eventId) this.markersSent.delete(roomId);
+      },
+    );
+  }
+
+  async loadUntil(roomId: string, eventId: string): Promise<boolean> {
+    const room = this.sdkRoom(roomId);
+    if (!room) return false;
+    const held = () => room.getLiveTimeline().getEvents().some((e) => e.getId() === eventId);
+    const token = () => room.getLiveTimeline().getPaginationToken(Direction.Backward);
+    while (!held()) {
+      const before = token();
+      if (!canLoadOlder(room)) return false;
+      await chatCall(() => this.client.scrollback(room, PAGE));
+      this.emit('room');
+      // A page that got no further back: nothing more to load.
+      if (!held() && token() === before) return false;
+    }
+    return true;
   }
 }

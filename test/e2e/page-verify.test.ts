@@ -3,7 +3,7 @@ import { CryptoEvent, VerificationPhase, VerificationRequestEvent, VerifierEvent
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startClient } from '../integration/sdk.ts';
-import { pageFetch, registerThroughUi, storedSession } from './hearth-page.ts';
+import { pageFetch, registerThroughUi, signOutThroughUi, storedSession } from './hearth-page.ts';
 import { startEncryptedDm, startPagePair, waitUntilReachable, type PagePair } from './page-pair.ts';
 
 // Issue 38, verifying people by emoji (SAS, matrix-js-sdk's verification API on its Rust crypto), through
@@ -140,8 +140,7 @@ describe('emoji verification between two people', () => {
 describe('a verified person\u2019s new session', () => {
   it('Ben signs in anew without verifying that device: Ana\u2019s room warns of it; verified with his recovery key, the warning goes', async () => {
     const first = await storedSession(pageB);
-    await pageB.getByRole('button', { name: 'Sign out' }).click();
-    await pageB.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await signOutThroughUi(pageB);
     await pageB.getByLabel('Username').fill('ben');
     await pageB.getByLabel('Password', { exact: true }).fill(PASSWORD);
     await pageB.getByRole('button', { name: 'Sign in', exact: true }).click();
@@ -246,8 +245,7 @@ describe('one’s own devices verify each other by emoji', () => {
     await expect.poll(async () => (await elsewhere.getCrypto()!.getCrossSigningStatus()).privateKeysCachedLocally.selfSigningKey, { timeout: 60_000 }).toBe(true);
     const incoming = new Promise<VerificationRequest>((resolve) => elsewhere.on(CryptoEvent.VerificationRequestReceived, resolve));
 
-    await pageA.getByRole('button', { name: 'Sign out' }).click();
-    await pageA.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await signOutThroughUi(pageA);
     await pageA.getByLabel('Username').fill('ana');
     await pageA.getByLabel('Password', { exact: true }).fill(PASSWORD);
     await pageA.getByRole('button', { name: 'Sign in', exact: true }).click();

@@ -70,6 +70,16 @@ beforeAll(async () => {
   bob = await register(server, 'bob', PASSWORD);
   aliceClient = await startClient(server.url, alice, { crypto: true, fetchFn: recordingFetch(aliceRequests) });
   bobClient = await startClient(server.url, bob, { crypto: true });
+  // The encrypted room every case below uses, made here so each case runs alone.
+  ({ room_id: roomId } = await aliceClient.createRoom({
+    preset: sdk.Preset.PrivateChat,
+    invite: [bob.userId],
+    initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
+  }));
+  await eventually(() => bobClient.getRoom(roomId)?.getMyMembership() === 'invite', 'the invite');
+  await bobClient.joinRoom(roomId);
+  await eventually(() => aliceClient.getRoom(roomId)?.getMember(bob.userId)?.membership === 'join', 'bob joining');
+  await eventually(() => aliceClient.getRoom(roomId)?.hasEncryptionStateEvent(), 'the room to be encrypted at alice');
 });
 
 afterAll(async () => {
@@ -81,16 +91,6 @@ afterAll(async () => {
 
 describe('encrypted room on one server', () => {
   it('bob decrypts a message alice sends to an encrypted room', async () => {
-    ({ room_id: roomId } = await aliceClient.createRoom({
-      preset: sdk.Preset.PrivateChat,
-      invite: [bob.userId],
-      initial_state: [{ type: 'm.room.encryption', state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } }],
-    }));
-    await eventually(() => bobClient.getRoom(roomId)?.getMyMembership() === 'invite', 'the invite');
-    await bobClient.joinRoom(roomId);
-    await eventually(() => aliceClient.getRoom(roomId)?.getMember(bob.userId)?.membership === 'join', 'bob joining');
-    await eventually(() => aliceClient.getRoom(roomId)?.hasEncryptionStateEvent(), 'the room to be encrypted at alice');
-
     await aliceClient.sendTextMessage(roomId, 'hello bob');
     await eventually(() => decryptedBodies(bobClient, roomId).includes('hello bob'), 'bob decrypting');
     // What the server stored is ciphertext.
@@ -100,41 +100,50 @@ describe('encrypted room on one server', () => {
     expect(JSON.stringify(stored.body)).not.toContain('hello bob');
   });
 
-  it("bob's new device decrypts the next message", async () => {
-    const bob2 = await login(server, 'bob');
-    bob2Client = await startClient(server.url, bob2, { crypto: true });
-    // The login and the key upload reach alice as device list changes.
-    await eventually(async () => (await knownDevices(aliceClient, bob.userId)).includes(bob2.deviceId), "alice learning bob's new device");
+  // Bob's second device, which the first case here gets a message on and the second deletes: made
+  // once, here, so either case runs alone.
+  describe("bob's second device", () => {
+    let bob2: Account;
+    beforeAll(async () => {
+      bob2 = await login(server, 'bob');
+      bob2Client = await startClient(server.url, bob2, { crypto: true });
+      await eventually(async () => (await knownDevices(aliceClient, bob.userId)).includes(bob2.deviceId), "alice learning bob's new device");
+    });
 
-    await aliceClient.sendTextMessage(roomId, 'for both of your devices');
-    await eventually(() => decryptedBodies(bob2Client!, roomId).includes('for both of your devices'), "bob's new device decrypting");
-    await eventually(() => decryptedBodies(bobClient, roomId).includes('for both of your devices'), "bob's first device decrypting");
-  });
+    it("bob's new device decrypts the next message", async () => {
+      // The login and the key upload reach alice as device list changes.
+      await eventually(async () => (await knownDevices(aliceClient, bob.userId)).includes(bob2.deviceId), "alice learning bob's new device");
 
-  it('alice stops encrypting to a device bob deleted', async () => {
-    const bob2DeviceId = bob2Client!.getDeviceId()!;
-    await bobClient.deleteDevice(bob2DeviceId, {
-      type: 'm.login.password',
-      identifier: { type: 'm.id.user', user: bob.userId },
-      password: PASSWORD,
-    } as never);
-    bob2Client!.stopClient();
-    await eventually(async () => !(await knownDevices(aliceClient, bob.userId)).includes(bob2DeviceId), 'alice forgetting the deleted device');
-    expect(await knownDevices(aliceClient, bob.userId)).toEqual([bob.deviceId]);
+      await aliceClient.sendTextMessage(roomId, 'for both of your devices');
+      await eventually(() => decryptedBodies(bob2Client!, roomId).includes('for both of your devices'), "bob's new device decrypting");
+      await eventually(() => decryptedBodies(bobClient, roomId).includes('for both of your devices'), "bob's first device decrypting");
+    });
 
-    // A new Megolm session goes, over to-device messages, to bob's remaining device only.
-    aliceRequests.length = 0;
-    await aliceClient.getCrypto()!.forceDiscardSession(roomId);
-    await aliceClient.sendTextMessage(roomId, 'after the deletion');
-    await eventually(() => decryptedBodies(bobClient, roomId).includes('after the deletion'), 'bob decrypting after the deletion');
-    const toDevice = aliceRequests.filter((r) => r.method === 'PUT' && r.url.includes('/sendToDevice/m.room.encrypted/'));
-    const bobTargets = toDevice.flatMap((r) => Object.keys((JSON.parse(r.body!) as { messages: Record<string, object> }).messages[bob.userId] ?? {}));
-    expect(bobTargets).toContain(bob.deviceId);
-    expect(bobTargets).not.toContain(bob2DeviceId);
+    it('alice stops encrypting to a device bob deleted', async () => {
+      const bob2DeviceId = bob2Client!.getDeviceId()!;
+      await bobClient.deleteDevice(bob2DeviceId, {
+        type: 'm.login.password',
+        identifier: { type: 'm.id.user', user: bob.userId },
+        password: PASSWORD,
+      } as never);
+      bob2Client!.stopClient();
+      await eventually(async () => !(await knownDevices(aliceClient, bob.userId)).includes(bob2DeviceId), 'alice forgetting the deleted device');
+      expect(await knownDevices(aliceClient, bob.userId)).toEqual([bob.deviceId]);
 
-    // The deleted device's keys are gone from the server.
-    const query = await api(server, 'POST', '/_matrix/client/v3/keys/query', { token: alice.accessToken, body: { device_keys: { [bob.userId]: [] } } });
-    expect(Object.keys(query.body.device_keys[bob.userId])).toEqual([bob.deviceId]);
+      // A new Megolm session goes, over to-device messages, to bob's remaining device only.
+      aliceRequests.length = 0;
+      await aliceClient.getCrypto()!.forceDiscardSession(roomId);
+      await aliceClient.sendTextMessage(roomId, 'after the deletion');
+      await eventually(() => decryptedBodies(bobClient, roomId).includes('after the deletion'), 'bob decrypting after the deletion');
+      const toDevice = aliceRequests.filter((r) => r.method === 'PUT' && r.url.includes('/sendToDevice/m.room.encrypted/'));
+      const bobTargets = toDevice.flatMap((r) => Object.keys((JSON.parse(r.body!) as { messages: Record<string, object> }).messages[bob.userId] ?? {}));
+      expect(bobTargets).toContain(bob.deviceId);
+      expect(bobTargets).not.toContain(bob2DeviceId);
+
+      // The deleted device's keys are gone from the server.
+      const query = await api(server, 'POST', '/_matrix/client/v3/keys/query', { token: alice.accessToken, body: { device_keys: { [bob.userId]: [] } } });
+      expect(Object.keys(query.body.device_keys[bob.userId])).toEqual([bob.deviceId]);
+    });
   });
 });
 
@@ -188,6 +197,8 @@ describe('cross-signing', () => {
 
 describe('key backup', () => {
   it('creates a backup the client then fills', async () => {
+    // A room key alice holds, whichever cases ran before.
+    await aliceClient.sendTextMessage(roomId, 'a room key for the backup');
     const crypto = aliceClient.getCrypto()!;
     await crypto.resetKeyBackup();
     const version = await api(server, 'GET', '/_matrix/client/v3/room_keys/version', { token: alice.accessToken });

@@ -6,7 +6,7 @@
 // the OIDC probes that must say "no", the login flows, the room list connection ("room-list": the
 // all_rooms list, its required_state, $LAZY and $ME, the growing ranges, a room subscription), and
 // the encryption connection ("encryption": e2ee and to_device), the two long-polling side by side.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
 const V3 = '/_matrix/client/v3';
@@ -37,17 +37,28 @@ let roomId: string;
 
 beforeAll(async () => {
   server = await startTestServer();
-  await register(server, 'alice', PASSWORD);
+  const alice = await register(server, 'alice', PASSWORD);
   bob = await register(server, 'bob');
   roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: bob.accessToken, body: { name: 'Garden', preset: 'public_chat' } })).body.room_id;
   await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/x1`, { token: bob.accessToken, body: { msgtype: 'm.text', body: 'welcome' } });
+  await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: alice.accessToken, body: {} });
 });
 afterAll(() => server.close());
 
 const slide = (token: string, body: object, query = '') => api(server, 'POST', `${SSS}${query}`, { token, body, unchecked: true });
 
+/** Element X's sign-in: a new device of alice's, with a refresh token. */
+const signIn = () => api(server, 'POST', `${V3}/login`, {
+  body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'alice' }, password: PASSWORD, initial_device_display_name: 'Element X', refresh_token: true },
+});
+
 describe('Element X (matrix-rust-sdk) against Hearth', () => {
+  // Each case signs in afresh, so it runs alone and its sliding sync connections start empty;
+  // alice is in the room from the file's set-up, as she would be after the first sign-in.
   let token: string;
+  beforeEach(async () => {
+    token = (await signIn()).body.access_token;
+  });
 
   it('finds the server, learns it has simplified sliding sync and no OIDC provider, and signs in with a password', async () => {
     const wellKnown = await api(server, 'GET', '/.well-known/matrix/client', { unchecked: true });
@@ -62,13 +73,9 @@ describe('Element X (matrix-rust-sdk) against Hearth', () => {
     }
     const flows = await api(server, 'GET', `${V3}/login`);
     expect(flows.body.flows.map((f: any) => f.type)).toContain('m.login.password');
-    const login = await api(server, 'POST', `${V3}/login`, {
-      body: { type: 'm.login.password', identifier: { type: 'm.id.user', user: 'alice' }, password: PASSWORD, initial_device_display_name: 'Element X', refresh_token: true },
-    });
+    const login = await signIn();
     expect(login.status).toBe(200);
     expect(login.body).toMatchObject({ user_id: expect.stringMatching(/^@alice:/), access_token: expect.any(String), device_id: expect.any(String) });
-    token = login.body.access_token;
-    await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token, body: {} });
   });
 
   it('loads the room list: the first page at once, then growing ranges, each room with its required state and one event', async () => {

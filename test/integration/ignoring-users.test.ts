@@ -1,7 +1,7 @@
 // Ignoring users (m.ignored_user_list): their messages leave the ignorer's timelines and
 // history, in rooms already shared too; their invites leave full and incremental syncs;
 // unignoring brings their new events back. matrix-js-sdk sets the list, as clients do.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 import { sdk } from './sdk.ts';
 
@@ -15,11 +15,17 @@ const enc = encodeURIComponent;
 
 beforeAll(async () => {
   server = await startTestServer();
-  [alice, bob, carol] = [await register(server, 'alice'), await register(server, 'bob'), await register(server, 'carol')];
+  [bob, carol] = [await register(server, 'bob'), await register(server, 'carol')];
+});
+afterAll(() => server.close());
+
+// Each case has an ignorer and a room of its own, so it runs alone and what one ignores leaves the others alone.
+let run = 0;
+beforeEach(async () => {
+  alice = await register(server, `alice${++run}`);
   roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: carol.accessToken, body: { preset: 'public_chat' } })).body.room_id;
   for (const account of [alice, bob]) expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: account.accessToken, body: {} })).status).toBe(200);
 });
-afterAll(() => server.close());
 
 let txn = 0;
 const say = async (account: Account, body: string, room = roomId) =>
@@ -28,12 +34,16 @@ const sync = async (since?: string) => (await api(server, 'GET', `${V3}/sync?tim
 const bodies = (body: any, room = roomId) => (body.rooms?.join?.[room]?.timeline?.events ?? []).filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body);
 const setIgnored = (users: string[]) => sdk.createClient({ baseUrl: server.url, accessToken: alice.accessToken, userId: alice.userId }).setIgnoredUsers(users);
 
-describe('ignoring users', () => {
-  let since: string;
+/** Alice ignores bob; the sync position just after. */
+async function ignoringBob(): Promise<string> {
+  await setIgnored([bob.userId]);
+  return (await sync()).next_batch;
+}
 
+describe('ignoring users', () => {
   it("hides what an ignored user says, in a room already shared, and keeps the room's state", async () => {
     await say(bob, 'before the ignore');
-    since = (await sync()).next_batch;
+    const since = (await sync()).next_batch;
     await setIgnored([bob.userId]);
     await say(bob, 'while ignored');
     await say(carol, 'carol still speaks');
@@ -47,10 +57,10 @@ describe('ignoring users', () => {
 
     const history = await api(server, 'GET', `${V3}/rooms/${enc(roomId)}/messages?dir=b&limit=50`, { token: alice.accessToken });
     expect(history.body.chunk.filter((e: any) => e.type === 'm.room.message').map((e: any) => e.content.body)).toEqual(['carol still speaks']);
-    since = incremental.next_batch;
   });
 
   it("leaves an ignored user's invites out of incremental and full syncs", async () => {
+    const since = await ignoringBob();
     const other = (await api(server, 'POST', `${V3}/createRoom`, { token: bob.accessToken, body: { invite: [alice.userId] } })).body.room_id;
     const incremental = await sync(since);
     expect(incremental.rooms?.invite?.[other]).toBeUndefined();
@@ -61,6 +71,7 @@ describe('ignoring users', () => {
   });
 
   it('brings new events back once unignored', async () => {
+    await ignoringBob();
     const before = (await sync()).next_batch;
     await setIgnored([]);
     await say(bob, 'after the unignore');

@@ -2,7 +2,7 @@
 // new rules go before older ones of their kind (after .m.rule.master among overrides), before
 // and after place them, server-default rules can be disabled and given new actions but not
 // deleted, and the listing of one kind. Raw HTTP, checked against the spec.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { clientCalls } from '../support/client-calls.ts';
 import { api, register, startTestServer, type Account, type TestServer } from './harness.ts';
 
@@ -13,7 +13,6 @@ const enc = encodeURIComponent;
 
 beforeAll(async () => {
   server = await startTestServer();
-  alice = await register(server, 'alice');
 });
 afterAll(() => server.close());
 
@@ -22,6 +21,16 @@ const ids = async (kind: string) => ((await api(server, 'GET', `${V3}/pushrules/
 const override = (pattern: string) => ({ actions: ['notify'], conditions: [{ kind: 'event_match', key: 'content.body', pattern }] });
 
 describe('push rule CRUD', () => {
+  // Each case has a user of its own, so it runs alone and sees only the rules it made.
+  let run = 0;
+  beforeEach(async () => {
+    alice = await register(server, `crud${++run}`);
+  });
+  /** The overrides `first` then `second`, which the cases that place and delete rules start from. */
+  const firstAndSecond = async () => {
+    for (const [ruleId, pattern] of [['first', 'one'], ['second', 'two']] as const) expect((await put('override', ruleId, override(pattern))).status).toBe(200);
+  };
+
   it('puts a new rule before older ones of its kind, overrides after .m.rule.master', async () => {
     expect((await put('override', 'first', override('one'))).status).toBe(200);
     expect((await put('override', 'second', override('two'))).status).toBe(200);
@@ -33,6 +42,7 @@ describe('push rule CRUD', () => {
   });
 
   it('places a rule with before and after, and refuses an unknown neighbour', async () => {
+    await firstAndSecond();
     expect((await put('override', 'third', override('three'), '?after=first')).status).toBe(200);
     expect((await ids('override')).slice(0, 4)).toEqual(['.m.rule.master', 'second', 'first', 'third']);
     expect((await put('override', 'zeroth', override('zero'), '?before=second')).status).toBe(200);
@@ -55,6 +65,7 @@ describe('push rule CRUD', () => {
   });
 
   it('deletes a rule of the user', async () => {
+    await firstAndSecond();
     expect((await api(server, 'DELETE', `${V3}/pushrules/global/override/first`, { token: alice.accessToken })).status).toBe(200);
     expect(await ids('override')).not.toContain('first');
     expect((await api(server, 'GET', `${V3}/pushrules/global/override/first`, { token: alice.accessToken })).status).toBe(404);

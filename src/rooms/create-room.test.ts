@@ -1,27 +1,15 @@
-import initSqlJs from 'sql.js';
 import { describe, expect, it } from 'vitest';
-import { defaultEd25519Backend } from '../crypto/ed25519.ts';
-import { HEARTH_KEY_ID, publicKeyFromServerName, serverNameFromPublicKey } from '../crypto/identity.ts';
 import { webRandomBytes } from '../crypto/random.ts';
-import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
-import { streamSchema } from '../storage/stream.ts';
+import { roomServer } from '../../test/support/federated-rooms.ts';
 import { createRoomAsAsked, type RoomCreationParts } from './create-room.ts';
-import { Rooms } from './rooms.ts';
-import { roomsSchema } from './schema.ts';
 
 // /createRoom's rules, which the client route hands over whole: nothing is made when the request cannot be
 // met, the alias becomes canonical and is kept, a public room is published, and only remote invitees go
 // through their servers.
 
 async function parts(): Promise<RoomCreationParts & { remoteInvites: unknown[][] }> {
-  const ed25519 = await defaultEd25519Backend();
-  const signingKey = await ed25519.keyFromSeed(webRandomBytes(32));
-  const serverName = serverNameFromPublicKey(signingKey.publicKey);
-  const db = await openSqlJsDatabase({ sqlJs: await initSqlJs(), schemas: [streamSchema, roomsSchema] });
-  const rooms = new Rooms({
-    db, serverName, keyId: HEARTH_KEY_ID, signingKey, ed25519, now: Date.now, random: webRandomBytes, notify: () => {},
-    resolveVerifyKey: async (name, keyId) => (keyId === HEARTH_KEY_ID ? publicKeyFromServerName(name) : undefined),
-  });
+  const { rooms } = await roomServer();
+  const serverName = rooms.serverName;
   const remoteInvites: unknown[][] = [];
   return {
     rooms, random: webRandomBytes, remoteInvites,

@@ -4,23 +4,24 @@
  * and cancel), receipts, typing, pagination, and its Rust crypto (encryption.ts) with the store in
  * IndexedDB. Hearth's own pending marks come from pending.ts. Only the seam's types leave here.
  */
-import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, Method, PendingEventOrdering, Preset, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, MatrixEvent as SdkEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
+import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, PendingEventOrdering, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { DirectInviteFailed, DirectTargetUnknown, MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type Upload, type UserTrust, type Verification } from '../chat.ts';
+import { MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type UserTrust, type Verification } from '../chat.ts';
 import { editContent, messageContent } from './content.ts';
-import { chatCall, toChatError } from './convert.ts';
+import { chatCall } from './convert.ts';
 import type { Encryption } from './encryption.ts';
-import { MediaCache, UploadLimit, uploadAttachment, type HostUpload } from './media.ts';
+import { MediaCache, type HostUpload } from './media.ts';
+import { ReadMarkers } from './read-markers.ts';
 import { NotificationWatcher } from './notify.ts';
 import { PendingMarks } from './pending.ts';
 import { canLoadOlder, chatRoom, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
 import { saveSession } from './session.ts';
 import { PageSlidingSync, wantsSlidingSync } from './sliding.ts';
-import { Verifications } from './verification.ts';
+import { deviceList, Verifications } from './verification.ts';
+import { Uploads } from './uploads.ts';
+import { createRoom, joinRoom, startDirect } from './room-entry.ts';
 import { profile, roomSettings, search, uploadImage } from './settings.ts';
 
-/** New private rooms and direct messages are encrypted, as Element makes them. */
-const ENCRYPTION_STATE = { type: EventType.RoomEncryption, state_key: '', content: { algorithm: 'm.megolm.v1.aes-sha2' } };
 /** "Fill the screen": an opened room loads history until it shows this many messages, or its start. */
 const FILL_MESSAGES = 20;
 const PAGE = 30;
@@ -32,30 +33,16 @@ export interface ClientOptions {
   newAccountPassword?: string;
 }
 
-/** An upload of this page, with the file kept for Retry. */
-interface UploadJob {
-  id: string;
-  file: File;
-  threadId: string | undefined;
-  caption: string | undefined;
-  loaded: number;
-  failed?: boolean;
-  error?: unknown;
-}
-
 export class SdkChatClient implements ChatClient {
   private readonly listeners = new Set<(change: ChatChange) => void>();
   private readonly notificationListeners = new Set<(notification: ChatNotification) => void>();
   private readonly pending: PendingMarks;
   private readonly refused: RefusedEchoes = new Map();
-  private readonly receiptsSent = new Map<string, string>();
   /** Room → the event this page last moved its fully-read marker to. */
-  private readonly markersSent = new Map<string, string>();
   private readonly filling = new Set<string>();
-  private readonly uploads = new Map<string, UploadJob[]>();
-  private readonly uploadLimit: UploadLimit;
+  private readonly uploads: Uploads;
+  private readonly readMarkers: ReadMarkers;
   private readonly mediaCache: MediaCache;
-  private uploadCount = 0;
   private started = false;
   private stopped = false;
   private prepared = false;
@@ -72,7 +59,13 @@ export class SdkChatClient implements ChatClient {
     private readonly hostUpload?: HostUpload,
   ) {
     this.pending = new PendingMarks(client, () => this.emit('room'));
-    this.uploadLimit = new UploadLimit(client);
+    this.uploads = new Uploads(client, hostUpload, {
+      encrypted: (roomId) => this.sdkRoom(roomId)?.hasEncryptionStateEvent() ?? false,
+      changed: () => this.emit('room'),
+      progressed: this.roomChanged,
+      sent: () => this.refreshPending(),
+    });
+    this.readMarkers = new ReadMarkers(client);
     this.mediaCache = new MediaCache(client, this.roomChanged);
     this.verifications = new Verifications(client, () => this.emit('verification'));
   }
@@ -207,16 +200,12 @@ export class SdkChatClient implements ChatClient {
     const direct = directRoomIds(this.client);
     const rooms = this.client.getRooms().filter((r) => r.getMyMembership() === KnownMembership.Join || r.getMyMembership() === KnownMembership.Invite);
     const invite = (r: Room) => (r.getMyMembership() === KnownMembership.Invite ? -1 : 0);
-    return rooms.sort((a, b) => invite(a) - invite(b) || b.getLastActiveTimestamp() - a.getLastActiveTimestamp()).map((r) => chatRoom(this.client, r, this.refused, direct, this.roomUploads(r.roomId)));
+    return rooms.sort((a, b) => invite(a) - invite(b) || b.getLastActiveTimestamp() - a.getLastActiveTimestamp()).map((r) => chatRoom(this.client, r, this.refused, direct, this.uploads.of(r.roomId)));
   }
 
   room(roomId: string): ChatRoom | undefined {
     const room = this.sdkRoom(roomId);
-    return room ? chatRoom(this.client, room, this.refused, directRoomIds(this.client), this.roomUploads(roomId)) : undefined;
-  }
-
-  private roomUploads(roomId: string): Upload[] {
-    return (this.uploads.get(roomId) ?? []).map(({ id, file, caption, loaded, failed, error }) => ({ id, name: file.name, size: file.size, caption, loaded, failed, error }));
+    return room ? chatRoom(this.client, room, this.refused, directRoomIds(this.client), this.uploads.of(roomId)) : undefined;
   }
 
   thread(roomId: string, rootId: string): ChatThread | undefined {
@@ -271,43 +260,15 @@ export class SdkChatClient implements ChatClient {
   }
 
   sendFile(roomId: string, file: File, options: { threadId?: string; caption?: string } = {}): void {
-    const job: UploadJob = { id: `upload-${++this.uploadCount}`, file, threadId: options.threadId, caption: options.caption, loaded: 0 };
-    this.uploads.set(roomId, [...(this.uploads.get(roomId) ?? []), job]);
-    this.upload(roomId, job);
-  }
-
-  private upload(roomId: string, job: UploadJob): void {
-    Object.assign(job, { loaded: 0, failed: false, error: undefined });
-    this.emit('room');
-    const encrypted = this.sdkRoom(roomId)?.hasEncryptionStateEvent() ?? false;
-    const progress = ({ loaded }: { loaded: number }) => {
-      job.loaded = loaded;
-      this.roomChanged();
-    };
-    uploadAttachment(this.client, this.hostUpload, this.uploadLimit, job.file, encrypted, progress, job.caption).then(
-      (content) => {
-        this.discardUpload(roomId, job.id);
-        // From here it is a message like any other: a local echo until the homeserver has it.
-        this.client.sendMessage(roomId, job.threadId ?? null, content as never).then(
-          () => this.refreshPending(),
-          () => this.emit('room'),
-        );
-      },
-      (error) => {
-        Object.assign(job, { failed: true, error });
-        this.emit('room');
-      },
-    );
+    this.uploads.send(roomId, file, options);
   }
 
   retryUpload(roomId: string, uploadId: string): void {
-    const job = this.uploads.get(roomId)?.find((j) => j.id === uploadId);
-    if (job?.failed) this.upload(roomId, job);
+    this.uploads.retry(roomId, uploadId);
   }
 
   discardUpload(roomId: string, uploadId: string): void {
-    this.uploads.set(roomId, (this.uploads.get(roomId) ?? []).filter((j) => j.id !== uploadId));
-    this.emit('room');
+    this.uploads.discard(roomId, uploadId);
   }
 
   roomName(room: ChatRoom): string {
@@ -386,45 +347,18 @@ export class SdkChatClient implements ChatClient {
     return this.verifications.userTrust(userId);
   }
 
-  async createRoom(name: string, options: { public?: boolean } = {}): Promise<string> {
-    const request = options.public ? { name, preset: Preset.PublicChat } : { name, preset: Preset.PrivateChat, initial_state: [ENCRYPTION_STATE] };
-    return (await chatCall(() => this.client.createRoom(request))).room_id;
+  createRoom(name: string, options: { public?: boolean } = {}): Promise<string> {
+    return createRoom(this.client, name, options);
   }
 
-  async startDirect(userId: string): Promise<string> {
-    // Asked before anything is made: a mistyped ID or a server nobody reaches left an empty encrypted room behind.
-    try {
-      await this.client.getProfileInfo(userId);
-    } catch (error) {
-      throw new DirectTargetUnknown(userId, toChatError(error));
-    }
-    const { room_id: roomId } = await chatCall(() => this.client.createRoom({ preset: Preset.TrustedPrivateChat, is_direct: true, initial_state: [ENCRYPTION_STATE] }));
-    await this.addDirect(userId, roomId);
-    try {
-      // Through the SDK's HTTP layer: its invite() has no room for `is_direct`, which tells the invitee's client it is a DM.
-      await chatCall(() => this.client.http.authedRequest(Method.Post, `/rooms/${encodeURIComponent(roomId)}/invite`, undefined, { user_id: userId, is_direct: true }));
-    } catch (error) {
-      throw new DirectInviteFailed(roomId, error);
-    }
-    return roomId;
-  }
-
-  /** Lists `roomId` as a direct message with `userId` in this account's `m.direct`. */
-  private async addDirect(userId: string, roomId: string): Promise<void> {
-    const content = { ...((this.client.getAccountData(EventType.Direct)?.getContent() ?? {}) as Record<string, string[]>) };
-    if (content[userId]?.includes(roomId)) return;
-    content[userId] = [...(content[userId] ?? []), roomId];
-    await chatCall(() => this.client.setAccountData(EventType.Direct, content));
+  startDirect(userId: string): Promise<string> {
+    return startDirect(this.client, userId);
   }
 
   async join(roomIdOrAlias: string): Promise<string> {
-    const invite = this.sdkRoom(roomIdOrAlias);
-    const member = invite?.getMyMembership() === KnownMembership.Invite ? invite.getMember(this.userId)?.events.member : undefined;
-    const room = await chatCall(() => this.client.joinRoom(roomIdOrAlias));
-    // Accepting a direct message: list it as one, as the inviter did.
-    if (member?.getContent()['is_direct'] === true && member.getSender()) await this.addDirect(member.getSender()!, room.roomId).catch(() => undefined);
-    this.openRoom(room.roomId);
-    return room.roomId;
+    const roomId = await joinRoom(this.client, roomIdOrAlias);
+    this.openRoom(roomId);
+    return roomId;
   }
 
   async leave(roomId: string, options: { forget?: boolean } = {}): Promise<void> {
@@ -481,16 +415,8 @@ export class SdkChatClient implements ChatClient {
     return search(this.client, term, roomId);
   }
 
-  async devices(userId: string): Promise<DeviceInfo[]> {
-    const crypto = this.client.getCrypto();
-    if (!crypto) return [];
-    const devices = (await chatCall(() => crypto.getUserDeviceInfo([userId], true))).get(userId) ?? new Map();
-    const list: DeviceInfo[] = [];
-    for (const device of devices.values()) {
-      const status = await crypto.getDeviceVerificationStatus(userId, device.deviceId);
-      list.push({ deviceId: device.deviceId, displayName: device.displayName, verified: !!status && (status.signedByOwner || status.isVerified()) });
-    }
-    return list.sort((a, b) => a.deviceId.localeCompare(b.deviceId));
+  devices(userId: string): Promise<DeviceInfo[]> {
+    return deviceList(this.client, userId);
   }
 
   async invite(roomId: string, userId: string): Promise<void> {
@@ -596,41 +522,7 @@ export class SdkChatClient implements ChatClient {
 
   markRead(roomId: string): void {
     const room = this.sdkRoom(roomId);
-    if (!room) return;
-    const events = room
-      .getLiveTimeline()
-      .getEvents()
-      .filter((e) => e.getId() && !e.isSending());
-    this.moveFullyRead(room, events.at(-1)?.getId());
-    const last = events.filter((e) => e.getSender() !== this.userId).at(-1);
-    const eventId = last?.getId();
-    if (!last || !eventId || this.receiptsSent.get(roomId) === eventId) return;
-    this.receiptsSent.set(roomId, eventId);
-    void this.client.sendReadReceipt(last).catch((error) => {
-      this.receiptsSent.delete(roomId);
-      return toChatError(error);
-    });
-  }
-
-  /**
-   * The fully-read marker up to `eventId`, as Element moves it: `m.fully_read` through POST /read_markers, which
-   * every device of the account gets as room account data. Alone, not with the receipt: /read_markers' receipt has
-   * no thread ID, and the page's receipts are the main timeline's (`sendReadReceipt`).
-   */
-  private moveFullyRead(room: Room, eventId: string | undefined): void {
-    const roomId = room.roomId;
-    if (!eventId || this.markersSent.get(roomId) === eventId) return;
-    if (room.getAccountData(EventType.FullyRead)?.getContent()['event_id'] === eventId) return;
-    this.markersSent.set(roomId, eventId);
-    this.client.setRoomReadMarkers(roomId, eventId).then(
-      // Known here at once, not at the next sync: the room opened again before it shows no line above what was read.
-      () => {
-        if (this.markersSent.get(roomId) === eventId) room.addAccountData([new SdkEvent({ type: EventType.FullyRead, content: { event_id: eventId } })]);
-      },
-      () => {
-        if (this.markersSent.get(roomId) === eventId) this.markersSent.delete(roomId);
-      },
-    );
+    if (room) this.readMarkers.read(room);
   }
 
   async loadUntil(roomId: string, eventId: string): Promise<boolean> {

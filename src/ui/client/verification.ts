@@ -7,6 +7,7 @@
 import type { MatrixClient } from 'matrix-js-sdk';
 import { CryptoEvent, VerificationPhase, VerificationRequestEvent, VerifierEvent, type ShowSasCallbacks, type VerificationRequest, type Verifier } from 'matrix-js-sdk/lib/crypto-api/index.js';
 import type { DeviceInfo, UserTrust, Verification } from '../chat.ts';
+import { chatCall } from './convert.ts';
 
 const SAS = 'm.sas.v1';
 /**
@@ -234,4 +235,17 @@ function remember(transactionId: string): void {
   const kept = finished();
   if (kept.includes(transactionId)) return;
   localStorage.setItem(FINISHED, JSON.stringify([...kept, transactionId].slice(-FINISHED_KEPT)));
+}
+
+/** A user's devices, each verified or not by its owner's cross-signing (or by this user), in device ID order. */
+export async function deviceList(client: MatrixClient, userId: string): Promise<DeviceInfo[]> {
+  const crypto = client.getCrypto();
+  if (!crypto) return [];
+  const devices = (await chatCall(() => crypto.getUserDeviceInfo([userId], true))).get(userId) ?? new Map();
+  const list: DeviceInfo[] = [];
+  for (const device of devices.values()) {
+    const status = await crypto.getDeviceVerificationStatus(userId, device.deviceId);
+    list.push({ deviceId: device.deviceId, displayName: device.displayName, verified: !!status && (status.signedByOwner || status.isVerified()) });
+  }
+  return list.sort((a, b) => a.deviceId.localeCompare(b.deviceId));
 }

@@ -1,7 +1,7 @@
 /** matrix-js-sdk's rooms as the views read them (`ChatRoom`, ../chat.ts): a fresh snapshot at each call. */
-import { Direction, EventStatus, EventType, KnownMembership, NotificationCountType, RelationType, type MatrixClient, type MatrixEvent as SdkEvent, type Room } from 'matrix-js-sdk';
+import { ClientEvent, Direction, EventStatus, EventType, KnownMembership, MatrixEventEvent, NotificationCountType, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, ThreadEvent, type MatrixClient, type MatrixEvent as SdkEvent, type Room } from 'matrix-js-sdk';
 import type { ChatRoom, ChatThread, LocalEcho, MatrixEvent, Member, Reaction, Upload } from '../chat.ts';
-import { toChatError, toChatEvent } from './convert.ts';
+import { chatCall, toChatError, toChatEvent } from './convert.ts';
 
 /** `txnId` → a message refused before it was sent (too large): the SDK never saw it. */
 export type RefusedEchoes = Map<string, LocalEcho[]>;
@@ -166,4 +166,31 @@ export function joinedMembers(room: Room): Member[] {
 export function canLoadOlder(room: Room): boolean {
   const timeline = room.getLiveTimeline();
   return timeline.getPaginationToken(Direction.Backward) !== null && !timeline.getEvents().some((e) => e.getType() === EventType.RoomCreate);
+}
+
+/**
+ * Pages the live timeline back, `pageSize` events at a time, until it holds `eventId`: false when the room's start,
+ * or a page that got no further back, comes first. `paged` is told after each page.
+ */
+export async function loadBackTo(client: MatrixClient, room: Room, eventId: string, pageSize: number, paged: () => void): Promise<boolean> {
+  const held = () => room.getLiveTimeline().getEvents().some((e) => e.getId() === eventId);
+  const token = () => room.getLiveTimeline().getPaginationToken(Direction.Backward);
+  while (!held()) {
+    const before = token();
+    if (!canLoadOlder(room)) return false;
+    await chatCall(() => client.scrollback(room, pageSize));
+    paged();
+    if (!held() && token() === before) return false;
+  }
+  return true;
+}
+
+/** The SDK's events that change what a room shows (threads' are their room's, not re-emitted by the client). */
+export function onRoomChanges(client: MatrixClient, changed: () => void): void {
+  for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.AccountData, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset, RoomEvent.Redaction, RoomEvent.UnreadNotifications] as const) {
+    (client as unknown as { on(event: string, listener: () => void): void }).on(event, changed);
+  }
+  client.on(ClientEvent.Room, (room) => {
+    for (const event of [ThreadEvent.New, ThreadEvent.Update, ThreadEvent.NewReply, ThreadEvent.Delete] as const) room.on(event, changed);
+  });
 }

@@ -1,24 +1,24 @@
 /**
- * The chat client behind the views' seam (../chat.ts), on matrix-js-sdk: its /sync loop (with
- * lazy-loaded members), rooms and timelines, local echoes (pending events, detached, with resend
- * and cancel), receipts, typing, pagination, and its Rust crypto (encryption.ts) with the store in
- * IndexedDB. Hearth's own pending marks come from pending.ts. Only the seam's types leave here.
+ * The chat client behind the views' seam (../chat.ts), on matrix-js-sdk: its sync loop (sliding sync or /sync,
+ * lazy-loaded members), rooms and timelines, pagination, and its Rust crypto (encryption.ts) with the store in
+ * IndexedDB; sending, uploads, read markers and verification are parts of their own. Only the seam's types leave here.
  */
-import { ClientEvent, Direction, EventStatus, EventType, HttpApiEvent, KnownMembership, MatrixEventEvent, PendingEventOrdering, RelationType, RoomEvent, RoomMemberEvent, RoomStateEvent, SyncState, ThreadEvent, type MatrixClient, type Room } from 'matrix-js-sdk';
+import { ClientEvent, Direction, EventType, HttpApiEvent, KnownMembership, PendingEventOrdering, RelationType, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
-import { MAX_MESSAGE_CONTENT_BYTES, MessageTooLarge, type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type UserTrust, type Verification } from '../chat.ts';
-import { editContent, messageContent } from './content.ts';
+import { type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type UserTrust, type Verification } from '../chat.ts';
+import { editContent } from './content.ts';
 import { chatCall } from './convert.ts';
 import type { Encryption } from './encryption.ts';
 import { MediaCache, type HostUpload } from './media.ts';
 import { ReadMarkers } from './read-markers.ts';
 import { NotificationWatcher } from './notify.ts';
 import { PendingMarks } from './pending.ts';
-import { canLoadOlder, chatRoom, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName, type RefusedEchoes } from './rooms.ts';
+import { canLoadOlder, chatRoom, loadBackTo, onRoomChanges, chatThread, chatThreadRoots, directRoomIds, displayName, joinedMembers, roomName } from './rooms.ts';
 import { saveSession } from './session.ts';
 import { PageSlidingSync, wantsSlidingSync } from './sliding.ts';
 import { deviceList, Verifications } from './verification.ts';
 import { Uploads } from './uploads.ts';
+import { Sending } from './sending.ts';
 import { createRoom, joinRoom, startDirect } from './room-entry.ts';
 import { profile, roomSettings, search, uploadImage } from './settings.ts';
 
@@ -37,7 +37,7 @@ export class SdkChatClient implements ChatClient {
   private readonly listeners = new Set<(change: ChatChange) => void>();
   private readonly notificationListeners = new Set<(notification: ChatNotification) => void>();
   private readonly pending: PendingMarks;
-  private readonly refused: RefusedEchoes = new Map();
+  private readonly sending: Sending;
   /** Room → the event this page last moved its fully-read marker to. */
   private readonly filling = new Set<string>();
   private readonly uploads: Uploads;
@@ -66,6 +66,7 @@ export class SdkChatClient implements ChatClient {
       sent: () => this.refreshPending(),
     });
     this.readMarkers = new ReadMarkers(client);
+    this.sending = new Sending(client, { changed: () => this.emit('room'), sent: () => this.refreshPending() });
     this.mediaCache = new MediaCache(client, this.roomChanged);
     this.verifications = new Verifications(client, () => this.emit('verification'));
   }
@@ -132,13 +133,7 @@ export class SdkChatClient implements ChatClient {
         void this.pending.refresh();
       });
     });
-    for (const event of [RoomEvent.Timeline, RoomEvent.LocalEchoUpdated, RoomEvent.Receipt, RoomEvent.AccountData, RoomEvent.MyMembership, RoomMemberEvent.Typing, RoomStateEvent.Events, ClientEvent.AccountData, MatrixEventEvent.Decrypted, RoomEvent.TimelineReset, RoomEvent.Redaction, RoomEvent.UnreadNotifications] as const) {
-      (client as unknown as { on(event: string, listener: () => void): void }).on(event, this.roomChanged);
-    }
-    // Threads' changes (a new thread, a reply, its summary) are the room's, not re-emitted by the client.
-    client.on(ClientEvent.Room, (room) => {
-      for (const event of [ThreadEvent.New, ThreadEvent.Update, ThreadEvent.NewReply, ThreadEvent.Delete] as const) room.on(event, this.roomChanged);
-    });
+    onRoomChanges(client, this.roomChanged);
     new NotificationWatcher(client, (notification) => {
       if (!this.stopped) for (const listener of this.notificationListeners) listener(notification);
     });
@@ -200,12 +195,12 @@ export class SdkChatClient implements ChatClient {
     const direct = directRoomIds(this.client);
     const rooms = this.client.getRooms().filter((r) => r.getMyMembership() === KnownMembership.Join || r.getMyMembership() === KnownMembership.Invite);
     const invite = (r: Room) => (r.getMyMembership() === KnownMembership.Invite ? -1 : 0);
-    return rooms.sort((a, b) => invite(a) - invite(b) || b.getLastActiveTimestamp() - a.getLastActiveTimestamp()).map((r) => chatRoom(this.client, r, this.refused, direct, this.uploads.of(r.roomId)));
+    return rooms.sort((a, b) => invite(a) - invite(b) || b.getLastActiveTimestamp() - a.getLastActiveTimestamp()).map((r) => chatRoom(this.client, r, this.sending.refused, direct, this.uploads.of(r.roomId)));
   }
 
   room(roomId: string): ChatRoom | undefined {
     const room = this.sdkRoom(roomId);
-    return room ? chatRoom(this.client, room, this.refused, directRoomIds(this.client), this.uploads.of(roomId)) : undefined;
+    return room ? chatRoom(this.client, room, this.sending.refused, directRoomIds(this.client), this.uploads.of(roomId)) : undefined;
   }
 
   thread(roomId: string, rootId: string): ChatThread | undefined {
@@ -372,7 +367,7 @@ export class SdkChatClient implements ChatClient {
     return this.client
       .getRooms()
       .filter((r) => r.getMyMembership() === KnownMembership.Leave || r.getMyMembership() === KnownMembership.Ban)
-      .map((r) => chatRoom(this.client, r, this.refused, direct, []));
+      .map((r) => chatRoom(this.client, r, this.sending.refused, direct, []));
   }
 
   async forget(roomId: string): Promise<void> {
@@ -451,48 +446,16 @@ export class SdkChatClient implements ChatClient {
   }
 
   send(roomId: string, body: string, options: SendOptions = {}): void {
-    const content = messageContent(body, options);
-    // The homeserver would refuse it (events are limited to 64 KiB): say so without trying.
-    const size = new TextEncoder().encode(JSON.stringify(content)).length;
-    if (size > MAX_MESSAGE_CONTENT_BYTES) {
-      const echo: LocalEcho = { txnId: `refused-${Date.now()}-${Math.random().toString(36).slice(2)}`, body, failed: true, error: new MessageTooLarge(size, MAX_MESSAGE_CONTENT_BYTES) };
-      this.refused.set(roomId, [...(this.refused.get(roomId) ?? []), echo]);
-      return this.emit('room');
-    }
-    // Its state (sending, sent, not sent and why) is the pending event's, which the room's snapshot shows.
-    this.client.sendMessage(roomId, options.threadId ?? null, content as never).then(
-      () => this.refreshPending(),
-      () => this.emit('room'),
-    );
-  }
-
-  private pendingEvent(roomId: string, echo: LocalEcho) {
-    return this.sdkRoom(roomId)
-      ?.getPendingEvents()
-      .find((e) => (e.getTxnId() ?? e.getId()) === echo.txnId);
+    this.sending.send(roomId, body, options);
   }
 
   retry(roomId: string, echo: LocalEcho): void {
-    const room = this.sdkRoom(roomId);
-    const event = this.pendingEvent(roomId, echo);
-    if (!room || !event || event.status !== EventStatus.NOT_SENT) return;
-    // The same transaction ID, so the homeserver applies it once.
-    this.client.resendEvent(event, room).then(
-      () => this.refreshPending(),
-      () => this.emit('room'),
-    );
+    this.sending.retry(roomId, echo);
   }
 
   /** A failed message is dropped only when the person says so; its text stays until then. */
   discard(roomId: string, echo: LocalEcho): void {
-    const refused = this.refused.get(roomId);
-    if (refused?.some((e) => e.txnId === echo.txnId)) {
-      this.refused.set(roomId, refused.filter((e) => e.txnId !== echo.txnId));
-      return this.emit('room');
-    }
-    const event = this.pendingEvent(roomId, echo);
-    if (event && event.status === EventStatus.NOT_SENT) this.client.cancelPendingEvent(event);
-    this.emit('room');
+    this.sending.discard(roomId, echo);
   }
 
   async react(roomId: string, eventId: string, key: string): Promise<void> {
@@ -527,17 +490,6 @@ export class SdkChatClient implements ChatClient {
 
   async loadUntil(roomId: string, eventId: string): Promise<boolean> {
     const room = this.sdkRoom(roomId);
-    if (!room) return false;
-    const held = () => room.getLiveTimeline().getEvents().some((e) => e.getId() === eventId);
-    const token = () => room.getLiveTimeline().getPaginationToken(Direction.Backward);
-    while (!held()) {
-      const before = token();
-      if (!canLoadOlder(room)) return false;
-      await chatCall(() => this.client.scrollback(room, PAGE));
-      this.emit('room');
-      // A page that got no further back: nothing more to load.
-      if (!held() && token() === before) return false;
-    }
-    return true;
+    return room ? loadBackTo(this.client, room, eventId, PAGE, () => this.emit('room')) : false;
   }
 }

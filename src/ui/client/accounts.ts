@@ -6,6 +6,7 @@ import { createClient, MatrixScheduler, type MatrixError } from 'matrix-js-sdk';
 import { logger } from 'matrix-js-sdk/lib/logger.js';
 import { MatrixApiError, type ChatAccounts, type ChatClient, type Session } from '../chat.ts';
 import { chatCall } from './convert.ts';
+import { letCryptoStoreBeDeleted } from './crypto-store.ts';
 import { Encryption } from './encryption.ts';
 import type { HostUpload } from './media.ts';
 import { SdkChatClient, type ClientOptions } from './sdk-client.ts';
@@ -15,6 +16,8 @@ const DEVICE_NAME = 'Hearth built-in client';
 
 // The SDK logs every request at debug level: warnings are what a person debugging needs.
 (logger as unknown as { setLevel(level: string): void }).setLevel('warn');
+
+letCryptoStoreBeDeleted();
 
 /** Through `globalThis.fetch` at each call, so what the page (or a test) puts there is used. */
 const fetchFn: typeof fetch = (input, init) => globalThis.fetch(input, init);

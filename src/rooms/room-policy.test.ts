@@ -8,7 +8,7 @@ import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { streamSchema } from '../storage/stream.ts';
 import { deleteRoomAlias, setRoomVisibility } from './directory-admin.ts';
 import { RoomError } from './errors.ts';
-import { currentPowerLevels, requireMayDeleteAlias, requireMayPublish, requireMayRedact, requireOwnAliases, requireSendableRelation } from './room-policy.ts';
+import { currentPowerLevels, requireMayDeleteAlias, requireMayPublish, requireMayRedact, requireMembershipToChange, requireOwnAliases, requireSendableRelation } from './room-policy.ts';
 import { Rooms, type EventTemplate } from './rooms.ts';
 import { roomsSchema } from './schema.ts';
 
@@ -103,6 +103,19 @@ describe('room policy: redaction, aliases, the directory', () => {
     await deleteRoomAlias(rooms, theirs, alice);
     expect(await rooms.resolveAlias(theirs)).toBeUndefined();
     expect((await rooms.currentStateEvent(roomId, 'm.room.canonical_alias', ''))?.event.content).toEqual({ alt_aliases: [mine] });
+  });
+
+  it('kicks only someone in the room and unbans only someone banned; bans anyone', async () => {
+    const carol = `@carol:${rooms.serverName}`;
+    await requireMembershipToChange(rooms, roomId, bob, 'kick');
+    expect(await refusal(requireMembershipToChange(rooms, roomId, carol, 'kick'))).toMatchObject({ code: 'forbidden', message: `${carol} is not in the room` });
+    expect(await refusal(requireMembershipToChange(rooms, roomId, bob, 'unban'))).toMatchObject({ code: 'forbidden', message: `${bob} is not banned` });
+    await requireMembershipToChange(rooms, roomId, carol, 'ban');
+    await rooms.sendEvents(roomId, [{ type: 'm.room.member', sender: alice, state_key: carol, content: { membership: 'invite' } }]);
+    await requireMembershipToChange(rooms, roomId, carol, 'kick');
+    await rooms.sendEvents(roomId, [{ type: 'm.room.member', sender: alice, state_key: carol, content: { membership: 'ban' } }]);
+    await requireMembershipToChange(rooms, roomId, carol, 'unban');
+    expect(await refusal(requireMembershipToChange(rooms, roomId, carol, 'kick'))).toMatchObject({ code: 'forbidden' });
   });
 
   it('lets only the state_default level list the room', async () => {

@@ -53,6 +53,19 @@ export async function requireMayPublish(rooms: PolicyRooms, roomId: string, user
 }
 
 /**
+ * What a membership change by another member needs of its target's current membership: a kick, someone in
+ * the room (joined, invited or knocking); an unban, someone banned. A ban needs nothing (one may ban anyone).
+ * The auth rules would let a kick of someone who left, or an unban of someone never banned, through as a
+ * no-op `leave`; Synapse refuses both with 403, and so do we.
+ */
+export async function requireMembershipToChange(rooms: Pick<Rooms, 'membership'>, roomId: string, target: string, action: 'kick' | 'ban' | 'unban'): Promise<void> {
+  if (action === 'ban') return;
+  const current = await rooms.membership(roomId, target);
+  if (action === 'unban' && current !== 'ban') throw new RoomError('forbidden', `${target} is not banned`);
+  if (action === 'kick' && current !== 'join' && current !== 'invite' && current !== 'knock') throw new RoomError('forbidden', `${target} is not in the room`);
+}
+
+/**
  * A relation a client sends (client-server §Relationships): an annotation needs a key of at most 500 characters,
  * the related event (when this server holds it) must be in the same room, and a thread may not start from an
  * event that itself relates to another.

@@ -6,7 +6,7 @@ import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions
 import { stateKey } from '../../events/event.ts';
 import { createRoomAsAsked } from '../../rooms/create-room.ts';
 import { deleteRoomAlias, setRoomVisibility } from '../../rooms/directory-admin.ts';
-import { requireMayRedact, requireOwnAliases, requireSendableRelation } from '../../rooms/room-policy.ts';
+import { requireMayRedact, requireMembershipToChange, requireOwnAliases, requireSendableRelation } from '../../rooms/room-policy.ts';
 import { relationOf } from '../../rooms/relations.ts';
 import { upgradeRoom } from '../../rooms/upgrade.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
@@ -183,9 +183,7 @@ export function roomRoutes(app: Hono<Env>): void {
       const roomId = requireRoomId(c);
       const body = await parseBody(c, targetSchema);
       const target = requireUserId(body.user_id);
-      const current = await c.get('services').rooms.membership(roomId, target);
-      if (action === 'unban' && current !== 'ban') throw forbidden(`${target} is not banned`);
-      if (action === 'kick' && current !== 'join' && current !== 'invite' && current !== 'knock') throw forbidden(`${target} is not in the room`);
+      await requireMembershipToChange(c.get('services').rooms, roomId, target, action);
       await membership(c, roomId, target, membershipValue, body.reason ? { reason: body.reason } : {});
       return c.json({});
     });

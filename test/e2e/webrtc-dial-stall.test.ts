@@ -19,6 +19,8 @@ let site: HearthSite;
 const contexts: BrowserContext[] = [];
 const pages: Page[] = [];
 const names: string[] = [];
+/** What each page's p2p node said (`hearth p2p: …` warnings): shown if the test fails, as CI keeps nothing else. */
+const p2pLog: string[] = [];
 
 beforeAll(async () => {
   // Its folder is removed at the end, not when it stops mid-test (its peer store may still be writing then).
@@ -28,6 +30,9 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     const context = await site.browser.newContext();
     await context.addInitScript(BUSY_DIALLER);
+    context.on('console', (message) => {
+      if (message.text().startsWith('hearth p2p')) p2pLog.push(`${new Date().toISOString()} page ${i}: ${message.text()}`);
+    });
     contexts.push(context);
     pages.push(await openHearth(context, site.server.url + '/'));
     names.push(await pageServerName(pages[i]!));
@@ -50,6 +55,24 @@ const webrtcDirections = (page: Page): Promise<string[]> =>
       .map((c) => c.direction as string),
   );
 
+/** Runs `check`; should it fail, adds what each page's node knew of the other and what the nodes logged. */
+async function explainingFailure(of: Page[], check: () => Promise<unknown>): Promise<void> {
+  try {
+    await check();
+  } catch (error) {
+    const states = await Promise.all(of.map((page) => page.evaluate(async () => {
+      const libp2p = (globalThis as any).hearthP2P.node.libp2p;
+      const peers = await libp2p.peerStore.all();
+      return {
+        connections: (libp2p.getConnections() as any[]).map((c) => `${c.direction} ${c.status} ${c.remoteAddr}`),
+        peers: (peers as any[]).map((p) => `${p.id}: ${p.addresses.map((a: any) => a.multiaddr.toString()).join(' ')}`),
+      };
+    }).catch((cause: unknown) => String(cause))));
+    (error as Error).message += `\n${JSON.stringify(states, null, 1)}\n${p2pLog.join('\n')}`;
+    throw error;
+  }
+}
+
 describe('a WebRTC dial from a page slower than the other side', () => {
   it('completes: both pages hold the direct link, and it outlives the relay', async () => {
     const [a, b] = pages as [Page, Page];
@@ -59,7 +82,7 @@ describe('a WebRTC dial from a page slower than the other side', () => {
     // each dial waited out its 20 s and each retry stalled the same way; meanwhile the listening side
     // held an inbound link that the dialler then closed.
     const heldByBoth = ([ofA, ofB]: string[][]) => (ofA!.includes('outbound') && ofB!.includes('inbound')) || (ofB!.includes('outbound') && ofA!.includes('inbound'));
-    await expect.poll(async () => [await webrtcDirections(a), await webrtcDirections(b)], { timeout: 30_000 }).toSatisfy(heldByBoth);
+    await explainingFailure([a, b], () => expect.poll(async () => [await webrtcDirections(a), await webrtcDirections(b)], { timeout: 30_000 }).toSatisfy(heldByBoth));
     for (const [page, other] of [[a, names[1]!], [b, names[0]!]] as const) {
       await expect.poll(() => linkTo(page, other), { timeout: 30_000 }).toMatchObject({ via: 'direct', multiaddrs: expect.arrayContaining([expect.stringContaining('/webrtc')]) });
     }

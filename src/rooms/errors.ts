@@ -1,6 +1,6 @@
 import { CodedError } from '../util/coded-error.ts';
 
-export type RoomErrorCode = 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events' | 'duplicate_annotation' | 'room_in_use' | 'invalid_param' | 'unsupported' | 'bad_alias';
+export type RoomErrorCode = 'not_found' | 'forbidden' | 'too_large' | 'bad_event' | 'unsupported_version' | 'missing_events' | 'duplicate_annotation' | 'room_in_use' | 'invalid_param' | 'unsupported' | 'bad_alias' | 'still_in_room';
 
 /** The HTTP status and Matrix errcode of each code; the rest are 400 `M_BAD_JSON`. */
 const MATRIX_CODES: Partial<Record<RoomErrorCode, [number, string]>> = {
@@ -13,6 +13,8 @@ const MATRIX_CODES: Partial<Record<RoomErrorCode, [number, string]>> = {
   invalid_param: [400, 'M_INVALID_PARAM'],
   unsupported: [400, 'M_UNKNOWN'],
   bad_alias: [400, 'M_BAD_ALIAS'],
+  // The spec's example for /forget, and Synapse's answer.
+  still_in_room: [400, 'M_UNKNOWN'],
 };
 
 /** The room engine's own errors, by `code`; each carries the Matrix status and errcode an API answers with. */

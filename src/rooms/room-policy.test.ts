@@ -8,7 +8,7 @@ import { openSqlJsDatabase } from '../storage/sqljs-database.ts';
 import { streamSchema } from '../storage/stream.ts';
 import { deleteRoomAlias, setRoomVisibility } from './directory-admin.ts';
 import { RoomError } from './errors.ts';
-import { currentPowerLevels, requireMayDeleteAlias, requireMayPublish, requireMayRedact, requireMembershipToChange, requireOwnAliases, requireSendableRelation } from './room-policy.ts';
+import { currentPowerLevels, requireLeftBeforeForget, requireMayDeleteAlias, requireMayPublish, requireMayRedact, requireMembershipToChange, requireOwnAliases, requireSendableRelation } from './room-policy.ts';
 import { Rooms, type EventTemplate } from './rooms.ts';
 import { roomsSchema } from './schema.ts';
 
@@ -116,6 +116,13 @@ describe('room policy: redaction, aliases, the directory', () => {
     await rooms.sendEvents(roomId, [{ type: 'm.room.member', sender: alice, state_key: carol, content: { membership: 'ban' } }]);
     await requireMembershipToChange(rooms, roomId, carol, 'unban');
     expect(await refusal(requireMembershipToChange(rooms, roomId, carol, 'kick'))).toMatchObject({ code: 'forbidden' });
+  });
+
+  it('forgets a room only once left', async () => {
+    expect(await refusal(requireLeftBeforeForget(rooms, roomId, bob))).toMatchObject({ code: 'still_in_room', status: 400, errcode: 'M_UNKNOWN' });
+    await rooms.sendEvents(roomId, [{ type: 'm.room.member', sender: bob, state_key: bob, content: { membership: 'leave' } }]);
+    await requireLeftBeforeForget(rooms, roomId, bob);
+    await requireLeftBeforeForget(rooms, `!unknown:${rooms.serverName}`, bob);
   });
 
   it('lets only the state_default level list the room', async () => {

@@ -65,6 +65,12 @@ export async function requireMembershipToChange(rooms: Pick<Rooms, 'membership'>
   if (action === 'kick' && current !== 'join' && current !== 'invite' && current !== 'knock') throw new RoomError('forbidden', `${target} is not in the room`);
 }
 
+/** A room is forgotten only once left (or never joined): joined, invited or knocking, the user is still in it. */
+export async function requireLeftBeforeForget(rooms: Pick<Rooms, 'membership'>, roomId: string, userId: string): Promise<void> {
+  const current = await rooms.membership(roomId, userId).catch(() => undefined);
+  if (current === 'join' || current === 'invite' || current === 'knock') throw new RoomError('still_in_room', `${userId} is in room ${roomId}: leave it before forgetting it`);
+}
+
 /**
  * A relation a client sends (client-server §Relationships): an annotation needs a key of at most 500 characters,
  * the related event (when this server holds it) must be in the same room, and a thread may not start from an

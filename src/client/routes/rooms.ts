@@ -6,7 +6,7 @@ import { getRoomVersion, DEFAULT_ROOM_VERSION } from '../../events/room-versions
 import { stateKey } from '../../events/event.ts';
 import { createRoomAsAsked } from '../../rooms/create-room.ts';
 import { deleteRoomAlias, setRoomVisibility } from '../../rooms/directory-admin.ts';
-import { requireMayRedact, requireMembershipToChange, requireOwnAliases, requireSendableRelation } from '../../rooms/room-policy.ts';
+import { requireLeftBeforeForget, requireMayRedact, requireMembershipToChange, requireOwnAliases, requireSendableRelation } from '../../rooms/room-policy.ts';
 import { relationOf } from '../../rooms/relations.ts';
 import { upgradeRoom } from '../../rooms/upgrade.ts';
 import type { EventTemplate, StoredEvent } from '../../rooms/rooms.ts';
@@ -171,10 +171,9 @@ export function roomRoutes(app: Hono<Env>): void {
   on(app, 'POST', '/rooms/:roomId/forget', async (c) => {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
-    const services = c.get('services');
-    const current = await services.rooms.membership(roomId, session.userId).catch(() => undefined);
-    if (current === 'join' || current === 'invite' || current === 'knock') throw badJson('You must leave the room before forgetting it');
-    await services.rooms.forget(session.userId, roomId);
+    const { rooms } = c.get('services');
+    await requireLeftBeforeForget(rooms, roomId, session.userId);
+    await rooms.forget(session.userId, roomId);
     return c.json({});
   });
 

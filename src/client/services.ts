@@ -21,25 +21,29 @@ export interface ClientConfig {
   maxSyncTimeoutMs: number;
 }
 
-/** What the client-server routes call into. */
+/**
+ * What the client-server routes call into. Where the routes use a few methods of a component, they are given
+ * only those (`Pick<>`), so a reader sees what an edge needs; the routes use most of what Rooms, Users, Keys,
+ * Sync and Media offer, and those stay whole.
+ */
 export interface ClientServices {
   config: ClientConfig;
   users: Users;
   rooms: Rooms;
   sync: Sync;
   /** Simplified sliding sync (MSC4186). */
-  slidingSync: SlidingSync;
+  slidingSync: Pick<SlidingSync, 'sync'>;
   keys: Keys;
   /** The content repository. */
   media: Media;
-  federation: Federation;
+  federation: Pick<Federation, 'client' | 'pendingEvents' | 'publicRooms'>;
   /** Server-side search of room events. */
-  search: Search;
+  search: Pick<Search, 'roomEvents'>;
   /** The space hierarchy walk, over the rooms here and (for those held elsewhere) the servers their m.space.child events name. */
-  spaces: SpaceHierarchy;
+  spaces: Pick<SpaceHierarchy, 'page'>;
   /** Joins, leaves, invites and knocks, in rooms here and on other servers. */
-  memberships: Memberships;
-  uia: UserInteractiveAuth;
+  memberships: Pick<Memberships, 'invite' | 'join' | 'knock' | 'leave' | 'resolveAlias' | 'sendMembership'>;
+  uia: Pick<UserInteractiveAuth, 'authenticate'>;
   rateLimiter: RateLimiter | undefined;
   random: RandomBytes;
   now: () => number;

@@ -45,9 +45,9 @@ export interface FederationServices {
   keyRing: VerifyKeys;
   ed25519: Ed25519Backend;
   rooms: Rooms;
-  users: Users;
+  users: Pick<Users, 'exists' | 'getProfile' | 'isGuest' | 'isLocal' | 'openIdUserinfo'>;
   keys: Keys;
-  sync: Sync;
+  sync: Pick<Sync, 'visibility'>;
   federation: InboundFederation;
   /** The media repository, for /media/download and /media/thumbnail. */
   media?: FederationMediaSource;

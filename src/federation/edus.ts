@@ -16,9 +16,9 @@ import type { Edu, OutgoingQueues } from './queue.ts';
 export interface EduServices {
   serverName: string;
   rooms: Rooms;
-  users: Users;
+  users: Pick<Users, 'isLocal'>;
   keys: Keys;
-  sync: Sync;
+  sync: Pick<Sync, 'presence' | 'receipts' | 'typing'>;
   queues: OutgoingQueues;
   client: FederationClient;
   now: () => number;

@@ -10,13 +10,11 @@ import { RoomGraph } from '../rooms/dag.ts';
 import type { PublicRoomsPage, PublicRoomsQuery } from '../rooms/directory.ts';
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
 import type { Database } from '../storage/database.ts';
-import type { Sync } from '../sync/sync.ts';
-import type { Users } from '../users/users.ts';
 import { createFederationApp } from './app.ts';
 import { Backfill } from './backfill.ts';
 import type { FederationClient } from './client.ts';
-import type { FederationEnv, FederationMediaSource } from './context.ts';
-import { Edus } from './edus.ts';
+import type { FederationEnv, FederationMediaSource, FederationServices } from './context.ts';
+import { Edus, type EduServices } from './edus.ts';
 import type { GapFiller } from './gap-filling.ts';
 import { InboundTransactions } from './inbound-transactions.ts';
 import { KeyRing, type VerifyKeys } from './keyring.ts';
@@ -36,9 +34,10 @@ export interface FederationOptions {
   signingKey: SigningKey;
   ed25519: Ed25519Backend;
   rooms: Rooms;
-  users: Users;
+  /** Of users and sync, only what the inbound routes and the EDU handlers call (the Federation hands these options to both). */
+  users: FederationServices['users'] & EduServices['users'];
   keys: Keys;
-  sync: Sync;
+  sync: FederationServices['sync'] & EduServices['sync'];
   /** The signed requests to other servers, and the outgoing queues the room engine's outbox fills (`roomOutbox`): made by the composition root before the room engine. */
   client: FederationClient;
   queues: OutgoingQueues;

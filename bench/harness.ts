@@ -50,10 +50,17 @@ export function pageRequest(page: Page, method: string, path: string, token?: st
     async ({ method, path, token, body }) => {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (token) headers['authorization'] = `Bearer ${token}`;
-      const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-      const json = await response.json();
-      if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-      return json;
+      // Rate-limited (the page's homeserver limits room creation), it waits as the answer asks, as a client does.
+      for (;;) {
+        const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+        const json = await response.json();
+        if (response.status === 429) {
+          await new Promise((resolve) => setTimeout(resolve, json.retry_after_ms ?? 1000));
+          continue;
+        }
+        if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+        return json;
+      }
     },
     { method, path, token, body },
   );

@@ -38,7 +38,7 @@ import { hierarchyRoutes } from './federation/routes/hierarchy.ts';
 import { SpaceHierarchy } from './spaces/hierarchy.ts';
 import { remoteHierarchy } from './spaces/remote.ts';
 import type { ComponentSchema, Database } from './storage/database.ts';
-import { streamSchema, type StreamChange } from './storage/stream.ts';
+import { StreamChanges, streamSchema } from './storage/stream.ts';
 import { syncSchema } from './sync/schema.ts';
 import { Sync } from './sync/sync.ts';
 import { slidingSyncSchema } from './sliding-sync/schema.ts';
@@ -147,9 +147,9 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   const transport = options.federation?.transport ?? NO_TRANSPORT;
   const log = options.log ?? (() => {});
 
-  // Components report stream changes; the sync notifier wakes long-polls.
-  let sync: Sync | undefined;
-  const notify = (change: StreamChange) => sync?.notify(change);
+  // Components report stream changes as they write; sync, which wakes the long-polls, takes them once made.
+  const streamChanges = new StreamChanges();
+  const { notify } = streamChanges;
 
   const users = new Users({ db, serverName, now, random, notify, passwordIterations: options.passwordIterations });
   // The room engine is given, at construction, the two hooks it calls inside each write: the
@@ -171,7 +171,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     outbox: roomOutbox(queues),
     indexer: searchIndex,
   });
-  sync = new Sync(db, rooms, users, now);
+  const sync = new Sync(db, rooms, users, now);
+  streamChanges.deliverTo((change) => sync.notify(change));
   const search = new Search(rooms, searchIndex, sync.visibility, sync.formatter);
   // Keys sends to-device messages through federation's queues and fetches other servers' device lists with its client.
   const keys = new Keys({
@@ -310,8 +311,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     close: async () => {
       mailbox.stop();
       federation.stop();
-      sync?.typing.stop();
-      sync?.pushDelivery?.stop();
+      sync.typing.stop();
+      sync.pushDelivery?.stop();
       await db.close();
     },
   };

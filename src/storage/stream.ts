@@ -41,3 +41,17 @@ export interface StreamChange {
 }
 
 export type StreamNotify = (change: StreamChange) => void;
+
+/**
+ * Where the components that write report their stream changes (`notify`), made before any of them. The
+ * component that wakes long-polls is made after the ones it reads, so it is connected last (`deliverTo`);
+ * a change reported before that has no long-poll to wake.
+ */
+export class StreamChanges {
+  private listener: StreamNotify | undefined;
+  readonly notify: StreamNotify = (change) => this.listener?.(change);
+
+  deliverTo(listener: StreamNotify): void {
+    this.listener = listener;
+  }
+}

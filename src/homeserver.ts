@@ -16,7 +16,7 @@ import type { ServerSigningKeys } from './federation/signing-keys.ts';
 import type { PushGateway } from './sync/push-delivery.ts';
 import { FederationUnreachable, type FederationTransport } from './federation/transport.ts';
 import { webRandomBytes, type RandomBytes } from './crypto/random.ts';
-import { Keys } from './keys/keys.ts';
+import { Keys, markRemoteListsStale } from './keys/keys.ts';
 import { keysSchema } from './keys/schema.ts';
 import { fileNameOf } from './media/http.ts';
 import type { MediaConfig } from './media/config.ts';
@@ -170,6 +170,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     resolveVerifyKey: (server, id, at) => federation.keyRing.verifyKey(server, id, at),
     outbox: roomOutbox(queues),
     indexer: searchIndex,
+    // A remote user we share no room with any more: their device list goes stale in that very write.
+    unshared: markRemoteListsStale,
   });
   const sync = new Sync(db, rooms, users, now);
   streamChanges.deliverTo((change) => sync.notify(change));
@@ -184,8 +186,6 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   users.addDeviceListener(keys);
   // A device's peeks go with it.
   users.addDeviceListener(sync.peeks);
-  // A remote user we share no room with any more: their device list goes stale in that very write.
-  rooms.setUnsharedHook((tx, userIds) => keys.remoteLists.unshared(tx, userIds));
   sync.addExtension(keys);
   // Remote media comes from its origin through the federation client (made just below).
   const media: Media = new Media({

@@ -105,7 +105,6 @@ export class RemoteDeviceLists {
 
   constructor(private readonly options: RemoteDeviceListsOptions) {}
 
-
   private get backoff(): BackoffPolicy {
     return this.options.backoff ?? DEFAULT_DEVICE_LIST_BACKOFF;
   }
@@ -153,15 +152,6 @@ export class RemoteDeviceLists {
     const list = await this.get(userId);
     if (list && !list.stale) return;
     await withTimeout(this.schedule(userId), timeoutMs, serverTimedOut(serverNameOf(userId), timeoutMs));
-  }
-
-  /**
-   * Users of other servers who share no room with ours any more, inside the write that made it so:
-   * their server stops telling us of their devices, so their lists are stale from now on, and
-   * whoever asks while they are away, or once they share a room again, gets a resync first.
-   */
-  unshared(tx: WriteTransaction, userIds: string[]): void {
-    for (const userId of userIds) tx.run('UPDATE remote_device_lists SET stale = 1 WHERE user_id = ?', [userId]);
   }
 
   /**
@@ -412,3 +402,13 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, timedOut: () => 
 }
 
 const serverTimedOut = (server: string, ms: number) => () => new DeviceListResyncError(server, `${server} did not answer within ${ms} ms`);
+
+/**
+ * Users of other servers who share no room with ours any more, inside the write that made it so: their
+ * server stops telling us of their devices, so their lists are stale from now on, and whoever asks while
+ * they are away, or once they share a room again, gets a resync first. A function of the write alone, so
+ * that the room engine, made before the keys component (which reads rooms), is given it at construction.
+ */
+export function markRemoteListsStale(tx: WriteTransaction, userIds: string[]): void {
+  for (const userId of userIds) tx.run('UPDATE remote_device_lists SET stale = 1 WHERE user_id = ?', [userId]);
+}

@@ -13,6 +13,8 @@ import { ToDevice, type ToDeviceOutbox } from './to-device.ts';
 import type { KeysDirectory, KeysMembership } from './types.ts';
 import { KeyUpload } from './upload.ts';
 
+export { markRemoteListsStale } from './device-lists.ts';
+
 export interface KeysOptions {
   db: Database;
   ed25519: Ed25519Backend;

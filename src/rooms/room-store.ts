@@ -118,7 +118,7 @@ export class RoomStore {
   readonly lock = new KeyedLock();
   readonly outbox: OutboxHook | undefined;
   readonly indexer: EventIndexHook | undefined;
-  unshared: UnsharedHook | undefined;
+  readonly unshared: UnsharedHook | undefined;
   /** Each room's durable head: what queries see. */
   private readonly heads = new Map<string, RoomHead>();
   /**
@@ -137,6 +137,7 @@ export class RoomStore {
     this.stateStore = new StateStore(options.db);
     this.outbox = options.outbox;
     this.indexer = options.indexer;
+    this.unshared = options.unshared;
   }
 
   /** The room's durable head. */

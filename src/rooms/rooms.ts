@@ -10,7 +10,7 @@ import { RemoteMemberships } from './remote-memberships.ts';
 import { RoomReads } from './room-reads.ts';
 import { RoomStore } from './room-store.ts';
 import { RoomTimeline } from './timeline.ts';
-import type { Countersign, EventIndexHook, EventTemplate, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook } from './types.ts';
+import type { Countersign, EventIndexHook, EventTemplate, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey } from './types.ts';
 
 export { MAX_EVENT_BYTES } from './event-builder.ts';
 export type { Countersign, EventIndexHook, EventTemplate, OutboxHook, OutlierAnswer, PduSource, ReceiveOptions, RoomsOptions, StoredEvent, TransactionKey, UnsharedHook, VerifyKeyResolver } from './types.ts';
@@ -60,11 +60,6 @@ export class Rooms extends RoomReads {
       index(tx, events);
       return events.length;
     });
-  }
-
-  /** The keys component's hook for users of other servers we stop sharing rooms with (see {@link UnsharedHook}). */
-  setUnsharedHook(hook: UnsharedHook): void {
-    this.store.unshared = hook;
   }
 
   // ------------------------------------------------ the send path (local-writes.ts)

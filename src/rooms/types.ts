@@ -93,6 +93,8 @@ export interface RoomsOptions {
   outbox?: OutboxHook;
   /** An index kept with the timeline in the same writes (search's; see {@link EventIndexHook}). */
   indexer?: EventIndexHook;
+  /** The keys component's, for users of other servers we stop sharing rooms with (see {@link UnsharedHook}). */
+  unshared?: UnsharedHook;
 }
 
 /** How an event from another server arrives. */

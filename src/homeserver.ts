@@ -134,6 +134,12 @@ export const DEFAULT_RATE_LIMITS: RateLimitConfig = { perSecond: 10, burst: 50 }
 export const DEFAULT_FEDERATION_RATE_LIMITS: RateLimitConfig = { perSecond: 50, burst: 250 };
 
 /** The composition root: wires the components together. Every host calls it. */
+/** A part of the homeserver that runs on its own between start and close. */
+interface Lifecycle {
+  start?(): Promise<void>;
+  stop?(): void;
+}
+
 export async function createHomeserver(options: HomeserverOptions): Promise<Homeserver> {
   const now = options.now ?? Date.now;
   const random = options.random ?? webRandomBytes;
@@ -284,6 +290,17 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   };
   const app = createClientApp(services, options.log);
 
+  // What runs beyond answering requests, started in this order once the host is ready and stopped in reverse.
+  const lifecycle: Lifecycle[] = [
+    // Before requests are served: a blob no metadata names was left by a crash.
+    { start: () => media.sweepOrphans().then(() => undefined, (error: unknown) => log('media: the orphan sweep failed', error)) },
+    // Events stored before search existed, indexed through the room engine's API (once; resumed if stopped).
+    { start: () => searchIndex.buildFirstIndex(rooms) },
+    mailbox,
+    federation,
+    sync,
+  ];
+
   return {
     serverName,
     keyId,
@@ -301,18 +318,10 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     },
     mailbox,
     start: async () => {
-      // Before requests are served: a blob no metadata names was left by a crash.
-      await media.sweepOrphans().catch((error) => log('media: the orphan sweep failed', error));
-      // Events stored before search existed, indexed through the room engine's API (once; resumed if stopped).
-      await searchIndex.buildFirstIndex(rooms);
-      await mailbox.start();
-      await federation.start();
+      for (const part of lifecycle) await part.start?.();
     },
     close: async () => {
-      mailbox.stop();
-      federation.stop();
-      sync.typing.stop();
-      sync.pushDelivery?.stop();
+      for (const part of [...lifecycle].reverse()) part.stop?.();
       await db.close();
     },
   };

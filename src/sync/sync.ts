@@ -77,6 +77,12 @@ export class Sync {
     });
   }
 
+  /** Stops what runs on its own: typing timeouts and push delivery. */
+  stop(): void {
+    this.typing.stop();
+    this.pushDelivery?.stop();
+  }
+
   addExtension(extension: SyncExtension): void {
     this.extensions.push(extension);
   }

@@ -133,13 +133,13 @@ export const DEFAULT_RATE_LIMITS: RateLimitConfig = { perSecond: 10, burst: 50 }
 /** Per origin server: well above what a busy peer's queue sends (a transaction carries up to 50 PDUs), far below a flood. */
 export const DEFAULT_FEDERATION_RATE_LIMITS: RateLimitConfig = { perSecond: 50, burst: 250 };
 
-/** The composition root: wires the components together. Every host calls it. */
 /** A part of the homeserver that runs on its own between start and close. */
 interface Lifecycle {
   start?(): Promise<void>;
   stop?(): void;
 }
 
+/** The composition root: wires the components together. Every host calls it. */
 export async function createHomeserver(options: HomeserverOptions): Promise<Homeserver> {
   const now = options.now ?? Date.now;
   const random = options.random ?? webRandomBytes;

@@ -56,7 +56,7 @@ export async function requireMayPublish(rooms: PolicyRooms, roomId: string, user
  * What a membership change by another member needs of its target's current membership: a kick, someone in
  * the room (joined, invited or knocking); an unban, someone banned. A ban needs nothing (one may ban anyone).
  * The auth rules would let a kick of someone who left, or an unban of someone never banned, through as a
- * no-op `leave`; Synapse refuses both with 403, and so do we.
+ * no-op `leave`; both are refused with 403 instead, as Synapse refuses the unban.
  */
 export async function requireMembershipToChange(rooms: Pick<Rooms, 'membership'>, roomId: string, target: string, action: 'kick' | 'ban' | 'unban'): Promise<void> {
   if (action === 'ban') return;

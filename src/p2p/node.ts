@@ -6,7 +6,7 @@
 import { noise } from '@chainsafe/libp2p-noise';
 import { yamux } from '@chainsafe/libp2p-yamux';
 import { bootstrap } from '@libp2p/bootstrap';
-import { identify } from '@libp2p/identify';
+import { identify, identifyPush } from '@libp2p/identify';
 import type { Connection, ConnectionGater, PeerId } from '@libp2p/interface';
 import { multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p, type Libp2p, type Libp2pInit } from 'libp2p';
@@ -28,6 +28,8 @@ const DISCOVERY_WAIT_MS = 10_000;
 
 /** How often a peer reached only through a relay gets another WebRTC dial (preferWebRTC). */
 const DIRECT_SWEEP_MS = 5_000;
+/** How often, at most, a relayed connection whose peer has told us of no WebRTC address is asked again (identify). */
+const IDENTIFY_AGAIN_MS = 10_000;
 
 /**
  * Through a relay, but not WebRTC: a WebRTC address reads `…/p2p-circuit/webrtc/…`
@@ -161,6 +163,10 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     ],
     services: {
       identify: identify(),
+      // Our new addresses (a relay reservation, the WebRTC address it brings) reach the peers we are connected to
+      // at once, over the connection they already have: without it they learnt them only from the next discovery
+      // announcement, which floodsub may drop, and a page that had identified us too early never dialled WebRTC.
+      identifyPush: identifyPush(),
       pubsub: discovery.pubsub,
       // Loaded only on a relay host (~0.5 MiB of heap, ~35 ms to load).
       ...(options.relay
@@ -249,7 +255,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
    * both died (seen in the e2e test); the other side's sends meanwhile take the relayed connection.
    */
   const directDials = new Map<string, Promise<void>>();
-  const identifiedAgain = new WeakSet<Connection>();
+  const identifiedAt = new WeakMap<Connection, number>();
   const webrtcAddresses = async (peerId: PeerId) =>
     ((await libp2p.peerStore.get(peerId).catch(() => undefined))?.addresses ?? []).map((a) => a.multiaddr).filter((a) => a.toString().includes('/webrtc'));
   function ensureDirect(peerId: PeerId, signal?: AbortSignal): Promise<void> {
@@ -262,10 +268,11 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
     const dialing = (async () => {
       let addresses = await webrtcAddresses(peerId);
       // The identify that libp2p runs on a new connection fails silently now and then (seen across NATs: two
-      // pages, each knowing only the other's relayed address, never tried WebRTC). Ask again, once per connection.
-      const relayed = open.find((c) => !identifiedAgain.has(c));
+      // pages, each knowing only the other's relayed address, never tried WebRTC), or ran before the peer had its
+      // relay reservation. Ask again, at most every IDENTIFY_AGAIN_MS per connection (the sweep comes every 5 s).
+      const relayed = open.find((c) => Date.now() - (identifiedAt.get(c) ?? 0) >= IDENTIFY_AGAIN_MS);
       if (addresses.length === 0 && relayed) {
-        identifiedAgain.add(relayed);
+        identifiedAt.set(relayed, Date.now());
         await libp2p.services.identify.identify(relayed, { signal }).catch((error: unknown) => logDialFailure('could not learn the addresses of', peerId, error));
         addresses = await webrtcAddresses(peerId);
       }

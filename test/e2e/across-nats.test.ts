@@ -209,11 +209,17 @@ describe('two people behind two NATs, one public origin', () => {
     nat.run('iptables', ['-t', 'nat', '-A', 'POSTROUTING', '!', '-o', inside, '-j', 'MASQUERADE', '--random-fully']);
     const pages: Page[] = [];
     const webrtcFailed: Promise<void>[] = [];
+    const p2pLog: string[] = [];
     for (const [i, name] of (['cleo', 'dan'] as const).entries()) {
       const context = await browsers[i]!.browser.newContext();
+      // The lower peer ID dials the WebRTC link; whichever it is says so when the dial fails. Heard from before the
+      // page opens: the dial can fail while the page is still starting (a listener added after missed it, and the
+      // test waited for ever).
+      webrtcFailed.push(new Promise((resolve) => context.on('console', (message) => {
+        if (message.text().startsWith('hearth p2p')) p2pLog.push(`${name}: ${message.text()}`);
+        if (message.text().includes('could not open a WebRTC link')) resolve();
+      })));
       const page = await openHearth(context, `${SITE}/`);
-      // The lower peer ID dials the WebRTC link; whichever it is says so when the dial fails.
-      webrtcFailed.push(new Promise((resolve) => page.on('console', (message) => message.text().includes('could not open a WebRTC link') && resolve())));
       await registerThroughUi(page, name);
       pages.push(page);
     }
@@ -224,7 +230,12 @@ describe('two people behind two NATs, one public origin', () => {
     await cleo.locator('.invite').waitFor({ timeout: 60_000 });
     await cleo.locator('.invite').getByRole('button', { name: 'Accept' }).click();
     await dan.locator('.timeline .notice', { hasText: 'cleo joined' }).waitFor({ timeout: 60_000 });
-    await Promise.race(webrtcFailed);
+    // Bounded, so that a page that never tries WebRTC fails here with what the nodes said, not at the test's timeout.
+    let waited: ReturnType<typeof setTimeout> | undefined;
+    const untried = new Promise<never>((_, reject) => {
+      waited = setTimeout(() => reject(new Error(`neither page said a WebRTC dial failed:\n${p2pLog.join('\n')}`)), 60_000);
+    });
+    await Promise.race([...webrtcFailed, untried]).finally(() => clearTimeout(waited));
     const danName = await pageServerName(dan);
     const row = cleo.locator(`.peer[data-server-name="${danName}"]`);
     expect(await row.getAttribute('data-via')).toBe('relayed');

@@ -23,50 +23,49 @@ interface Loads {
 }
 
 /**
- * Reload → the first room list shown (`hearth-rooms-shown`), and → all of `all` rooms listed (polled each frame);
- * on sliding sync and, alternating with it (so that a busy moment of the machine or the core weighs on both), on
- * /sync (`hearth-sync` = `sync`, sliding.ts).
+ * Reloads the page RELOADS times on sliding sync and, alternating with it (so that a busy moment of the machine or the
+ * core weighs on both), on /sync (`hearth-sync` = `sync`, sliding.ts), taking `measure` after each; then back on
+ * sliding sync.
  */
-async function roomsShownAfterReload(page: Page, all = 0): Promise<{ sliding: Loads; sync: Loads }> {
-  const loads = { sliding: { first: [], every: [] } as Loads, sync: { first: [], every: [] } as Loads };
+async function afterReloads<T>(page: Page, measure: () => Promise<T>): Promise<{ sliding: T[]; sync: T[] }> {
+  const loads = { sliding: [] as T[], sync: [] as T[] };
   for (let i = 0; i < RELOADS; i++) {
     for (const mode of ['sliding', 'sync'] as const) {
       await page.evaluate((mode) => (mode === 'sync' ? localStorage.setItem('hearth-sync', 'sync') : localStorage.removeItem('hearth-sync')), mode);
       await page.reload();
-      await page.waitForFunction(() => performance.getEntriesByName('hearth-rooms-shown').length > 0, undefined, { timeout: 120_000 });
-      loads[mode].first.push(await page.evaluate(() => performance.getEntriesByName('hearth-rooms-shown')[0]!.startTime));
-      const listed = await page.waitForFunction((all) => document.querySelectorAll('.room-list .room-item').length >= all && performance.now(), all, { timeout: 120_000, polling: 'raf' });
-      loads[mode].every.push((await listed.jsonValue()) as number);
+      loads[mode].push(await measure());
     }
   }
   await page.evaluate(() => localStorage.removeItem('hearth-sync'));
   await page.reload();
-  for (const l of [loads.sliding, loads.sync]) for (const times of [l.first, l.every]) times.sort((a, b) => a - b);
   return loads;
 }
 
+const sorted = (times: number[]) => [...times].sort((a, b) => a - b);
+
+/** Reload → the first room list shown (`hearth-rooms-shown`), and → all of `all` rooms listed (polled each frame). */
+async function roomsShownAfterReload(page: Page, all = 0): Promise<{ sliding: Loads; sync: Loads }> {
+  const loads = await afterReloads(page, async () => {
+    await page.waitForFunction(() => performance.getEntriesByName('hearth-rooms-shown').length > 0, undefined, { timeout: 120_000 });
+    const first = await page.evaluate(() => performance.getEntriesByName('hearth-rooms-shown')[0]!.startTime);
+    const listed = await page.waitForFunction((all) => document.querySelectorAll('.room-list .room-item').length >= all && performance.now(), all, { timeout: 120_000, polling: 'raf' });
+    return { first, every: (await listed.jsonValue()) as number };
+  });
+  const byMode = (times: Array<{ first: number; every: number }>): Loads => ({ first: sorted(times.map((t) => t.first)), every: sorted(times.map((t) => t.every)) });
+  return { sliding: byMode(loads.sliding), sync: byMode(loads.sync) };
+}
+
 /**
- * Reload → the newest message (`newest`) of the room the page opens, the one last active, shown in its timeline, decrypted if the room is encrypted: what a
- * person reopening the page reads first (Playwright's wait, so up to its polling interval late). Sliding sync and
- * /sync alternate, as above.
+ * Reload → the newest message (`newest`) of the room the page opens, the one last active, shown in its timeline,
+ * decrypted if the room is encrypted: what a person reopening the page reads first (Playwright's wait, so up to its
+ * polling interval late).
  */
 async function newestShownAfterReload(page: Page, newest: string): Promise<{ sliding: number[]; sync: number[] }> {
-  const loads = { sliding: [] as number[], sync: [] as number[] };
-  for (let i = 0; i < RELOADS; i++) {
-    for (const mode of ['sliding', 'sync'] as const) {
-      await page.evaluate((mode) => (mode === 'sync' ? localStorage.setItem('hearth-sync', 'sync') : localStorage.removeItem('hearth-sync')), mode);
-      await page.reload();
-      const newestBody = page.getByRole('list', { name: 'Timeline' }).locator('.event .body', { hasText: new RegExp(`^${newest}$`) });
-      await newestBody.waitFor({ timeout: 120_000 });
-      const shown = await page.evaluate(() => performance.now());
-      loads[mode].push(shown);
-    }
-  }
-  await page.evaluate(() => localStorage.removeItem('hearth-sync'));
-  await page.reload();
-  loads.sliding.sort((a, b) => a - b);
-  loads.sync.sort((a, b) => a - b);
-  return loads;
+  const loads = await afterReloads(page, async () => {
+    await page.getByRole('list', { name: 'Timeline' }).locator('.event .body', { hasText: new RegExp(`^${newest}$`) }).waitFor({ timeout: 120_000 });
+    return page.evaluate(() => performance.now());
+  });
+  return { sliding: sorted(loads.sliding), sync: sorted(loads.sync) };
 }
 
 /** Sends `text` through A's composer; resolves with the time until it is in B's timeline (a MutationObserver in B). */

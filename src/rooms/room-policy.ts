@@ -58,17 +58,20 @@ export async function requireMayPublish(rooms: PolicyRooms, roomId: string, user
  * The auth rules would let a kick of someone who left, or an unban of someone never banned, through as a
  * no-op `leave`; both are refused with 403 instead, as Synapse refuses the unban.
  */
+/** Joined, invited or knocking: a membership that a kick can end, and that forbids forgetting the room. */
+const inRoom = (membership: string | undefined) => membership === 'join' || membership === 'invite' || membership === 'knock';
+
 export async function requireMembershipToChange(rooms: Pick<Rooms, 'membership'>, roomId: string, target: string, action: 'kick' | 'ban' | 'unban'): Promise<void> {
   if (action === 'ban') return;
   const current = await rooms.membership(roomId, target);
   if (action === 'unban' && current !== 'ban') throw new RoomError('forbidden', `${target} is not banned`);
-  if (action === 'kick' && current !== 'join' && current !== 'invite' && current !== 'knock') throw new RoomError('forbidden', `${target} is not in the room`);
+  if (action === 'kick' && !inRoom(current)) throw new RoomError('forbidden', `${target} is not in the room`);
 }
 
 /** A room is forgotten only once left (or never joined): joined, invited or knocking, the user is still in it. */
 export async function requireLeftBeforeForget(rooms: Pick<Rooms, 'membership'>, roomId: string, userId: string): Promise<void> {
   const current = await rooms.membership(roomId, userId).catch(() => undefined);
-  if (current === 'join' || current === 'invite' || current === 'knock') throw new RoomError('still_in_room', `${userId} is in room ${roomId}: leave it before forgetting it`);
+  if (inRoom(current)) throw new RoomError('still_in_room', `${userId} is in room ${roomId}: leave it before forgetting it`);
 }
 
 /**

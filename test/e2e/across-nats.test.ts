@@ -10,7 +10,7 @@ import { spawnHearth, type HearthProcess } from '../support/hearth-process.ts';
 import { assertNetworkNamespaces, createLab, type Lab, type Namespace } from '../support/netns.ts';
 import { startNginx, type Nginx } from '../support/nginx.ts';
 import { createTestCa, type TestCa } from '../support/test-ca.ts';
-import { openHearth, pageServerName, peersOf, registerThroughUi, sendThroughUi } from './hearth-page.ts';
+import { collectP2PLog, openHearth, pageServerName, peersOf, registerThroughUi, sendThroughUi } from './hearth-page.ts';
 import { launchTrustingChromium, type TrustingChromium } from './trusting-chromium.ts';
 
 // Issue 40, as people meet on the internet: a public network namespace serves the built page over HTTPS
@@ -215,10 +215,7 @@ describe('two people behind two NATs, one public origin', () => {
       // The lower peer ID dials the WebRTC link; whichever it is says so when the dial fails. Heard from before the
       // page opens: the dial can fail while the page is still starting (a listener added after missed it, and the
       // test waited for ever).
-      webrtcFailed.push(new Promise((resolve) => context.on('console', (message) => {
-        if (message.text().startsWith('hearth p2p')) p2pLog.push(`${name}: ${message.text()}`);
-        if (message.text().includes('could not open a WebRTC link')) resolve();
-      })));
+      webrtcFailed.push(new Promise((resolve) => collectP2PLog(context, name, p2pLog, (line) => line.includes('could not open a WebRTC link') && resolve())));
       const page = await openHearth(context, `${SITE}/`);
       await registerThroughUi(page, name);
       pages.push(page);

@@ -62,6 +62,19 @@ export async function startRelayedPages(dist: string, name: string, options: { i
 
 let openedPages = 0;
 
+/**
+ * Keeps, from now on, what the p2p nodes of `context`'s pages say (`hearth p2p: …` warnings), each line tagged, in
+ * `into`: a test shows them when it fails, as CI keeps nothing else. Calls `onLine` with each, for a test that waits for one.
+ */
+export function collectP2PLog(context: BrowserContext, tag: string, into: string[], onLine?: (line: string) => void): void {
+  context.on('console', (message) => {
+    const line = message.text();
+    if (!line.startsWith('hearth p2p')) return;
+    into.push(`${new Date().toISOString()} ${tag}: ${line}`);
+    onLine?.(line);
+  });
+}
+
 /** Opens the page and waits until the service worker controls it and the core answers /versions. */
 export async function openHearth(context: BrowserContext, url: string): Promise<Page> {
   const page = await context.newPage();

@@ -5,7 +5,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { BUSY_DIALLER } from './busy-dialler.ts';
-import { openHearth, pageServerName, peersOf, startSite, type HearthSite } from './hearth-page.ts';
+import { collectP2PLog, openHearth, pageServerName, peersOf, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 24, the WebRTC dial stall. On a loaded machine the dialling page can be slower than the other:
 // by the time it looks at its `init` data channel, the other side has opened it and closed it again,
@@ -19,7 +19,7 @@ let site: HearthSite;
 const contexts: BrowserContext[] = [];
 const pages: Page[] = [];
 const names: string[] = [];
-/** What each page's p2p node said (`hearth p2p: …` warnings): shown if the test fails, as CI keeps nothing else. */
+/** What each page's p2p node said (collectP2PLog): shown if the test fails. */
 const p2pLog: string[] = [];
 
 beforeAll(async () => {
@@ -30,9 +30,7 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     const context = await site.browser.newContext();
     await context.addInitScript(BUSY_DIALLER);
-    context.on('console', (message) => {
-      if (message.text().startsWith('hearth p2p')) p2pLog.push(`${new Date().toISOString()} page ${i}: ${message.text()}`);
-    });
+    collectP2PLog(context, `page ${i}`, p2pLog);
     contexts.push(context);
     pages.push(await openHearth(context, site.server.url + '/'));
     names.push(await pageServerName(pages[i]!));

@@ -10,6 +10,7 @@ import { Federation } from './federation/federation.ts';
 import { OutgoingQueues, roomOutbox } from './federation/queue.ts';
 import { Memberships } from './federation/memberships.ts';
 import { federationSchema } from './federation/schema.ts';
+import { KeyRing, type VerifyKeys } from './federation/keyring.ts';
 import { SqlServerKeyStore, serverKeysSchema } from './federation/server-key-store.ts';
 import { ServerKeys, transportKeyFetcher } from './federation/server-keys.ts';
 import type { ServerSigningKeys } from './federation/signing-keys.ts';
@@ -24,7 +25,11 @@ import { Media } from './media/media.ts';
 import { mediaSchema } from './media/schema.ts';
 import { MemoryMediaStore, type MediaStore } from './media/store.ts';
 import type { Thumbnailer } from './media/thumbnailer.ts';
+import { KnownMailboxes } from './mailbox/known.ts';
+import { MailboxHost } from './mailbox/host.ts';
 import { Mailbox } from './mailbox/mailbox.ts';
+import { MailNotices } from './mailbox/notices.ts';
+import { MailSender } from './mailbox/sender.ts';
 import { mailboxRoutes } from './mailbox/routes.ts';
 import { mailboxSchema } from './mailbox/schema.ts';
 import type { MailboxLimits } from './mailbox/store.ts';
@@ -41,6 +46,7 @@ import type { ComponentSchema, Database } from './storage/database.ts';
 import { StreamChanges, streamSchema } from './storage/stream.ts';
 import { syncSchema } from './sync/schema.ts';
 import { Sync } from './sync/sync.ts';
+import { RoomHistory, type Backfiller } from './sync/history.ts';
 import { slidingSyncSchema } from './sliding-sync/schema.ts';
 import { SlidingSync } from './sliding-sync/sliding-sync.ts';
 import { usersSchema } from './users/schema.ts';
@@ -91,6 +97,8 @@ export interface HomeserverOptions {
   federation?: { transport: FederationTransport; backoff?: BackoffPolicy; deviceListBackoff?: BackoffPolicy };
   /** How to reach push gateways (the Node host: fetch); without one, pushers are kept but nothing is pushed. */
   pushGateway?: PushGateway;
+  /** Where /messages going back gets the history this server lacks: federation's /backfill unless given (a test's own room engine). */
+  backfiller?: Backfiller;
   /** Hold mail for unreachable peers (a mailbox host: Node peers, never pages), within these limits (`true`: the defaults). */
   mailbox?: true | Partial<MailboxLimits>;
   /** Where media bytes go (default: memory), how thumbnails are made (default: none) and the limits. */
@@ -162,7 +170,19 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   // outgoing queues' outbox (local events leave in the write that made them, durable together)
   // and the search index (kept with the events, as durable as they are).
   const federationClient = new FederationClient(transport, serverName, keyId, signingKey);
-  const queues = new OutgoingQueues(db, federationClient, serverName, now, log, options.federation?.backoff);
+  // Other servers' verify keys: the room engine checks remote events with them, the mailbox letters, federation requests.
+  // A DNS-named server fetches other servers' keys (through the same transport) and is a notary; a hex name is its key.
+  const keyRing: VerifyKeys = named
+    ? new ServerKeys({ serverName, signingKeys: named.signingKeys, ed25519, store: new SqlServerKeyStore(db), fetcher: transportKeyFetcher(transport), trustedNotaries: named.trustedKeyServers, now, log })
+    : new KeyRing(serverName, signingKey, now);
+  // A transaction whose destination does not answer is left with the known mailboxes (Hearth peers only).
+  const knownMailboxes = new KnownMailboxes(db, now);
+  const mailSender = new MailSender({ serverName, keyId, signingKey, client: federationClient, known: knownMailboxes, log });
+  const queues = new OutgoingQueues(db, federationClient, serverName, now, log, options.federation?.backoff, mailSender);
+  // Holding mail for others (Node peers that are asked to); every server hears a mailbox's notice.
+  const mailboxHost = options.mailbox === undefined ? undefined
+    : new MailboxHost({ db, now, limits: options.mailbox === true ? {} : options.mailbox, ed25519, keyRing, client: federationClient });
+  const mailNotices = new MailNotices();
   const searchIndex = new SearchIndex(db);
   const rooms = new Rooms({
     db,
@@ -173,7 +193,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     now,
     random,
     notify,
-    resolveVerifyKey: (server, id, at) => federation.keyRing.verifyKey(server, id, at),
+    resolveVerifyKey: (server, id, at) => keyRing.verifyKey(server, id, at),
     outbox: roomOutbox(queues),
     indexer: searchIndex,
     // A remote user we share no room with any more: their device list goes stale in that very write.
@@ -193,8 +213,8 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
   // A device's peeks go with it.
   users.addDeviceListener(sync.peeks);
   sync.addExtension(keys);
-  // Remote media comes from its origin through the federation client (made just below).
-  const media: Media = new Media({
+  // Remote media comes from its origin through the federation client.
+  const media = new Media({
     db,
     store: options.media?.store ?? new MemoryMediaStore(),
     thumbnailer: options.media?.thumbnailer,
@@ -205,19 +225,19 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     log,
     remote: {
       download: async (origin, mediaId, { timeoutMs }) => {
-        const part = await federation.client.mediaDownload(origin, mediaId, { timeoutMs, maxBytes: media.config.remoteCacheBytes });
+        const part = await federationClient.mediaDownload(origin, mediaId, { timeoutMs, maxBytes: media.config.remoteCacheBytes });
         const uploadName = fileNameOf(part.contentDisposition);
         return { bytes: part.bytes, contentType: part.contentType, ...(uploadName ? { uploadName } : {}) };
       },
       thumbnail: async (origin, mediaId, query) => {
-        const part = await federation.client.mediaThumbnail(origin, mediaId, { ...query, maxBytes: media.config.maxThumbnailSourceBytes });
+        const part = await federationClient.mediaThumbnail(origin, mediaId, { ...query, maxBytes: media.config.maxThumbnailSourceBytes });
         return { bytes: part.bytes, contentType: part.contentType };
       },
     },
   });
   // One walker for both APIs; rooms held elsewhere are asked of the servers their m.space.child events name.
-  const spaces = new SpaceHierarchy(rooms, remoteHierarchy(() => federation.client));
-  const federation: Federation = new Federation({
+  const spaces = new SpaceHierarchy(rooms, remoteHierarchy(federationClient));
+  const federation = new Federation({
     db,
     serverName,
     keyId,
@@ -230,33 +250,31 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     client: federationClient,
     queues,
     rateLimiter: options.federationRateLimits === false ? undefined : new RateLimiter(options.federationRateLimits ?? DEFAULT_FEDERATION_RATE_LIMITS, now),
-    // A DNS-named server fetches other servers' keys (through the same transport) and is a notary.
-    keyRing: named
-      ? new ServerKeys({ serverName, signingKeys: named.signingKeys, ed25519, store: new SqlServerKeyStore(db), fetcher: transportKeyFetcher(transport), trustedNotaries: named.trustedKeyServers, now, log })
-      : undefined,
+    keyRing,
     media,
     now,
     log,
     routes: (app) => {
-      mailboxRoutes(app, () => mailbox, options.mailbox !== undefined);
+      mailboxRoutes(app, { host: mailboxHost, notices: mailNotices });
       hierarchyRoutes(app, spaces);
     },
   });
+  // Collected letters go into federation's inbound path, as a transaction sent directly would.
   const mailbox = new Mailbox({
     db,
     serverName,
-    keyId,
-    signingKey,
     ed25519,
-    verifyKey: (server, id) => federation.keyRing.verifyKey(server, id),
-    client: federation.client,
-    receiveTransaction: (origin, txnId, pdus, edus) => federation.receiveTransaction(origin, txnId, pdus, edus),
+    keyRing,
+    client: federationClient,
+    inbound: federation,
+    known: knownMailboxes,
+    sender: mailSender,
+    notices: mailNotices,
+    host: mailboxHost,
     now,
     log,
-    serve: options.mailbox === true ? {} : options.mailbox,
   });
-  federation.queues.setMailDrop(mailbox);
-  sync.backfiller = federation;
+  const history = new RoomHistory({ rooms, visibility: sync.visibility, formatter: sync.formatter, currentToken: () => sync.currentToken(), backfiller: options.backfiller ?? federation });
   if (options.pushGateway) await sync.deliverPushes(options.pushGateway, log);
   const memberships = new Memberships(rooms, users, federation);
   // A profile change is carried into the user's member events, through the memberships component.
@@ -276,6 +294,7 @@ export async function createHomeserver(options: HomeserverOptions): Promise<Home
     users,
     rooms,
     sync,
+    history,
     slidingSync,
     keys,
     media,

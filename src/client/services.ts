@@ -7,6 +7,7 @@ import type { Rooms } from '../rooms/rooms.ts';
 import type { Search } from '../search/search.ts';
 import type { SlidingSync } from '../sliding-sync/sliding-sync.ts';
 import type { SpaceHierarchy } from '../spaces/hierarchy.ts';
+import type { RoomHistory } from '../sync/history.ts';
 import type { Sync } from '../sync/sync.ts';
 import type { Users } from '../users/users.ts';
 import type { RateLimiter } from '../http/rate-limit.ts';
@@ -31,6 +32,8 @@ export interface ClientServices {
   users: Users;
   rooms: Rooms;
   sync: Sync;
+  /** /messages, /context, a room's initial sync and its state at a token, backfilling from other servers going back. */
+  history: Pick<RoomHistory, 'messages' | 'context' | 'stateAtToken' | 'roomInitialSync'>;
   /** Simplified sliding sync (MSC4186). */
   slidingSync: Pick<SlidingSync, 'sync'>;
   keys: Keys;

@@ -17,7 +17,7 @@ import type { FederationEnv, FederationMediaSource, FederationServices } from '.
 import { Edus, type EduServices } from './edus.ts';
 import type { GapFiller } from './gap-filling.ts';
 import { InboundTransactions } from './inbound-transactions.ts';
-import { KeyRing, type VerifyKeys } from './keyring.ts';
+import type { VerifyKeys } from './keyring.ts';
 import { MembershipHandshakes } from './membership-handshakes.ts';
 import { signatureCheck, toPdu, type SignatureCheck } from './pdus.ts';
 import { ServedHistory } from './served-history.ts';
@@ -49,8 +49,8 @@ export interface FederationOptions {
   routes?: (app: Hono<FederationEnv>) => void;
   /** The media repository, served to other servers (routes/media.ts). */
   media?: FederationMediaSource;
-  /** Other servers' verify keys and our key document; a hex name's `KeyRing` when not given (a DNS name's is `ServerKeys`). */
-  keyRing?: VerifyKeys;
+  /** Other servers' verify keys and our key document: a hex name's `KeyRing`, a DNS name's `ServerKeys` (made by the composition root before the room engine and the mailbox, which use it too). */
+  keyRing: VerifyKeys;
 }
 
 /**
@@ -77,7 +77,7 @@ export class Federation {
     const { serverName, signingKey, now, log } = options;
     this.client = options.client;
     this.queues = options.queues;
-    this.keyRing = options.keyRing ?? new KeyRing(serverName, signingKey, now);
+    this.keyRing = options.keyRing;
     this.graph = new RoomGraph(options.rooms);
     this.served = new ServedHistory({ rooms: options.rooms, graph: this.graph, visibility: options.sync.visibility });
     const { db, rooms, users, keyId, ed25519 } = options;

@@ -68,7 +68,6 @@ export class OutgoingQueues {
   private readonly ephemeralTxnPrefix: string;
   private ephemeralTxns = 0;
   private stopped = false;
-  private mailDrop: MailDrop | undefined;
   /** Transactions sent successfully (or left with a mailbox: `via`), for tests and benchmarks to wait on. */
   private readonly sentListeners = new Set<(destination: string, pdus: number, edus: number, via?: 'mailbox') => void>();
 
@@ -79,6 +78,8 @@ export class OutgoingQueues {
     private readonly now: () => number,
     private readonly log: (message: string, error?: unknown) => void,
     private readonly backoff: BackoffPolicy = DEFAULT_BACKOFF,
+    /** Mailboxes to leave transactions with when a destination is unreachable (the mailbox component's sender); none: the queue only retries. */
+    private readonly mailDrop?: MailDrop,
   ) {
     this.ephemeralTxnPrefix = `e${now()}`;
   }
@@ -153,11 +154,6 @@ export class OutgoingQueues {
     if (state.retryAt > this.now()) return;
     state.running = true;
     void this.drain(destination, state).catch((error: unknown) => this.log(`federation: the queue for ${destination} failed`, error));
-  }
-
-  /** Mailboxes to leave transactions with when a destination is unreachable (set by the composition root). */
-  setMailDrop(drop: MailDrop): void {
-    this.mailDrop = drop;
   }
 
   onSent(listener: (destination: string, pdus: number, edus: number, via?: 'mailbox') => void): () => void {

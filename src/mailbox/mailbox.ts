@@ -1,47 +1,42 @@
 import { z } from 'zod';
-import type { Ed25519Backend, SigningKey } from '../crypto/ed25519.ts';
-import { publicKeyFromServerName } from '../crypto/identity.ts';
-import { FederationRequestError, type FederationClient, type TransactionBody } from '../federation/client.ts';
-import type { Edu, MailDrop } from '../federation/queue.ts';
+import type { Ed25519Backend } from '../crypto/ed25519.ts';
+import { FederationRequestError, type FederationClient } from '../federation/client.ts';
+import type { Edu } from '../federation/queue.ts';
 import type { Database } from '../storage/database.ts';
-import { LetterRejected, openLetter, sealLetter, type Letter } from './letter.ts';
-import { MailboxStore, type MailboxLimits } from './store.ts';
+import type { KnownMailboxes } from './known.ts';
+import { COLLECT_BATCH, type MailboxHost } from './host.ts';
+import { LetterRejected, openLetter } from './letter.ts';
+import type { MailNotices } from './notices.ts';
+import { lettersPath } from './paths.ts';
+import type { DepositOutcome, MailSender } from './sender.ts';
+import type { MailboxStore } from './store.ts';
 
-const enc = encodeURIComponent;
+export { depositPath, lettersPath, MAILBOX_PREFIX } from './paths.ts';
+export type { DepositOutcome } from './sender.ts';
 
-export const MAILBOX_PREFIX = '/_hearth/mailbox/v1';
-export const lettersPath = (destination: string) => `${MAILBOX_PREFIX}/letters/${enc(destination)}`;
-export const depositPath = (destination: string, txnId: string) => `${lettersPath(destination)}/${enc(txnId)}`;
-export const NOTIFY_PATH = `${MAILBOX_PREFIX}/notify`;
-
-/** Letters per collect response. */
-const COLLECT_BATCH = 50;
 /** How long we remember a letter we opened: longer than any mailbox keeps one (14 days by default). */
 const OPENED_TTL_MS = 60 * 24 * 60 * 60 * 1000;
 
 export interface MailboxOptions {
   db: Database;
   serverName: string;
-  keyId: string;
-  signingKey: SigningKey;
   ed25519: Ed25519Backend;
-  verifyKey: (server: string, keyId: string) => Promise<Uint8Array | undefined>;
+  /** Other servers' verify keys (federation's key ring, made before either). */
+  keyRing: { verifyKey(server: string, keyId: string): Promise<Uint8Array | undefined> };
   /** Outbound requests (signed X-Matrix, over the host's transport). */
   client: FederationClient;
-  /** The normal inbound transaction path: dedupe by (origin, txn ID), every PDU verified. */
-  receiveTransaction: (origin: string, txnId: string, pdus: unknown[], edus: Edu[]) => Promise<unknown>;
+  /** The normal inbound transaction path (federation): dedupe by (origin, txn ID), every PDU verified. */
+  inbound: { receiveTransaction(origin: string, txnId: string, pdus: unknown[], edus: Edu[]): Promise<unknown> };
+  /** The peers known to be mailboxes, shared with the sender. */
+  known: KnownMailboxes;
+  /** The sender's side, made before the outgoing queues that deposit through it. */
+  sender: MailSender;
   now: () => number;
   log: (message: string, error?: unknown) => void;
-  /** Hold mail for others (a mailbox host), within these limits; absent: this server only sends and collects. */
-  serve?: Partial<MailboxLimits>;
-}
-
-/** How a deposit went, for each known mailbox. */
-export interface DepositOutcome {
-  destination: string;
-  txnId: string;
-  accepted: string[];
-  refused: { mailbox: string; status: number; errcode: string; message: string }[];
+  /** What mailboxes say through POST /notify (the route says it; this side hears it). */
+  notices: MailNotices;
+  /** The mailbox side, on mailbox hosts only; absent: this server only sends and collects. */
+  host?: MailboxHost;
 }
 
 /** How one collection from a mailbox went. */
@@ -60,49 +55,47 @@ const collectResponse = z.object({
 });
 
 /**
- * Store-and-forward for destinations that cannot be reached. Sender side: the
- * outgoing queue hands it a transaction it could not deliver ({@link deposit}); it
- * seals it as a letter and leaves it with every known mailbox that will take it.
- * Recipient side: it collects from a mailbox when that peer connects or says there
+ * Store-and-forward for destinations that cannot be reached. Sender side
+ * (`MailSender`, sender.ts, given here): the outgoing queue hands it a transaction it
+ * could not deliver; it seals it as a letter and leaves it with every known mailbox
+ * that will take it. Recipient side: it collects from a mailbox when that peer connects or says there
  * is mail, opens each letter (X-Matrix as if direct) and feeds it to the normal
- * transaction path. Mailbox side (when `serve` is set): it holds letters, bounded,
- * for their destination alone to collect, and tells the destination at once.
+ * transaction path. Mailbox side (`MailboxHost`, host.ts, on mailbox hosts): it holds
+ * letters, bounded, for their destination alone to collect, and tells the destination at once.
  * Learning who is a mailbox needs no configuration: the collect on connect is the probe.
  */
-export class Mailbox implements MailDrop {
-  /** Present on mailbox hosts only. */
+export class Mailbox {
+  /** The letters held for others, on mailbox hosts only. */
   readonly store: MailboxStore | undefined;
-  private readonly known = new Set<string>();
   /** Peers that answered a collect with "unrecognised": not mailboxes (in memory: a restart asks again). */
   private readonly notMailboxes = new Set<string>();
   private readonly collecting = new Map<string, { again: boolean; done: Promise<void> }>();
-  private readonly depositListeners = new Set<(outcome: DepositOutcome) => void>();
   private readonly collectListeners = new Set<(outcome: CollectOutcome) => void>();
-  private readonly knownListeners = new Set<(mailbox: string) => void>();
   private stopped = false;
 
   constructor(private readonly options: MailboxOptions) {
-    this.store = options.serve ? new MailboxStore(options.db, options.now, options.serve) : undefined;
+    this.store = options.host?.store;
+    options.notices.hear((mailbox) => this.notified(mailbox));
   }
 
   async start(): Promise<void> {
-    const rows = await this.options.db.all<{ server_name: string }>('SELECT server_name FROM mailbox_known');
-    for (const row of rows) this.known.add(row.server_name);
+    await this.options.known.load();
     await this.options.db.transaction((tx) => tx.run('DELETE FROM mailbox_opened WHERE opened_ts < ?', [this.options.now() - OPENED_TTL_MS]));
   }
 
   stop(): void {
     this.stopped = true;
+    this.options.sender.stop();
   }
 
   /** Mailboxes we know of (they answered a collect). */
   knownMailboxes(): string[] {
-    return [...this.known];
+    return this.options.known.list();
   }
 
+  /** Which mailboxes took or refused a deposit (the sender's side). */
   onDeposit(listener: (outcome: DepositOutcome) => void): () => void {
-    this.depositListeners.add(listener);
-    return () => this.depositListeners.delete(listener);
+    return this.options.sender.onDeposit(listener);
   }
 
   onCollected(listener: (outcome: CollectOutcome) => void): () => void {
@@ -112,40 +105,7 @@ export class Mailbox implements MailDrop {
 
   /** A peer was found to be a mailbox (first time, or again after a restart). */
   onMailboxKnown(listener: (mailbox: string) => void): () => void {
-    this.knownListeners.add(listener);
-    return () => this.knownListeners.delete(listener);
-  }
-
-  // ------------------------------------------------------------- sender side
-
-  /**
-   * Leaves a transaction the destination could not be sent with every known
-   * mailbox (all of them, so one that is down or loses it does not lose the mail).
-   * True once at least one has durably taken it.
-   */
-  async deposit(destination: string, txnId: string, body: TransactionBody): Promise<boolean> {
-    // Mailboxes hold mail for Hearth peers only (a hex name, collected over libp2p); a server with a DNS name is retried.
-    if (!publicKeyFromServerName(destination)) return false;
-    const mailboxes = [...this.known].filter((m) => m !== destination && m !== this.options.serverName);
-    if (mailboxes.length === 0 || this.stopped) return false;
-    const { serverName, keyId, signingKey, client } = this.options;
-    const letter = await sealLetter(serverName, destination, txnId, body, keyId, signingKey);
-    const outcome: DepositOutcome = { destination, txnId, accepted: [], refused: [] };
-    await Promise.all(mailboxes.map(async (mailbox) => {
-      try {
-        await client.request(mailbox, 'PUT', depositPath(destination, txnId), { body: letter });
-        outcome.accepted.push(mailbox);
-      } catch (error) {
-        if (error instanceof FederationRequestError) {
-          outcome.refused.push({ mailbox, status: error.status, errcode: error.errcode, message: error.message });
-          if (error.status === 404 && error.errcode === 'M_UNRECOGNIZED') await this.forget(mailbox);
-          else if (error.status < 500 || error.status === 507) this.options.log(`mailbox: ${mailbox} refused mail for ${destination}: ${error.message}`);
-        }
-        // Unreachable mailboxes stay known: they will likely be back.
-      }
-    }));
-    for (const listener of this.depositListeners) listener(outcome);
-    return outcome.accepted.length > 0;
+    return this.options.known.onKnown(listener);
   }
 
   // ------------------------------------------------------------- recipient side
@@ -203,7 +163,7 @@ export class Mailbox implements MailDrop {
       } catch (error) {
         if (error instanceof FederationRequestError && error.status === 404 && error.errcode === 'M_UNRECOGNIZED') {
           this.notMailboxes.add(mailbox);
-          await this.forget(mailbox);
+          await this.options.known.forget(mailbox);
           return;
         }
         // Unreachable or failing: what was not acknowledged stays there for next time.
@@ -212,11 +172,12 @@ export class Mailbox implements MailDrop {
       }
       const batch = collectResponse.safeParse(raw);
       if (!batch.success) throw new Error(`mailbox ${mailbox} answered a collect with something else`);
-      await this.remember(mailbox);
+      this.notMailboxes.delete(mailbox);
+      await this.options.known.remember(mailbox);
       for (const { letter } of batch.data.letters) {
         let opened;
         try {
-          opened = await openLetter(letter, serverName, this.options.verifyKey, this.options.ed25519);
+          opened = await openLetter(letter, serverName, (server, keyId) => this.options.keyRing.verifyKey(server, keyId), this.options.ed25519);
         } catch (error) {
           if (!(error instanceof LetterRejected)) throw error;
           outcome.rejected++;
@@ -228,7 +189,7 @@ export class Mailbox implements MailDrop {
         const seen = await this.options.db.get('SELECT 1 AS seen FROM mailbox_opened WHERE origin = ? AND txn_id = ?', [opened.origin, opened.txnId]);
         if (seen) continue;
         // Throws on a storage failure: then nothing is acknowledged and the letter stays.
-        await this.options.receiveTransaction(opened.origin, opened.txnId, opened.pdus, opened.edus);
+        await this.options.inbound.receiveTransaction(opened.origin, opened.txnId, opened.pdus, opened.edus);
         await this.options.db.transaction((tx) =>
           tx.run('INSERT OR IGNORE INTO mailbox_opened (origin, txn_id, opened_ts) VALUES (?, ?, ?)', [opened.origin, opened.txnId, this.options.now()]));
       }
@@ -238,44 +199,4 @@ export class Mailbox implements MailDrop {
     }
     if (outcome.accepted + outcome.rejected > 0) for (const listener of this.collectListeners) listener(outcome);
   }
-
-  private async remember(mailbox: string): Promise<void> {
-    this.notMailboxes.delete(mailbox);
-    if (this.known.has(mailbox)) return;
-    this.known.add(mailbox);
-    await this.options.db.transaction((tx) => tx.run('INSERT OR IGNORE INTO mailbox_known (server_name, learned_ts) VALUES (?, ?)', [mailbox, this.options.now()]));
-    for (const listener of this.knownListeners) listener(mailbox);
-  }
-
-  private async forget(mailbox: string): Promise<void> {
-    if (!this.known.delete(mailbox)) return;
-    await this.options.db.transaction((tx) => tx.run('DELETE FROM mailbox_known WHERE server_name = ?', [mailbox]));
-  }
-
-  // ------------------------------------------------------------- mailbox side
-
-  /**
-   * Takes a letter from `origin` for `destination` (mailbox hosts only). The letter
-   * must be the depositor's own, addressed to that destination, under that txn ID,
-   * and verify; it is durable when this resolves, and the destination is told.
-   */
-  async accept(origin: string, destination: string, txnId: string, letter: Letter): Promise<void> {
-    const store = this.store;
-    if (!store) throw new Error('this server is not a mailbox');
-    const opened = await openLetter(letter, destination, this.options.verifyKey, this.options.ed25519);
-    if (opened.origin !== origin) throw new LetterRejected(`the letter is from ${opened.origin}, not from ${origin} who deposits it`);
-    if (opened.txnId !== txnId) throw new LetterRejected(`the letter is transaction ${opened.txnId}, not ${txnId}`);
-    await store.deposit(destination, origin, txnId, JSON.stringify(letter));
-    // Best effort: if the destination is online it collects now; if not, it collects when it connects.
-    this.options.client.request(destination, 'POST', NOTIFY_PATH, { body: {} }).catch(() => undefined);
-  }
-
-  /** A collect by `destination` (already authenticated as the caller): acknowledge up to `ack`, return the next batch. */
-  async collect(destination: string, ack: number): Promise<{ letters: { letter: unknown }[]; position: string; more: boolean }> {
-    const store = this.store;
-    if (!store) throw new Error('this server is not a mailbox');
-    const batch = await store.collect(destination, ack, COLLECT_BATCH);
-    return { letters: batch.letters.map((l) => ({ letter: JSON.parse(l.letter) as unknown })), position: String(batch.position), more: batch.more };
-  }
 }
-

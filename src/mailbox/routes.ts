@@ -4,7 +4,9 @@ import { validate } from '../http/validate.ts';
 import { publicKeyFromServerName } from '../crypto/identity.ts';
 import type { FederationEnv } from '../federation/context.ts';
 import { LetterRejected, letterSchema, type Letter } from './letter.ts';
-import { MAILBOX_PREFIX, type Mailbox } from './mailbox.ts';
+import type { MailboxHost } from './host.ts';
+import type { MailNotices } from './notices.ts';
+import { MAILBOX_PREFIX } from './paths.ts';
 import { MailboxFull } from './store.ts';
 import { z } from 'zod';
 
@@ -18,13 +20,14 @@ const position = /^\d{1,15}$/;
  * (elsewhere they fall through to 404 M_UNRECOGNIZED, which is how a peer learns
  * that this one is not a mailbox).
  */
-export function mailboxRoutes(app: Hono<FederationEnv>, mailbox: () => Mailbox, serving: boolean): void {
+export function mailboxRoutes(app: Hono<FederationEnv>, mailbox: { host?: MailboxHost; notices: MailNotices }): void {
+  const { host, notices } = mailbox;
   app.post(`${MAILBOX_PREFIX}/notify`, (c) => {
     validate(notifySchema, c.get('body') ?? {});
-    mailbox().notified(c.get('origin'));
+    notices.say(c.get('origin'));
     return c.json({});
   });
-  if (!serving) return;
+  if (!host) return;
 
   // Deposit: the sender leaves its own sealed /send request for the destination.
   app.put(`${MAILBOX_PREFIX}/letters/:destination/:txnId`, async (c) => {
@@ -36,7 +39,7 @@ export function mailboxRoutes(app: Hono<FederationEnv>, mailbox: () => Mailbox, 
     // Only Hearth servers (a name is a key) can collect: mail for any other name would wait for no one.
     if (!publicKeyFromServerName(destination)) throw new MatrixError(400, 'M_INVALID_PARAM', `${destination} is not a Hearth server name`);
     try {
-      await mailbox().accept(origin, destination, txnId, letter);
+      await host.accept(origin, destination, txnId, letter);
     } catch (error) {
       if (error instanceof MailboxFull) throw new MatrixError(507, 'M_RESOURCE_LIMIT_EXCEEDED', error.message);
       if (error instanceof LetterRejected) throw forbidden(error.message);
@@ -51,6 +54,6 @@ export function mailboxRoutes(app: Hono<FederationEnv>, mailbox: () => Mailbox, 
     if (destination !== c.get('origin')) throw forbidden('only the destination may collect its mail');
     const ack = c.req.query('ack');
     if (ack !== undefined && !position.test(ack)) throw new MatrixError(400, 'M_INVALID_PARAM', 'ack must be a position a collect returned');
-    return c.json(await mailbox().collect(destination, ack === undefined ? 0 : Number(ack)));
+    return c.json(await host.collect(destination, ack === undefined ? 0 : Number(ack)));
   });
 }

@@ -10,11 +10,11 @@ export interface SignedRequester {
 
 /**
  * Asks a server for a room's hierarchy (server-server GET /_matrix/federation/v1/hierarchy/{roomId}),
- * within the time limit; `client` is read at each ask, so the walk may be made before the federation client.
+ * within the time limit.
  */
-export function remoteHierarchy(client: () => SignedRequester): RemoteHierarchy {
+export function remoteHierarchy(client: SignedRequester): RemoteHierarchy {
   return (server, roomId, suggestedOnly) =>
-    client().request<FederationHierarchy>(server, 'GET', `/_matrix/federation/v1/hierarchy/${encodeURIComponent(roomId)}`, {
+    client.request<FederationHierarchy>(server, 'GET', `/_matrix/federation/v1/hierarchy/${encodeURIComponent(roomId)}`, {
       query: { suggested_only: String(suggestedOnly) },
       signal: AbortSignal.timeout(REMOTE_HIERARCHY_TIMEOUT_MS),
     });

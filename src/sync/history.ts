@@ -38,15 +38,23 @@ interface TimelinePage {
  * when it runs out going back), /context, and the state at a pagination token.
  */
 export class RoomHistory {
-  constructor(
-    private readonly rooms: Rooms,
-    private readonly visibility: Visibility,
-    private readonly formatter: EventFormatter,
+  private readonly rooms: Rooms;
+  private readonly visibility: Visibility;
+  private readonly formatter: EventFormatter;
+  private readonly currentToken: () => Promise<SyncToken>;
+  private readonly backfiller: Backfiller;
+
+  constructor(options: {
+    rooms: Rooms;
+    visibility: Visibility;
+    formatter: EventFormatter;
     /** The sync token now: where /messages going back starts by default. */
-    private readonly currentToken: () => Promise<SyncToken>,
-    /** Read at each request (the composition root sets it once federation exists); none: history ends where local history does. */
-    private readonly backfiller: () => Backfiller | undefined,
-  ) {}
+    currentToken: () => Promise<SyncToken>;
+    /** Where history going back comes from when this server lacks it: federation's /backfill. */
+    backfiller: Backfiller;
+  }) {
+    ({ rooms: this.rooms, visibility: this.visibility, formatter: this.formatter, currentToken: this.currentToken, backfiller: this.backfiller } = options);
+  }
 
   /**
    * GET /rooms/{roomId}/initialSync (deprecated, still in the spec and served by Synapse): the room's
@@ -200,12 +208,11 @@ export class RoomHistory {
       }
       if (!exhausted || dir === 'f') return { events: picked, next, more: !exhausted, readMatching };
       // Local history has run out going back: other servers may hold what precedes it.
-      const backfiller = request.backfill ? this.backfiller() : undefined;
-      const gap = backfiller ? await this.gapBefore(roomId, next, lastRead) : [];
+      const gap = request.backfill ? await this.gapBefore(roomId, next, lastRead) : [];
       if (gap.length === 0) return { events: picked, next, more: false, readMatching };
       if (backfilled || picked.length === limit) return { events: picked, next, more: true, readMatching };
       backfilled = true;
-      if ((await backfiller!.backfill(roomId, gap, limit)) === 0) return { events: picked, next, more: false, readMatching };
+      if ((await this.backfiller.backfill(roomId, gap, limit)) === 0) return { events: picked, next, more: false, readMatching };
     }
   }
 

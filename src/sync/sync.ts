@@ -1,11 +1,9 @@
 import type { Rooms, StoredEvent } from '../rooms/rooms.ts';
-import type { NidState } from '../rooms/state-store.ts';
 import type { Database } from '../storage/database.ts';
 import { readStreamPosition, type StreamChange } from '../storage/stream.ts';
 import type { Users } from '../users/users.ts';
 import { EphemeralStream, Presence, Typing } from './ephemeral.ts';
-import type { RoomEventFilter } from './filter.ts';
-import { EventFormatter, type Viewer } from './format.ts';
+import { EventFormatter } from './format.ts';
 import { Notifier } from './notifier.ts';
 import { PushNotifications } from './push.ts';
 import { Receipts } from './receipts.ts';
@@ -14,16 +12,13 @@ import { PushDelivery, type PushGateway } from './push-delivery.ts';
 import { Visibility } from './visibility.ts';
 import { RelationsReader } from './relations.ts';
 import { EventStream } from './event-stream.ts';
-import { RoomHistory, type Backfiller, type MessagesPage } from './history.ts';
 import { Peeks } from './peeks.ts';
 import { SyncResponses } from './sync-response.ts';
 import type { SyncExtension, SyncRequest, SyncResponse } from './sync-shapes.ts';
 
-export type { Backfiller, MessagesPage } from './history.ts';
-
 export { DEFAULT_TIMELINE_LIMIT, type JoinedRoom, type LeftRoom, type SyncExtension, type SyncRequest, type SyncResponse } from './sync-shapes.ts';
 
-/** /sync, with the notifier that wakes long-polls; /messages and /context are {@link RoomHistory}'s (history.ts). */
+/** /sync, with the notifier that wakes long-polls; /messages and /context are `RoomHistory`'s (history.ts), a component of its own. */
 export class Sync {
   readonly notifier = new Notifier();
   readonly ephemeral: EphemeralStream;
@@ -36,8 +31,6 @@ export class Sync {
   readonly relations: RelationsReader;
   /** Push rule evaluation: unread counts and /notifications. */
   readonly push: PushNotifications;
-  /** /messages, /context and the state at a token. */
-  readonly history: RoomHistory;
   /** The deprecated GET /events. */
   readonly eventStream: EventStream;
   /** The rooms each device peeks into (MSC2753). */
@@ -52,8 +45,6 @@ export class Sync {
     private readonly rooms: Rooms,
     private readonly users: Users,
     private readonly now: () => number,
-    /** Set by the composition root once federation exists; without one, history ends where local history does. */
-    public backfiller?: Backfiller,
   ) {
     const notify = (change: StreamChange) => this.notifier.notify(change);
     this.ephemeral = new EphemeralStream(now);
@@ -69,7 +60,6 @@ export class Sync {
     this.formatter = new EventFormatter(rooms, now, this.visibility);
     this.push = new PushNotifications(rooms, users, this.receipts, this.formatter);
     this.relations = new RelationsReader(rooms, this.visibility, this.formatter);
-    this.history = new RoomHistory(rooms, this.visibility, this.formatter, () => this.currentToken(), () => this.backfiller);
     this.eventStream = new EventStream(rooms, this.visibility, this.formatter, this.notifier, () => this.currentToken(), now);
     this.responses = new SyncResponses({
       rooms, users, now, streamPosition: () => this.streamPosition(), ephemeral: this.ephemeral, typing: this.typing, presence: this.presence,
@@ -104,21 +94,6 @@ export class Sync {
 
   async currentToken(): Promise<SyncToken> {
     return { stream: await this.streamPosition(), ephemeral: this.ephemeral.current };
-  }
-
-  /** GET /rooms/{roomId}/messages: see {@link RoomHistory.messages}. */
-  messages(roomId: string, viewer: Viewer, options: Parameters<RoomHistory['messages']>[2]): Promise<MessagesPage> {
-    return this.history.messages(roomId, viewer, options);
-  }
-
-  /** GET /rooms/{roomId}/context/{eventId}: see {@link RoomHistory.context}. */
-  context(roomId: string, eventId: string, viewer: Viewer, limit: number, filter?: RoomEventFilter): ReturnType<RoomHistory['context']> {
-    return this.history.context(roomId, eventId, viewer, limit, filter);
-  }
-
-  /** The room's state at a sync or pagination token (GET /members?at=). */
-  stateAtToken(roomId: string, text: string): Promise<NidState> {
-    return this.history.stateAtToken(roomId, text);
   }
 
   private async streamPosition(): Promise<number> {

@@ -13,7 +13,7 @@ import { roomsSchema } from '../../src/rooms/schema.ts';
 import { TIMELINE_END, TIMELINE_START } from '../../src/rooms/timeline.ts';
 import { openSqlJsDatabase } from '../../src/storage/sqljs-database.ts';
 import { streamSchema } from '../../src/storage/stream.ts';
-import type { Backfiller } from '../../src/sync/sync.ts';
+import type { Backfiller } from '../../src/sync/history.ts';
 
 /** A server's room engine with the key it signs with. */
 export interface RoomServer {

@@ -286,7 +286,7 @@ export function roomRoutes(app: Hono<Env>): void {
     let state = await readableState(c, roomId, session.userId);
     const at = c.req.query('at');
     if (at) {
-      const nids = await services.sync.stateAtToken(roomId, at);
+      const nids = await services.history.stateAtToken(roomId, at);
       state = await services.rooms.loadStateEvents(nids);
     }
     const wanted = c.req.query('membership');
@@ -339,7 +339,7 @@ export function roomRoutes(app: Hono<Env>): void {
     if (membershipValue === undefined && !(await services.sync.visibility.mayRead(roomId, session.userId))) throw forbidden(`${session.userId} is not in room ${roomId}`);
     const from = c.req.query('from');
     const to = c.req.query('to');
-    const result = await services.sync.messages(roomId, session, {
+    const result = await services.history.messages(roomId, session, {
       dir,
       limit: Math.max(1, intQuery(c, 'limit', 10, 1000)),
       filter: filterQuery(c),
@@ -352,7 +352,7 @@ export function roomRoutes(app: Hono<Env>): void {
   on(app, 'GET', '/rooms/:roomId/context/:eventId', async (c) => {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
-    const result = await c.get('services').sync.context(roomId, c.req.param('eventId')!, session, intQuery(c, 'limit', 10, 1000), filterQuery(c));
+    const result = await c.get('services').history.context(roomId, c.req.param('eventId')!, session, intQuery(c, 'limit', 10, 1000), filterQuery(c));
     if (!result) throw notFound('Event not found');
     return c.json(result);
   });

@@ -84,7 +84,7 @@ export function syncRoutes(app: Hono<Env>): void {
   on(app, 'GET', '/rooms/:roomId/initialSync', async (c) => {
     const session = await requireSession(c);
     const roomId = requireRoomId(c);
-    return c.json(await c.get('services').sync.history.roomInitialSync(roomId, session, intQuery(c, 'limit', 10, 1000)));
+    return c.json(await c.get('services').history.roomInitialSync(roomId, session, intQuery(c, 'limit', 10, 1000)));
   });
 
   on(app, 'GET', '/notifications', async (c) => {

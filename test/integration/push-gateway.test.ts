@@ -20,8 +20,6 @@ let server: TestServer;
 let gateway: PushGateway;
 let alice: Account;
 let bob: Account;
-let teaRoom: string;
-let quietRoom: string;
 const V3 = '/_matrix/client/v3';
 const enc = encodeURIComponent;
 const nextPush = () => gateway.next();
@@ -31,9 +29,6 @@ beforeAll(async () => {
   server = await startTestServer({ pushGateway: fetchPushGateway });
   [alice, bob] = [await register(server, 'alice'), await register(server, 'bob')];
   await api(server, 'PUT', `${V3}/profile/${enc(bob.userId)}/displayname`, { token: bob.accessToken, body: { displayname: 'Bob Builder' } });
-  teaRoom = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { name: 'Tea room', room_alias_name: 'tea', invite: [bob.userId] } })).body.room_id;
-  quietRoom = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { name: 'Quiet', invite: [bob.userId] } })).body.room_id;
-  for (const roomId of [teaRoom, quietRoom]) expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
   const pusher = await api(server, 'POST', `${V3}/pushers/set`, {
     token: alice.accessToken,
     body: { kind: 'http', app_id: 'org.example.app', pushkey: 'alice-phone', app_display_name: 'Example', device_display_name: 'Phone', lang: 'en', data: { url: gateway.url, brand: 'tea' } },
@@ -49,8 +44,16 @@ let txn = 0;
 const say = async (roomId: string, body: string) =>
   (await api(server, 'PUT', `${V3}/rooms/${enc(roomId)}/send/m.room.message/t${++txn}`, { token: bob.accessToken, body: { msgtype: 'm.text', body } })).body.event_id as string;
 
+/** A room of Alice's that Bob has joined, new for each case, so that each counts its own unread messages and runs alone. */
+async function roomWithBob(name: string, alias?: string): Promise<string> {
+  const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: alice.accessToken, body: { name, ...(alias ? { room_alias_name: alias } : {}), invite: [bob.userId] } })).body.room_id as string;
+  expect((await api(server, 'POST', `${V3}/join/${enc(roomId)}`, { token: bob.accessToken, body: {} })).status).toBe(200);
+  return roomId;
+}
+
 describe('push gateways', () => {
   it("pushes a message with the room's name and alias, the counts and the sender's display name", async () => {
+    const teaRoom = await roomWithBob('Tea room', 'tea');
     const eventId = await say(teaRoom, 'the kettle is on');
     const push = await nextPush();
     expect(push.path).toBe('/_matrix/push/v1/notify');
@@ -73,6 +76,7 @@ describe('push gateways', () => {
   });
 
   it('does not push from a muted room', async () => {
+    const [quietRoom, teaRoom] = [await roomWithBob('Quiet'), await roomWithBob('Tea room')];
     const mute = await api(server, 'PUT', `${V3}/pushrules/global/override/${enc(quietRoom)}`, {
       token: alice.accessToken, body: { actions: [], conditions: [{ kind: 'event_match', key: 'room_id', pattern: quietRoom }] },
     });
@@ -84,6 +88,7 @@ describe('push gateways', () => {
   });
 
   it('removes a pusher the gateway rejects, and keeps the others', async () => {
+    const teaRoom = await roomWithBob('Tea room');
     const second = await api(server, 'POST', `${V3}/pushers/set`, {
       token: alice.accessToken,
       body: { kind: 'http', app_id: 'org.example.app', pushkey: 'old-tablet', app_display_name: 'Example', device_display_name: 'Tablet', lang: 'en', data: { url: gateway.url, format: 'event_id_only' }, append: true },
@@ -94,13 +99,14 @@ describe('push gateways', () => {
     const pushes = [await nextPush(), await nextPush()];
     const toTablet = pushes.find((p) => p.body.notification.devices[0].pushkey === 'old-tablet')!;
     // event_id_only: the IDs and counts, not the content.
-    expect(toTablet.body.notification).toEqual({ event_id: eventId, room_id: teaRoom, prio: 'high', counts: { unread: 4 }, devices: [expect.objectContaining({ pushkey: 'old-tablet', data: { format: 'event_id_only' } })] });
+    expect(toTablet.body.notification).toEqual({ event_id: eventId, room_id: teaRoom, prio: 'high', counts: { unread: 1 }, devices: [expect.objectContaining({ pushkey: 'old-tablet', data: { format: 'event_id_only' } })] });
     await server.homeserver.services.sync.pushDelivery!.idle();
     const left = await api(server, 'GET', `${V3}/pushers`, { token: alice.accessToken });
     expect(left.body.pushers.map((p: any) => p.pushkey)).toEqual(['alice-phone']);
   });
 
   it('pushes an invite to the invited user, as Synapse does, once, and then only what comes after (issue 24, client behaviour 10)', async () => {
+    const teaRoom = await roomWithBob('Tea room');
     const roomId = (await api(server, 'POST', `${V3}/createRoom`, { token: bob.accessToken, body: { name: 'Workshop' } })).body.room_id as string;
     const invite = await api(server, 'POST', `${V3}/rooms/${enc(roomId)}/invite`, { token: bob.accessToken, body: { user_id: alice.userId } });
     expect(invite.status).toBe(200);

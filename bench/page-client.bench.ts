@@ -57,13 +57,23 @@ async function roomsShownAfterReload(page: Page, all = 0): Promise<{ sliding: Lo
 
 /**
  * Reload → the newest message (`newest`) of the room the page opens, the one last active, shown in its timeline,
- * decrypted if the room is encrypted: what a person reopening the page reads first (Playwright's wait, so up to its
- * polling interval late).
+ * decrypted if the room is encrypted: what a person reopening the page reads first. Timed in the page, by a
+ * MutationObserver that each load starts before the page's own scripts run: Playwright's wait polls, up to 500 ms
+ * apart once the first polls find nothing, and read that late.
  */
 async function newestShownAfterReload(page: Page, newest: string): Promise<{ sliding: number[]; sync: number[] }> {
+  const mark = `hearth-shown:${newest}`;
+  await page.addInitScript(({ text, mark }) => {
+    const observer = new MutationObserver(() => {
+      if (![...document.querySelectorAll('.timeline .event .body')].some((e) => e.textContent === text)) return;
+      observer.disconnect();
+      performance.mark(mark);
+    });
+    observer.observe(document, { childList: true, subtree: true, characterData: true });
+  }, { text: newest, mark });
   const loads = await afterReloads(page, async () => {
-    await page.getByRole('list', { name: 'Timeline' }).locator('.event .body', { hasText: new RegExp(`^${newest}$`) }).waitFor({ timeout: 120_000 });
-    return page.evaluate(() => performance.now());
+    const shown = await page.waitForFunction((mark) => performance.getEntriesByName(mark)[0]?.startTime, mark, { timeout: 120_000 });
+    return (await shown.jsonValue()) as number;
   });
   return { sliding: sorted(loads.sliding), sync: sorted(loads.sync) };
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join, relative, sep } from 'node:path';
 import { defineConfig, type Plugin } from 'vite';
 
@@ -85,6 +86,21 @@ function appIcons(): Plugin {
   };
 }
 
+/**
+ * The emoji font's licences go with the font, as both ask of whoever redistributes it: twemoji-colr-font's LICENSE
+ * holds the SIL OFL 1.1 (the font) and the CC BY 4.0 notice (Twitter's Twemoji art). The sidebar's credit links to it.
+ */
+function fontLicence(): Plugin {
+  return {
+    name: 'hearth-font-licence',
+    apply: 'build',
+    async generateBundle() {
+      const licence = createRequire(import.meta.url).resolve('twemoji-colr-font/LICENSE');
+      this.emitFile({ type: 'asset', fileName: 'licenses/twemoji-colr-font.txt', source: await readFile(licence) });
+    },
+  };
+}
+
 // The browser host (worker/, src/ui) is built from here; see ARCHITECTURE.md.
 export default defineConfig({
   // Every URL the page builds is relative to the page: the built site can be copied to any HTTPS static
@@ -95,7 +111,7 @@ export default defineConfig({
   appType: 'mpa',
   server: { host: '127.0.0.1' },
   preview: { host: '127.0.0.1' },
-  plugins: [serviceWorkerAtRoot(), devServerInlineStyle(), appIcons(), precacheManifest()],
+  plugins: [serviceWorkerAtRoot(), devServerInlineStyle(), appIcons(), fontLicence(), precacheManifest()],
   worker: { format: 'es' },
   build: {
     target: 'es2022',

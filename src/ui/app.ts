@@ -2,6 +2,7 @@ import { AccountForm, type AccountMode } from './account-form.ts';
 import type { ChatAccounts, ChatClient } from './chat.ts';
 import { ChatScreen } from './chat-screen.ts';
 import { h } from './dom.ts';
+import { loadEmojiFont } from './emoji-font.ts';
 import type { PageHost } from './host.ts';
 import { P2PPanel } from './p2p-panel.ts';
 import { SignOutDialog } from './sign-out-dialog.ts';
@@ -58,6 +59,8 @@ export class App {
     // Page load to first answer: what the browser benchmark reports as cold start.
     performance.mark('hearth-versions-answered');
     document.body.dataset.homeserver = 'ready';
+    // Before any screen with an emoji (the rooms' attach button): Chromium would keep the first one a box (emoji-font.ts).
+    await loadEmojiFont();
     await this.enter();
   }
 

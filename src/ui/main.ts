@@ -1,7 +1,11 @@
 import { App } from './app.ts';
 import { SdkAccounts } from './client/accounts.ts';
+import { loadEmojiFont } from './emoji-font.ts';
 import type { PageHost } from './host.ts';
 import './style.css';
+
+// As the page's script starts, while the host starts its homeserver: the app's first screen waits for it (emoji-font.ts).
+void loadEmojiFont();
 
 /**
  * The built-in client's entry: its host (worker/page.ts in the browser) calls it once the

@@ -10,7 +10,26 @@ export interface SidebarActions {
   select(roomId: string, after?: () => void): void;
 }
 
-/** The sidebar: the room list (invites first, with Accept and Decline), then create a room, join one by ID or alias, and the peers panel. */
+/**
+ * The attribution CC BY 4.0 asks for the emoji art, which the page ships as a font (style.css); the build carries the
+ * font's licences at `licenses/twemoji-colr-font.txt` (vite.config.ts).
+ */
+function credits(): HTMLElement {
+  const link = (href: string, text: string) => h('a', { href, target: '_blank', rel: 'noopener noreferrer' }, text);
+  return h(
+    'p',
+    { class: 'credits hint' },
+    'Emoji: ',
+    link('https://github.com/twitter/twemoji', 'Twemoji'),
+    ' by Twitter, Inc and other contributors, ',
+    link('https://creativecommons.org/licenses/by/4.0/', 'CC BY 4.0'),
+    ' (',
+    link('licenses/twemoji-colr-font.txt', 'licences'),
+    ')',
+  );
+}
+
+/** The sidebar: the room list (invites first, with Accept and Decline), then create a room, join one by ID or alias, the peers panel, and the credits. */
 export class Sidebar {
   readonly element = h('nav', { class: 'sidebar' });
   private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
@@ -101,6 +120,7 @@ export class Sidebar {
       this.error.element,
       profilePanel ?? '',
       peersPanel,
+      credits(),
     );
   }
 

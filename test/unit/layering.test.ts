@@ -59,3 +59,18 @@ describe('the layers picture in docs/ARCHITECTURE.md', () => {
     expect(withDiagram(doc)).toBe(doc);
   });
 });
+
+describe('file size (issue 37)', () => {
+  /** Past this a file holds several concerns: split it along a seam. Tests are not held to it. */
+  const MAX_LINES = 500;
+
+  it(`no file in src/ or worker/ is over ${MAX_LINES} lines`, () => {
+    const files = ['src', 'worker'].flatMap((dir) =>
+      readdirSync(`${ROOT}${dir}`, { recursive: true, encoding: 'utf8' })
+        .filter((name) => /\.ts$/.test(name) && !name.endsWith('.test.ts'))
+        .map((name) => `${dir}/${name}`));
+    expect(files.length).toBeGreaterThan(100);
+    const long = files.map((file) => ({ file, lines: readFileSync(`${ROOT}${file}`, 'utf8').split('\n').length - 1 })).filter(({ lines }) => lines > MAX_LINES);
+    expect(long).toEqual([]);
+  });
+});

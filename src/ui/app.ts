@@ -33,9 +33,6 @@ export class App {
   ) {
     this.p2pPanel = new P2PPanel(host);
     this.storagePanel = new StoragePanel(host, () => void this.topBar.refreshStorage());
-    this.topBar = new TopBar(host, this.p2pPanel.offlineBadge, () => void this.storagePanel.open());
-    this.importCard = importCard(host);
-    this.accountForm = new AccountForm(accounts, (client) => this.showChat(client), () => void host.persistStorage());
     this.chat = new ChatScreen(
       this.p2pPanel,
       () => {
@@ -44,6 +41,10 @@ export class App {
       },
       (client) => void this.signOut(client),
     );
+    const views = this.chat.topBarButtons;
+    this.topBar = new TopBar(host, { peersButton: views.peers, offlineBadge: this.p2pPanel.offlineBadge, settingsButton: views.settings }, () => void this.storagePanel.open());
+    this.importCard = importCard(host);
+    this.accountForm = new AccountForm(accounts, (client) => this.showChat(client), () => void host.persistStorage());
     root.replaceChildren(this.topBar.element, this.main);
     // A peer came or went: what waited for it may have gone.
     this.p2pPanel.onPeersChanged(() => this.client?.refreshPending());

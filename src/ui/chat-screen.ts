@@ -14,9 +14,16 @@ import { SearchPanel } from './search-panel.ts';
 import { Sidebar } from './sidebar.ts';
 import { ThreadView } from './thread-view.ts';
 import type { TimelineActions } from './timeline.ts';
+import { ViewPane } from './view-pane.ts';
 
-/** What a phone shows (below 760 px the screen holds one at a time): the room list, the open room (or a thread of it), or the peers panel. */
-type PhoneView = 'rooms' | 'room' | 'thread' | 'peers';
+/**
+ * What the screen shows. `peers` and `settings` are views of their own, in the open room's place (the room
+ * list stays beside them on a wide screen). Below 760 px the screen holds one thing at a time: the room list,
+ * the open room (or a thread of it), or one of those views; on a wider one `rooms`, `room` and `thread` look alike.
+ */
+type View = 'rooms' | 'room' | 'thread' | 'peers' | 'settings';
+type PaneView = Extract<View, 'peers' | 'settings'>;
+const isPane = (view: View): view is PaneView => view === 'peers' || view === 'settings';
 
 /** Where no animation frame comes (a hidden tab), how soon a room change is redrawn all the same. */
 const RENDER_FALLBACK_MS = 100;
@@ -58,12 +65,19 @@ export class ChatScreen {
   );
   private readonly demoRoom: DemoRoom;
   private readonly chat = h('div', { class: 'chat' });
-  /** The phone's tabs: hidden on wider screens, where the three stand side by side. */
-  private readonly tabs: Record<Exclude<PhoneView, 'thread'>, HTMLButtonElement> = {
-    rooms: h('button', { type: 'button', class: 'tab', onclick: () => this.showPhoneView('rooms') }, 'Rooms'),
-    room: h('button', { type: 'button', class: 'tab room-tab', onclick: () => this.showPhoneView('room') }, 'Room'),
-    peers: h('button', { type: 'button', class: 'tab', onclick: () => this.showPhoneView('peers') }, 'Peers'),
+  /** The phone's tabs: hidden on wider screens, where the room list and the room stand side by side and the top bar opens Peers. */
+  private readonly tabs: Record<Exclude<View, 'thread' | 'settings'>, HTMLButtonElement> = {
+    rooms: h('button', { type: 'button', class: 'tab', onclick: () => this.showView('rooms') }, 'Rooms'),
+    room: h('button', { type: 'button', class: 'tab room-tab', onclick: () => this.showView('room') }, 'Room'),
+    peers: h('button', { type: 'button', class: 'tab', 'aria-controls': 'peers-view', onclick: () => this.openView('peers') }, 'Peers'),
   };
+  /** The views of their own, and the top bar's buttons that open them (shown while this screen is). */
+  private readonly panes: Record<PaneView, ViewPane>;
+  private readonly settingsButton = h('button', { type: 'button', class: 'link settings-button', 'aria-controls': 'settings-view', 'aria-expanded': 'false', title: 'Your profile and notifications', hidden: true }, 'Settings');
+  private view: View = 'rooms';
+  /** Where Close or Escape goes back to from a view of its own, and what had the focus when it opened. */
+  private returnTo: Exclude<View, PaneView> = 'rooms';
+  private opener: HTMLElement | undefined;
 
   constructor(
     private readonly p2pPanel: P2PPanel,
@@ -73,12 +87,37 @@ export class ChatScreen {
     signOut: (client: ChatClient) => void,
   ) {
     this.encryptionPanel = new EncryptionPanel(signOut);
-    this.profile.element.append(this.notifier.setting);
+    const close = () => this.closeView();
+    this.panes = {
+      peers: new ViewPane('peers', 'Peers', close, this.p2pPanel.element),
+      settings: new ViewPane(
+        'settings',
+        'Settings',
+        close,
+        this.profile.element,
+        h(
+          'section',
+          { class: 'notification-settings', 'aria-labelledby': 'notification-settings-title' },
+          h('h3', { id: 'notification-settings-title' }, 'Notifications'),
+          h('p', { class: 'hint' }, 'While this tab is in the background, a new message that your notification rules say should notify you shows as a browser notification.'),
+          this.notifier.setting,
+        ),
+      ),
+    };
+    this.p2pPanel.button.onclick = () => this.toggleView('peers');
+    this.settingsButton.onclick = () => this.toggleView('settings');
+    // Escape closes a view of its own, as it closes a dialog; a dialog open above it (the invite link's question) takes its own Escape.
+    document.addEventListener('keydown', (event) => {
+      if (event.key !== 'Escape' || event.defaultPrevented || event.isComposing || !this.client || !isPane(this.view)) return;
+      if ((event.target instanceof Element && event.target.closest('dialog')) || document.querySelector('dialog:modal')) return;
+      event.preventDefault();
+      this.closeView();
+    });
     this.demoRoom = new DemoRoom({
       client: () => this.client,
-      select: (roomId) => this.selectRoom(roomId),
+      select: (roomId, options) => this.selectRoom(roomId, undefined, options),
       inviteInput: this.members.inviteInput,
-      openPanel: () => this.showPhoneView('peers'),
+      openPanel: () => this.openView('peers'),
       startDirect: (userId) => this.sidebar.startDirectWith(userId),
     });
     document.addEventListener('visibilitychange', () => {
@@ -92,6 +131,11 @@ export class ChatScreen {
     });
   }
 
+  /** The top bar's buttons that open the Peers view ("Peers · 2 connected") and Settings. */
+  get topBarButtons(): { peers: HTMLButtonElement; settings: HTMLButtonElement } {
+    return { peers: this.p2pPanel.button, settings: this.settingsButton };
+  }
+
   /** Shows `client`'s rooms in `container` and starts its sync loop. */
   show(container: HTMLElement, client: ChatClient): void {
     this.client = client;
@@ -101,13 +145,22 @@ export class ChatScreen {
     client.subscribe((change) => this.onChange(client, change));
     this.profile.show(client);
     this.notifier.attach(client);
-    this.sidebar.build(client, this.p2pPanel.element, this.profile.element);
+    this.sidebar.build(client);
     this.roomView.build(this.composer, this.encryptionPanel.element, [this.roomSettings.element, this.search.element]);
     this.p2pPanel.showIdentity(client.userId);
     this.p2pPanel.setActions(...this.demoRoom.elements());
-    this.chat.replaceChildren(h('nav', { class: 'phone-nav', 'aria-label': 'Show' }, this.tabs.rooms, this.tabs.room, this.tabs.peers), this.sidebar.element, this.roomView.element, this.members.element, this.threadView.element);
+    this.chat.replaceChildren(
+      h('nav', { class: 'phone-nav', 'aria-label': 'Show' }, this.tabs.rooms, this.tabs.room, this.tabs.peers),
+      this.sidebar.element,
+      this.roomView.element,
+      this.members.element,
+      this.threadView.element,
+      this.panes.peers.element,
+      this.panes.settings.element,
+    );
     // A phone starts on the room list, even when a room is open behind it.
-    this.showPhoneView('rooms');
+    this.showView('rooms');
+    this.p2pPanel.button.hidden = this.settingsButton.hidden = false;
     container.replaceChildren(this.chat);
     this.renderRooms();
     this.renderRoom();
@@ -120,6 +173,7 @@ export class ChatScreen {
   /** The client signed out or is replaced: nothing it says is shown any more. */
   leave(): void {
     this.client = undefined;
+    this.p2pPanel.button.hidden = this.settingsButton.hidden = true;
     this.encryptionPanel.leave();
     this.verificationPanel.leave();
     document.title = 'Hearth';
@@ -155,15 +209,17 @@ export class ChatScreen {
     return room?.membership === 'join' ? room : undefined;
   }
 
-  private selectRoom(roomId: string, after?: () => void): void {
+  /** Opens a room and shows it; `behind`: opened behind the view of its own that is showing, where Close goes back to. */
+  private selectRoom(roomId: string, after?: () => void, { behind = false } = {}): void {
     if (roomId !== this.selectedRoomId) [this.threadRootId, this.threadList] = [undefined, false];
     this.selectedRoomId = roomId;
     this.client?.openRoom(roomId);
     after?.();
-    this.showPhoneView('room');
+    if (behind && isPane(this.view)) this.returnTo = 'room';
+    else this.showView('room');
     this.renderRooms();
     this.renderRoom();
-    this.composer.input.focus();
+    if (this.view === 'room') this.composer.input.focus();
     this.markRead();
   }
 
@@ -259,7 +315,7 @@ export class ChatScreen {
         reply: (event) => composer.replyToEvent(room.id, event, client.displayName(room, event.sender)),
         edit: (event) => composer.editEvent(room.id, event),
       });
-    } else if (this.chat.dataset.view === 'thread') this.showPhoneView('room');
+    } else if (this.view === 'thread') this.showView('room');
     this.tabs.room.textContent = room ? client.roomName(room) : 'Room';
     this.tabs.room.disabled = !room;
   }
@@ -267,7 +323,7 @@ export class ChatScreen {
   private openThread(roomId: string, rootId: string): void {
     this.threadRootId = rootId;
     this.client?.openThread(roomId, rootId);
-    this.showPhoneView('thread');
+    this.showView('thread');
     this.renderRoom();
     this.threadView.composer.input.focus();
   }
@@ -276,7 +332,7 @@ export class ChatScreen {
   private openThreadList(roomId: string): void {
     [this.threadRootId, this.threadList] = [undefined, true];
     this.client?.loadThreads(roomId);
-    this.showPhoneView('thread');
+    this.showView('thread');
     this.renderRoom();
   }
 
@@ -287,15 +343,52 @@ export class ChatScreen {
       return this.renderRoom();
     }
     [this.threadRootId, this.threadList] = [undefined, false];
-    this.showPhoneView('room');
+    this.showView('room');
     this.renderRoom();
   }
 
-  /** On a phone: the room list, the open room or the peers panel (opened); CSS shows only that one below 760 px. */
-  private showPhoneView(view: PhoneView): void {
+  /**
+   * Shows `view`: CSS shows the room list, the open room or a view of its own below 760 px, and above it the room list
+   * beside the room or beside that view. The tabs and the top bar's buttons say which is showing.
+   */
+  private showView(view: View): void {
+    const wasPane = isPane(this.view);
+    this.view = view;
     this.chat.dataset.view = view;
-    if (view === 'peers') this.p2pPanel.element.open = true;
+    for (const pane of Object.values(this.panes)) pane.element.hidden = pane.name !== view;
     for (const [name, tab] of Object.entries(this.tabs)) tab.setAttribute('aria-pressed', String(name === view || (name === 'room' && view === 'thread')));
+    this.p2pPanel.button.setAttribute('aria-expanded', String(view === 'peers'));
+    this.settingsButton.setAttribute('aria-expanded', String(view === 'settings'));
+    if (!isPane(view)) this.opener = undefined;
+    // Back on the room after a view of its own: what came meanwhile is read now that it shows.
+    if (wasPane && !isPane(view)) this.markRead();
+  }
+
+  /** Opens the Peers view or Settings (from the top bar, the phone's Peers tab, an invite link), its heading focused. */
+  private openView(view: PaneView): void {
+    if (!isPane(this.view)) this.returnTo = this.view;
+    const focused = document.activeElement;
+    const opener = focused instanceof HTMLElement && focused !== document.body && !this.panes[view].element.contains(focused) ? focused : undefined;
+    this.showView(view);
+    this.opener = opener;
+    if (view === 'settings') this.profile.refresh();
+    this.panes[view].heading.focus();
+  }
+
+  /** Close or Escape: back to where the person was, the focus back on what opened the view. */
+  private closeView(): void {
+    if (!isPane(this.view)) return;
+    const opener = this.opener;
+    this.showView(this.returnTo);
+    const shown = (element: HTMLElement | undefined): element is HTMLElement => element !== undefined && element.isConnected && element.getClientRects().length > 0;
+    if (shown(opener)) opener.focus();
+    else if (shown(this.composer.input)) this.composer.input.focus();
+  }
+
+  /** The top bar's buttons: open their view, or close it when it is the one showing. */
+  private toggleView(view: PaneView): void {
+    if (this.view === view) this.closeView();
+    else this.openView(view);
   }
 
   /**

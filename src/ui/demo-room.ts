@@ -9,17 +9,18 @@ const DEMO_ROOM_NAME = 'P2P demo';
 /** What the demo room needs of the chat screen. */
 export interface DemoRoomContext {
   client(): ChatClient | undefined;
-  select(roomId: string): void;
+  /** Opens a room; `behind`: behind the Peers view, which stays (to show why an invite failed) until closed. */
+  select(roomId: string, options?: { behind?: boolean }): void;
   /** The open room's invite field, filled by an invite link too. */
   readonly inviteInput: HTMLInputElement;
-  /** Opens the peers panel, where the demo room form is. */
+  /** Opens the Peers view, where the demo room form is. */
   openPanel(): void;
   /** Starts a direct chat with `userId` (which invites them), as the sidebar's form does. */
   startDirect(userId: string): void;
 }
 
 /**
- * "Start a P2P demo room" (shown in the peers panel) and invite links: `#invite=@user:server` in the
+ * "Start a P2P demo room" (shown in the Peers view) and invite links: `#invite=@user:server` in the
  * address asks once, in a dialog, whether to start a direct chat with that user (which invites them,
  * as the sidebar's invite link promises); it also fills the invite fields with that ID.
  */
@@ -31,7 +32,7 @@ export class DemoRoom {
 
   constructor(private readonly context: DemoRoomContext) {}
 
-  /** For the peers panel's actions. */
+  /** For the Peers view's actions. */
   elements(): HTMLElement[] {
     return [
       h('h3', {}, 'Start a P2P demo room'),
@@ -81,7 +82,10 @@ export class DemoRoom {
     if (!dialog.open) dialog.showModal();
   }
 
-  /** Creates a private room named "P2P demo" and, if given, invites someone to it. */
+  /**
+   * Creates a private room named "P2P demo" and, if given, invites someone to it, then shows it. When the invite
+   * fails the Peers view stays, saying why; the room is open behind it, where Close goes.
+   */
   private start(event: Event): void {
     event.preventDefault();
     const button = (event.target as HTMLFormElement).querySelector('button')!;
@@ -99,19 +103,24 @@ export class DemoRoom {
         return;
       }
       succeeded('create');
-      this.context.select(roomId);
-      if (!invitee) return;
+      if (!invitee) return this.context.select(roomId);
+      // Opened behind the Peers view while the invite goes, so that a failed one is said here, beside its form.
+      this.context.select(roomId, { behind: true });
+      this.notice.textContent = `Inviting ${shortUserId(invitee)}\u2026`;
       try {
         // Invited apart from the creation, so an unreachable invitee leaves the room made and says why.
         await client.invite(roomId, invitee);
-        succeeded('invite');
-        this.invitee.value = '';
-        if (this.context.inviteInput.value.trim() === invitee) this.context.inviteInput.value = '';
-        this.notice.textContent = `Invited ${shortUserId(invitee)} to \u201c${DEMO_ROOM_NAME}\u201d.`;
-        if (invitedUserFromHash(location.hash) === invitee) history.replaceState(null, '', location.pathname + location.search);
       } catch (error) {
+        this.notice.textContent = '';
         this.error.show('invite', `The room was created, but the invite failed. ${describeInviteError(error, invitee)}`);
+        return;
       }
+      succeeded('invite');
+      this.invitee.value = '';
+      if (this.context.inviteInput.value.trim() === invitee) this.context.inviteInput.value = '';
+      this.notice.textContent = `Invited ${shortUserId(invitee)} to \u201c${DEMO_ROOM_NAME}\u201d.`;
+      if (invitedUserFromHash(location.hash) === invitee) history.replaceState(null, '', location.pathname + location.search);
+      this.context.select(roomId);
     })().finally(() => (button.disabled = false));
   }
 }

@@ -4,15 +4,24 @@ import type { NodeState, PageHost } from './host.ts';
 import { addressHost, addressPeerId, inviteLink, linkKind, shortServerName } from './ids.ts';
 
 /**
- * The peers panel: this tab's libp2p node (its state, the peers it is connected to and how
- * each is reached) and, once signed in, what a person shares to be invited. It also keeps the
- * offline indicator in the top bar: the browser is offline, or no peer is connected.
+ * The peers panel, the body of the Peers view (chat-screen.ts): this tab's libp2p node (its state, the peers
+ * it is connected to and how each is reached, adding one by its address) and, once signed in, what a person
+ * shares to be invited. It also keeps what the top bar says of it: the button that opens the view, with the
+ * connection state at a glance ("Peers · 2 connected"), and the offline indicator (the browser is offline,
+ * or no peer is connected).
  */
 export class P2PPanel {
-  readonly element: HTMLDetailsElement;
+  readonly element: HTMLElement;
   /** For the top bar. */
   readonly offlineBadge = h('span', { class: 'offline', role: 'status', 'aria-live': 'polite', hidden: true });
   private readonly summaryState = h('span', { class: 'p2p-summary-state' });
+  /** For the top bar: opens the Peers view (wired, and shown while the chat is, by chat-screen.ts). */
+  readonly button = h(
+    'button',
+    { type: 'button', class: 'peers-button', 'aria-controls': 'peers-view', 'aria-expanded': 'false', title: 'Connected peers, how each is reached, adding one, your invite link', hidden: true },
+    'Peers',
+    this.summaryState,
+  );
   private readonly nodeLine = h('p', { class: 'p2p-state hint' });
   private readonly noWebrtcLine = h('p', { class: 'no-webrtc hint', hidden: true }, 'This browser has no WebRTC: it reaches other browsers only through a relay peer, never directly.');
   private readonly peerList = h('ul', { class: 'peer-list', 'aria-label': 'Connected peers' });
@@ -26,22 +35,25 @@ export class P2PPanel {
   private peerCount = 0;
 
   constructor(private readonly host: PageHost) {
-    // Open on wide screens; at phone width it starts folded so the rooms stay in view.
+    // Two halves, side by side where there is room: the network (who is connected, adding a peer) and sharing (your ID, invites).
     this.element = h(
-      'details',
-      { class: 'p2p-panel', open: !matchMedia('(max-width: 760px)').matches },
-      h('summary', {}, h('span', { class: 'p2p-title' }, 'Peers'), this.summaryState),
-      this.nodeLine,
-      this.noWebrtcLine,
-      this.peerList,
-      this.bootstrapList,
-      h('h3', {}, 'Add a peer'),
-      h('form', { class: 'inline add-peer', onsubmit: (e: Event) => void this.addPeer(e) }, this.bootstrapInput, h('button', { type: 'submit' }, 'Add')),
-      this.bootstrapError.element,
-      this.bootstrapStatus,
-      this.addedList,
-      this.identity,
-      this.actions,
+      'div',
+      { class: 'p2p-panel' },
+      h(
+        'section',
+        { class: 'p2p-network', 'aria-labelledby': 'p2p-network-title' },
+        h('h3', { id: 'p2p-network-title' }, 'Connected peers'),
+        this.nodeLine,
+        this.noWebrtcLine,
+        this.peerList,
+        this.bootstrapList,
+        h('h3', {}, 'Add a peer'),
+        h('form', { class: 'inline add-peer', onsubmit: (e: Event) => void this.addPeer(e) }, this.bootstrapInput, h('button', { type: 'submit' }, 'Add')),
+        this.bootstrapError.element,
+        this.bootstrapStatus,
+        this.addedList,
+      ),
+      h('section', { class: 'p2p-sharing' }, this.identity, this.actions),
     );
     // The host's status covers the node's state and its peers.
     host.subscribe(() => this.render());
@@ -168,6 +180,7 @@ export class P2PPanel {
     const peers = this.host.peers();
     this.peerCount = peers.length;
     this.element.dataset.state = state;
+    this.button.dataset.state = state === 'running' ? (peers.length > 0 ? 'connected' : 'alone') : state;
     const stateText: Record<NodeState, string> = {
       starting: 'Node starting\u2026',
       running: 'Node running',
@@ -177,7 +190,8 @@ export class P2PPanel {
     };
     this.nodeLine.textContent = stateText[state];
     this.noWebrtcLine.hidden = this.host.status.webrtc;
-    this.summaryState.textContent = state === 'running' ? ` \u00b7 ${peers.length} connected` : ` \u00b7 ${state === 'elsewhere' ? 'other tab' : state}`;
+    const glance: Record<NodeState, string> = { starting: 'starting\u2026', running: `${peers.length} connected`, failed: 'node failed', elsewhere: 'in the other tab', none: 'off' };
+    this.summaryState.textContent = ` \u00b7 ${glance[state]}`;
     this.peerList.replaceChildren(
       ...(peers.length === 0
         ? [h('li', { class: 'hint no-peers' }, state === 'elsewhere' ? 'Peers are listed in that tab.' : 'No peers connected.')]

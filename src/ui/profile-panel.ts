@@ -3,10 +3,9 @@ import { h } from './dom.ts';
 import { describeError } from './errors.ts';
 import { ErrorSlot } from './error-slot.ts';
 
-/** Your own display name and avatar (the profile API), a fold at the top of the sidebar: read when opened, saved on submit. */
+/** Your own display name and avatar (the profile API), in the Settings view (chat-screen.ts): read each time it opens, saved on submit. */
 export class ProfilePanel {
-  readonly element = h('details', { class: 'profile-panel' });
-  private readonly summary = h('summary', {}, 'Your profile');
+  readonly element = h('section', { class: 'profile-panel', 'aria-labelledby': 'profile-title' });
   private readonly displayName = h('input', { id: 'profile-display-name', 'aria-label': 'Display name', maxLength: 255 });
   private readonly avatarFile = h('input', { type: 'file', accept: 'image/*', 'aria-label': 'Your avatar image' });
   private readonly avatar = h('img', { class: 'avatar large', alt: 'Your avatar', hidden: true });
@@ -24,7 +23,7 @@ export class ProfilePanel {
       if (file) save((client) => client.setAvatar(file).finally(() => (this.avatarFile.value = '')));
     };
     this.element.append(
-      this.summary,
+      h('h3', { id: 'profile-title' }, 'Your profile'),
       h(
         'form',
         { class: 'inline', onsubmit: (e: Event) => (e.preventDefault(), save((client) => client.setDisplayName(this.displayName.value.trim()))) },
@@ -35,16 +34,19 @@ export class ProfilePanel {
       h('div', { class: 'inline' }, this.avatar, h('label', { class: 'hint' }, 'Avatar ', this.avatarFile)),
       this.error.element,
     );
-    this.element.addEventListener('toggle', () => this.element.open && this.client && this.load(this.client));
   }
 
   /** At each sign-in. */
   show(client: ChatClient): void {
     this.client = client;
-    this.element.open = false;
     this.displayName.value = '';
     this.avatar.hidden = true;
     this.error.clear();
+  }
+
+  /** The Settings view opened: what the homeserver holds now (another device may have changed it). */
+  refresh(): void {
+    if (this.client) this.load(this.client);
   }
 
   private load(client: ChatClient): void {

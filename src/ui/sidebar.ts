@@ -29,9 +29,13 @@ function credits(): HTMLElement {
   );
 }
 
-/** The sidebar: the room list (invites first, with Accept and Decline), then create a room, join one by ID or alias, the peers panel, and the credits. */
+/**
+ * The sidebar: the room lists (invites first, with Accept and Decline), then the ways to have a new one: create a
+ * room, join one by ID or alias, start a direct chat. Nothing else: the peer tools and your profile have views of
+ * their own, opened from the top bar (chat-screen.ts). At its foot, the credits.
+ */
 export class Sidebar {
-  readonly element = h('nav', { class: 'sidebar' });
+  readonly element = h('nav', { class: 'sidebar', 'aria-label': 'Chats' });
   private readonly roomList = h('ul', { class: 'room-list', 'aria-label': 'Rooms' });
   private readonly directList = h('ul', { class: 'room-list direct-list', 'aria-label': 'Direct chats' });
   private readonly leftHeading = h('h3', { class: 'room-list-heading' }, 'Left rooms');
@@ -51,15 +55,15 @@ export class Sidebar {
     form.requestSubmit();
   }
 
-  /** Builds the sidebar for `client` (again at each sign-in): the room lists, then the forms, then the peers panel. */
-  build(client: ChatClient, peersPanel: HTMLElement, profilePanel?: HTMLElement): void {
+  /** Builds the sidebar for `client` (again at each sign-in): the room lists, then the forms. */
+  build(client: ChatClient): void {
     const newRoomName = h('input', { id: 'new-room-name', placeholder: 'Room name', 'aria-label': 'New room name', required: true });
     // Private rooms are end-to-end encrypted; a public one (anyone may join) is not.
     const isPublic = h('input', { type: 'checkbox', id: 'new-room-public', 'aria-label': 'Public room (not encrypted)' });
     const directTo = h('input', { id: 'direct-user-id', name: 'direct-user-id', placeholder: '@someone:server', 'aria-label': 'Start a direct chat with', required: true });
     const joinId = h('input', { id: 'join-room-id', placeholder: '#alias:server or !id', 'aria-label': 'Room ID to join', required: true });
     // Rooms first, as Element has them, on a desktop as on a phone: direct messages and rooms, then the
-    // forms (new room, join, direct chat), your profile and the peers panel (folds).
+    // forms (new room, join, direct chat).
     this.element.replaceChildren(
       h('h3', { class: 'room-list-heading' }, 'Direct messages'),
       this.directList,
@@ -118,8 +122,6 @@ export class Sidebar {
         h('button', { type: 'submit' }, 'Start chat'),
       )),
       this.error.element,
-      profilePanel ?? '',
-      peersPanel,
       credits(),
     );
   }

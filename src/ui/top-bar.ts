@@ -7,7 +7,10 @@ import { shortUserId } from './ids.ts';
 const STORAGE_REFRESH_MS = 15_000;
 const STORAGE_STALE_MS = 5_000;
 
-/** The top bar: the host's status, the server name, what this origin stores, and who is signed in. */
+/**
+ * The top bar: the host's status, the server name, the Peers button with the connection state at a glance and the
+ * offline indicator, what this origin stores, and who is signed in, with Settings and Sign out.
+ */
 export class TopBar {
   readonly element: HTMLElement;
   private readonly status = h('span', { class: 'status', role: 'status', 'aria-live': 'polite' });
@@ -15,18 +18,37 @@ export class TopBar {
   /** What this site stores (the homeserver's database, media and keys): it opens the storage panel (keep.ts). */
   private readonly storage = h('button', { type: 'button', class: 'link storage', title: 'What this site keeps in your browser: your homeserver\u2019s database, media and keys' });
   private readonly account = h('span', { class: 'account' });
+  private readonly settingsButton: HTMLElement;
   private storageTimer: ReturnType<typeof setTimeout> | undefined;
   private storageCheckedAt = 0;
 
   constructor(
     private readonly host: PageHost,
-    /** The peers panel's offline indicator. */
-    offlineBadge: HTMLElement,
+    views: {
+      /** Opens the Peers view, saying how many peers are connected (p2p-panel.ts). */
+      peersButton: HTMLElement;
+      /** The peers panel's offline indicator. */
+      offlineBadge: HTMLElement;
+      /** Opens Settings (your profile, notifications); beside your ID once signed in. */
+      settingsButton: HTMLElement;
+    },
     /** Opens the storage panel. */
     openStorage: () => void = () => undefined,
   ) {
     this.storage.onclick = openStorage;
-    this.element = h('header', { class: 'topbar' }, h('span', { class: 'brand' }, 'Hearth'), this.serverName, this.status, offlineBadge, h('span', { class: 'spacer' }), this.storage, this.account);
+    this.settingsButton = views.settingsButton;
+    this.element = h(
+      'header',
+      { class: 'topbar' },
+      h('span', { class: 'brand' }, 'Hearth'),
+      this.serverName,
+      this.status,
+      views.peersButton,
+      views.offlineBadge,
+      h('span', { class: 'spacer' }),
+      this.storage,
+      this.account,
+    );
     host.subscribe((status) => this.showHostStatus(status));
     void this.refreshStorage();
   }
@@ -69,11 +91,11 @@ export class TopBar {
     this.account.replaceChildren();
   }
 
-  /** The signed-in user, with a Sign out button. */
+  /** The signed-in user, with Settings and Sign out. */
   showSignedIn(userId: string, signOut: () => void): void {
     // Shortened here, with the whole ID on hover and copied by its button (issue 38 item 7).
     const shown = h('span', { class: 'user-id', title: userId }, shortUserId(userId));
     const copy: HTMLButtonElement = h('button', { type: 'button', class: 'small link', 'aria-label': 'Copy user ID', onclick: () => void copyText(userId, shown, copy) }, 'Copy');
-    this.account.replaceChildren(shown, copy, h('button', { class: 'link', onclick: signOut }, 'Sign out'));
+    this.account.replaceChildren(shown, copy, this.settingsButton, h('button', { class: 'link', onclick: signOut }, 'Sign out'));
   }
 }

@@ -10,7 +10,7 @@ import { spawnHearth, type HearthProcess } from '../support/hearth-process.ts';
 import { assertNetworkNamespaces, createLab, type Lab, type Namespace } from '../support/netns.ts';
 import { startNginx, type Nginx } from '../support/nginx.ts';
 import { createTestCa, type TestCa } from '../support/test-ca.ts';
-import { collectP2PLog, openHearth, pageServerName, peersOf, registerThroughUi, sendThroughUi } from './hearth-page.ts';
+import { closeView, collectP2PLog, openHearth, openPeersView, pageServerName, peersOf, registerThroughUi, sendThroughUi } from './hearth-page.ts';
 import { launchTrustingChromium, type TrustingChromium } from './trusting-chromium.ts';
 
 // Issue 40, as people meet on the internet: a public network namespace serves the built page over HTTPS
@@ -149,6 +149,7 @@ describe('two people behind two NATs, one public origin', () => {
     benId = `@ben:${await pageServerName(ben)}`;
 
     const inviting = performance.now();
+    await openPeersView(ben);
     await ben.locator('#demo-invitee').fill(anaId);
     await ben.getByRole('button', { name: 'Start', exact: true }).click();
     await ben.locator('.room-title', { hasText: roomTitle }).waitFor();
@@ -169,6 +170,7 @@ describe('two people behind two NATs, one public origin', () => {
     const benName = benId.split(':')[1]!;
     const started = performance.now();
     for (const [page, other] of [[ana, benName], [ben, anaName]] as const) {
+      await openPeersView(page);
       await page.locator(`.peer[data-server-name="${other}"][data-via="direct"]`).waitFor({ timeout: 90_000 });
       expect((await linkTo(page, other))?.multiaddrs.some((address) => address.includes('/webrtc'))).toBe(true);
     }
@@ -179,6 +181,7 @@ describe('two people behind two NATs, one public origin', () => {
     peer = undefined;
     for (const [page, other] of [[ana, benName], [ben, anaName]] as const) {
       await expect.poll(async () => (await peersOf(page)).map((p) => p.server_name), { timeout: 30_000 }).toEqual([other]);
+      await closeView(page);
     }
     await sendThroughUi(ana, 'No public peer now, Ben');
     await ben.locator('.event .body', { hasText: 'No public peer now, Ben' }).waitFor({ timeout: 30_000 });
@@ -222,6 +225,7 @@ describe('two people behind two NATs, one public origin', () => {
     }
     const [cleo, dan] = pages as [Page, Page];
     const cleoId = `@cleo:${await pageServerName(cleo)}`;
+    await openPeersView(dan);
     await dan.locator('#demo-invitee').fill(cleoId);
     await dan.getByRole('button', { name: 'Start', exact: true }).click();
     await cleo.locator('.invite').waitFor({ timeout: 60_000 });
@@ -250,6 +254,7 @@ describe('two people behind two NATs, one public origin', () => {
       const context = await browsers[i]!.browser.newContext();
       const page = await openHearth(context, `${DIRECT_SITE}/`);
       await registerThroughUi(page, name);
+      await openPeersView(page);
       const row = page.locator(`.peer[data-server-name="${directPeer!.serverName}"]`);
       await row.waitFor({ timeout: 30_000 });
       expect(await row.locator('.how').textContent()).toBe('WebRTC-Direct');

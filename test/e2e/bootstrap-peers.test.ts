@@ -1,9 +1,9 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodePeer, type NodePeer } from '../support/node-peer.ts';
-import { openHearth, registerThroughUi, startSite, useHere, type HearthSite } from './hearth-page.ts';
+import { openHearth, openPeersView, registerThroughUi, startSite, useHere, type HearthSite } from './hearth-page.ts';
 
-// Issue 12, the settings of the peers panel: bootstrap peers the person adds beyond the
+// Issue 12, the settings of the peers panel (the Peers view, opened from the top bar): bootstrap peers the person adds beyond the
 // origin's /hearth-config.json list (here: none), kept in localStorage, dialled at once
 // and by every later leader tab; a bad address is refused in words; they can be removed.
 
@@ -40,6 +40,7 @@ afterAll(async () => {
 
 describe('bootstrap peers added in the panel', () => {
   it('a bad address gets a readable error and is not kept', async () => {
+    await openPeersView(page);
     const input = page.getByLabel('Peer address');
     const error = page.locator('.bootstrap-error');
     await input.fill('peer.example.org');
@@ -72,11 +73,13 @@ describe('bootstrap peers added in the panel', () => {
     await follower.waitForFunction(() => (globalThis as any).hearthHost.state.role === 'follower');
     // Its peers panel is on the chat screen, which runs in one tab at a time (issue 25): the follower takes it; the node stays the leader's.
     await useHere(follower);
+    await openPeersView(follower);
     await follower.getByLabel('Peer address').fill(address);
     await follower.getByRole('button', { name: 'Add', exact: true }).click();
     await follower.locator('.bootstrap-status', { hasText: 'Kept.' }).waitFor();
     // Closed, the follower hands the chat back: the leader tab's panel shows the peer its node dialled.
     await follower.close();
+    await openPeersView(page);
     await page.locator(`.peer[data-server-name="${peer2.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
     await page.locator(`.added-peer[data-address="${address}"]`).waitFor();
   });
@@ -87,6 +90,7 @@ describe('bootstrap peers added in the panel', () => {
     await page.reload();
     await nodeRunning(page);
     expect(await bootstrapOf(page)).toEqual([address, address2]);
+    await openPeersView(page);
     await page.locator(`.peer[data-server-name="${peer2.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
     await page.locator(`.peer[data-server-name="${peer.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
     await page.locator(`.added-peer[data-address="${address}"]`).waitFor();
@@ -95,6 +99,7 @@ describe('bootstrap peers added in the panel', () => {
   it('removed, it is no longer dialled by later leaders', async () => {
     const address = peer.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
     const address2 = peer2.p2p.multiaddrs().find((a) => a.includes('/ws/'))!;
+    await openPeersView(page);
     await page.getByRole('button', { name: `Remove ${address}` }).click();
     await page.locator(`.added-peer[data-address="${address}"]`).waitFor({ state: 'detached' });
     await page.getByRole('button', { name: `Remove ${address2}` }).click();

@@ -5,7 +5,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { longPollUntil, timelineHas, type SyncBody } from '../support/sync-until.ts';
-import { openHearth, pageFetch, pageServerName, pageSyncer, peersOf, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
+import { openHearth, openPeersView, pageFetch, pageServerName, pageSyncer, peersOf, registerThroughUi, startSite, type HearthSite } from './hearth-page.ts';
 
 // Issue 12, WebRTC slice: two browser contexts (separate storage, so two homeservers) meet through a
 // Node relay (in this process, WebSockets on 127.0.0.1, limits lifted), open a direct WebRTC link,
@@ -78,7 +78,7 @@ describe('two browsers, each its own homeserver, linked directly by WebRTC', () 
     // which the panel follows (issue 25: it kept showing "relayed").
     for (const [page, other, username] of [[pageA, nameB, 'ana'], [pageB, nameA, 'ben']] as const) {
       await registerThroughUi(page, username);
-      const row = page.locator(`.peer-list .peer[data-server-name="${other}"]`);
+      const row = (await openPeersView(page)).locator(`.peer-list .peer[data-server-name="${other}"]`);
       await row.locator('.via', { hasText: 'direct' }).waitFor({ timeout: 30_000 });
       expect(await row.getAttribute('data-via')).toBe('direct');
     }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { serveStatic, type StaticServer } from '../../scripts/static-server.ts';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { launchEngine, type Engine, type EngineBrowser, type Profile, type Tab } from './browsers.ts';
-import { createAccount, createRoom, messageShown, openHearth, pageFetch, send, serverNameOf, startEncryptedDm, storedSession, waitUntilReady, waitUntilReachable } from './page-flows.ts';
+import { createAccount, createRoom, messageShown, openHearth, openPeersView, pageFetch, send, serverNameOf, startEncryptedDm, storedSession, waitUntilReady, waitUntilReachable } from './page-flows.ts';
 
 // Issue 39: the page in engines other than Chromium, for real. The flows of page-flows.ts (the same
 // steps the Chromium suites take through Playwright) run in Debian's Firefox ESR over WebDriver BiDi and
@@ -180,6 +180,7 @@ for (const { first, second, webrtc } of PAIRS) describe(`an encrypted direct mes
     it('the two engines link directly over WebRTC, the relay only signalling it', async () => {
       // Generous, as in browser-to-browser.test.ts: a WebRTC dial on a loaded machine takes seconds, and a failed one is tried again.
       for (const [side, other] of [[ana, ben], [ben, ana]] as const) {
+        await openPeersView(tabOf(side));
         await tabOf(side).waitFor({ css: `.peer-list .peer[data-server-name="${other.serverName}"][data-via="direct"]` }, { timeoutMs: 80_000 });
         const direct = (name: string) => (globalThis as any).hearthP2P.node.peers().some((peer: any) => peer.server_name === name && peer.multiaddrs.some((address: string) => address.includes('/webrtc')));
         expect(await tabOf(side).evaluate(direct, other.serverName!)).toBe(true);
@@ -189,6 +190,7 @@ for (const { first, second, webrtc } of PAIRS) describe(`an encrypted direct mes
   } else {
     it(`the ${ENGINE_NAMES[first]} page, which has no WebRTC, says so in its peers panel, and both reach each other through the relay`, async () => {
       expect(await tabOf(ana).evaluate(() => typeof RTCPeerConnection)).toBe('undefined');
+      for (const side of sides) await openPeersView(tabOf(side));
       await tabOf(ana).waitFor({ css: '.p2p-panel .no-webrtc', text: 'This browser has no WebRTC' });
       // Neither listens for WebRTC where one cannot: no /webrtc address in its own list.
       expect(await tabOf(ana).evaluate(() => (globalThis as any).hearthP2P.node.multiaddrs().some((address: string) => address.includes('/webrtc')))).toBe(false);

@@ -2,7 +2,7 @@ import { appendFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { startNodeHost, type NodeHost } from '../../src/node/node-host.ts';
 import { serveStatic, type StaticServer, type StaticServerOptions } from '../../scripts/static-server.ts';
 import { syncPath, type Syncer } from '../support/sync-until.ts';
@@ -183,6 +183,33 @@ export async function useHere(page: Page): Promise<void> {
   await page.getByRole('heading', { name: 'Hearth is open in another tab' }).waitFor({ timeout: 30_000 });
   await page.getByRole('button', { name: 'Use here' }).click();
   await page.getByLabel('New room name').waitFor();
+}
+
+/**
+ * The Peers view (issue 38 item 7: the peer tools have a view of their own, in the room's place): opened, if it is
+ * not showing, from the top bar's "Peers · N connected", or on a phone from its Peers tab. Returns the view.
+ */
+export async function openPeersView(page: Page): Promise<Locator> {
+  const view = page.getByRole('region', { name: 'Peers', exact: true });
+  if (!(await view.isVisible())) await page.getByRole('button', { name: /^Peers\b/ }).click();
+  await view.waitFor();
+  return view;
+}
+
+/** Settings (your profile, notifications), opened from the top bar if it is not showing. Returns the view. */
+export async function openSettingsView(page: Page): Promise<Locator> {
+  const view = page.getByRole('region', { name: 'Settings', exact: true });
+  if (!(await view.isVisible())) await page.getByRole('banner').getByRole('button', { name: 'Settings', exact: true }).click();
+  await view.waitFor();
+  return view;
+}
+
+/** Closes the Peers view or Settings, if one shows, as a person would: Escape, back to the room. */
+export async function closeView(page: Page): Promise<void> {
+  const open = page.locator('.view-pane:not([hidden])');
+  if ((await open.count()) === 0) return;
+  await page.keyboard.press('Escape');
+  await open.waitFor({ state: 'detached' });
 }
 
 export async function createRoomThroughUi(page: Page, name: string): Promise<void> {

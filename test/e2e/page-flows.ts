@@ -82,6 +82,16 @@ export const messageShown = (tab: Tab, text: string, timeoutMs = 30_000): Promis
 export const waitUntilReachable = (tab: Tab, serverName: string): Promise<void> =>
   tab.waitForFunction((name) => (globalThis as any).hearthP2P?.reachable.has(name), serverName, 60_000);
 
+/**
+ * Shows the Peers view (issue 38 item 7: the peer tools have a view of their own, in the room's place), if it is not
+ * showing: from the top bar's "Peers · N connected", or on a phone from its Peers tab.
+ */
+export async function openPeersView(tab: Tab): Promise<void> {
+  if (await tab.evaluate(() => document.getElementById('peers-view')?.hidden === false)) return;
+  await tab.click({ css: '.peers-button, .phone-nav .tab[aria-controls="peers-view"]' });
+  await tab.waitFor({ css: '#peers-view' });
+}
+
 const DIRECT_CHATS = 'ul[aria-label="Direct chats"]';
 
 /** `ana` starts an encrypted direct message with `benId` through the UI, and `ben` accepts it; returns its room ID. */

@@ -1,6 +1,6 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRoomThroughUi, pageFetch, sendThroughUi, storedSession } from './hearth-page.ts';
+import { closeView, createRoomThroughUi, openSettingsView, pageFetch, sendThroughUi, storedSession } from './hearth-page.ts';
 import { meetInEncryptedDm, startPagePair, type PagePair } from './page-pair.ts';
 
 // Issue 38, notifications: Ben's page shows a browser notification for Ana's messages while his tab is
@@ -96,13 +96,14 @@ describe('browser notifications', () => {
 
   it('with privacy chosen, a notification says only "New message"', async () => {
     await setHidden(pageB, false);
-    await pageB.getByText('Your profile').click();
-    await pageB.getByLabel('Private notifications (no sender, no text)').check();
+    // In Settings, opened from the top bar.
+    await (await openSettingsView(pageB)).getByLabel('Private notifications (no sender, no text)').check();
     await setHidden(pageB, true);
     await sendThroughUi(pageA, 'Secret plans');
     await expect.poll(async () => (await shown(pageB)).length, { timeout: 30_000 }).toBe(2);
     expect((await shown(pageB))[1]).toEqual({ title: 'Hearth', body: 'New message', tag: roomId });
     await pageB.getByLabel('Private notifications (no sender, no text)').uncheck();
+    await closeView(pageB);
   });
 
   it('push rules decide: a muted room stays quiet, a keyword in it still notifies', async () => {

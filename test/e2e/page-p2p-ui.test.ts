@@ -8,9 +8,9 @@ import { shortUserId } from '../../src/ui/ids.ts';
 import { api, register, type Account } from '../integration/harness.ts';
 import { restartablePort } from '../support/ports.ts';
 import { httpSyncer, longPollUntil } from '../support/sync-until.ts';
-import { createRoomThroughUi, openHearth, pageServerName, registerThroughUi, startSite, useHere, type HearthSite } from './hearth-page.ts';
+import { closeView, createRoomThroughUi, openHearth, openPeersView, pageServerName, registerThroughUi, startSite, useHere, type HearthSite } from './hearth-page.ts';
 
-// Issue 12, the page: the peers panel, your Matrix ID and invite link, inviting and the
+// Issue 12, the page: the peers panel (the Peers view, opened from the top bar), your Matrix ID and invite link, inviting and the
 // P2P demo room, the offline indicator, and messages shown as pending until every remote
 // server has them. Node peers run in this process on 127.0.0.1 (OS-chosen ports):
 // A is the page's bootstrap peer; C, found through A, is the server that goes away.
@@ -65,7 +65,7 @@ describe('the page’s P2P controls', () => {
   it('the peers panel lists the Node peer, its server name shortened (the full one on hover), reached directly', async () => {
     await page.waitForFunction(() => document.body.dataset.p2p === 'running', undefined, { timeout: 30_000 });
     const name = peerA.homeserver.serverName;
-    const row = page.locator(`.peer[data-server-name="${name}"]`);
+    const row = (await openPeersView(page)).locator(`.peer[data-server-name="${name}"]`);
     await row.waitFor({ timeout: 20_000 });
     expect(await row.getAttribute('data-via')).toBe('direct');
     expect(await row.locator('.via').textContent()).toBe('direct');
@@ -79,7 +79,7 @@ describe('the page’s P2P controls', () => {
 
   it('IDs are whole where they are copied and short elsewhere, the room header holds no room ID, and no placeholder is cut', async () => {
     // Your Matrix ID (a 64-character server name) reads whole in the field it is copied from: nothing scrolled out of sight.
-    const field = page.getByLabel('Your Matrix ID');
+    const field = (await openPeersView(page)).getByLabel('Your Matrix ID');
     await field.scrollIntoViewIfNeeded();
     const fits = await field.evaluate((el) => el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1);
     expect(fits).toBe(true);
@@ -95,10 +95,10 @@ describe('the page’s P2P controls', () => {
     expect(await page.locator('.room-header').innerText()).not.toContain(roomId);
     await page.getByRole('button', { name: 'Copy room ID' }).click();
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(roomId);
-    // Each sidebar field's placeholder fits its box, measured in the field's own font.
-    const cut = await page.locator('.sidebar').evaluate((sidebar) => {
+    // Each field's placeholder fits its box, measured in the field's own font: the sidebar's, and the Peers view's.
+    const cutIn = (where: ReturnType<Page['locator']>) => where.evaluate((area) => {
       const context = document.createElement('canvas').getContext('2d')!;
-      return [...sidebar.querySelectorAll<HTMLInputElement>('input[placeholder]')]
+      return [...area.querySelectorAll<HTMLInputElement>('input[placeholder]')]
         .filter((input) => input.getClientRects().length > 0)
         .filter((input) => {
           const style = getComputedStyle(input);
@@ -108,10 +108,12 @@ describe('the page’s P2P controls', () => {
         })
         .map((input) => input.placeholder);
     });
-    expect(cut).toEqual([]);
+    expect(await cutIn(page.locator('.sidebar'))).toEqual([]);
+    expect(await cutIn(await openPeersView(page))).toEqual([]);
   });
 
   it('shows your Matrix ID with a copy button and an invite link', async () => {
+    await openPeersView(page);
     expect(await page.getByLabel('Your Matrix ID').inputValue()).toBe(aliceId);
     await page.getByRole('button', { name: 'Copy ID' }).click();
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(aliceId);
@@ -145,7 +147,9 @@ describe('the page’s P2P controls', () => {
     const asked = other.getByRole('dialog', { name: 'Start a direct chat?' });
     await asked.waitFor({ timeout: 20_000 });
     expect(await asked.textContent()).toContain(bob.userId);
-    expect(await other.locator('#demo-invitee').inputValue()).toBe(bob.userId);
+    // Behind the question, the Peers view, where the demo room's form is, filled and saying so.
+    expect(await other.getByRole('region', { name: 'Peers', exact: true }).isVisible()).toBe(true);
+    expect(await other.getByLabel('Invite to the demo room').inputValue()).toBe(bob.userId);
     expect(await other.locator('.invite-notice').textContent()).toContain(shortUserId(bob.userId));
     // Not now: nothing is created, and the link is not asked again.
     await asked.getByRole('button', { name: 'Not now' }).click();
@@ -162,6 +166,9 @@ describe('the page’s P2P controls', () => {
     expect(await page.locator('#invite-user-id').inputValue()).toBe(bob.userId);
     await again.getByRole('button', { name: 'Start chat' }).click();
     await page.getByRole('list', { name: 'Direct chats' }).locator('.room-item').waitFor({ timeout: 20_000 });
+    // The direct chat shows in the Peers view's place.
+    await page.locator('.room-encryption', { hasText: /^Encrypted$/ }).waitFor();
+    expect(await page.getByRole('region', { name: 'Peers', exact: true }).isVisible()).toBe(false);
     const sync = await nodeSyncUntil(peerA, bob, (s) => Object.keys(s.rooms?.invite ?? {}).length > 0);
     const [dmId, invite] = Object.entries<any>(sync.rooms.invite)[0]!;
     const member = invite.invite_state.events.find((e: any) => e.type === 'm.room.member' && e.state_key === bob.userId);
@@ -172,9 +179,10 @@ describe('the page’s P2P controls', () => {
   });
 
   it('starts a P2P demo room inviting the Node peer’s user, who joins', async () => {
-    await page.getByRole('button', { name: 'Start', exact: true }).click();
-    await page.locator('.room-title', { hasText: 'P2P demo' }).waitFor();
-    await page.locator('.invite-notice', { hasText: `Invited ${shortUserId(bob.userId)}` }).waitFor({ timeout: 20_000 });
+    await (await openPeersView(page)).getByRole('button', { name: 'Start', exact: true }).click();
+    // Once the invite is sent, the room shows in the Peers view's place; the view says who was invited.
+    await page.locator('.room-title', { hasText: 'P2P demo' }).waitFor({ timeout: 20_000 });
+    expect(await page.locator('.invite-notice').textContent()).toBe(`Invited ${shortUserId(bob.userId)} to \u201cP2P demo\u201d.`);
     const sync = await nodeSyncUntil(peerA, bob, (s) => Object.keys(s.rooms?.invite ?? {}).length > 0);
     const roomId = Object.keys(sync.rooms.invite)[0]!;
     const joined = await api(peerA, 'POST', `/_matrix/client/v3/join/${encodeURIComponent(roomId)}`, { token: bob.accessToken, body: {} });
@@ -201,9 +209,12 @@ describe('the page’s P2P controls', () => {
     carol = await register(peerC, 'carol');
     await page.waitForFunction((name) => (globalThis as any).hearthP2P.reachable.has(name), peerC.homeserver.serverName, { timeout: 20_000 });
     // A second demo room, with carol of server C.
-    await page.locator('#demo-invitee').fill(carol.userId);
-    await page.getByRole('button', { name: 'Start', exact: true }).click();
-    await page.locator('.invite-notice', { hasText: `Invited ${shortUserId(carol.userId)}` }).waitFor({ timeout: 20_000 });
+    const peers = await openPeersView(page);
+    await peers.getByLabel('Invite to the demo room').fill(carol.userId);
+    await peers.getByRole('button', { name: 'Start', exact: true }).click();
+    // Invited, the new room shows in the view's place; the view (hidden now) says who was invited.
+    await page.locator('.invite-notice', { hasText: `Invited ${shortUserId(carol.userId)}` }).waitFor({ state: 'attached', timeout: 20_000 });
+    await page.locator('.room-title', { hasText: 'P2P demo' }).waitFor();
     const sync = await nodeSyncUntil(peerC, carol, (s) => Object.keys(s.rooms?.invite ?? {}).length > 0);
     const roomId = Object.keys(sync.rooms.invite)[0]!;
     carolRoomId = roomId;
@@ -237,7 +248,8 @@ describe('the page’s P2P controls', () => {
   it('with a mailbox among the peers, the mark clears once the mailbox holds the message, before its server is back', async () => {
     dirM = await mkdtemp(join(tmpdir(), 'hearth-e2e-ui-m-'));
     mailboxPeer = await startNodeHost({ dataDir: dirM, port: 0, listen: ['/ip4/127.0.0.1/tcp/0/ws'], bootstrap: peerA.p2p.multiaddrs(), rateLimits: false, mailbox: true });
-    await page.locator(`.peer[data-server-name="${mailboxPeer.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
+    await (await openPeersView(page)).locator(`.peer[data-server-name="${mailboxPeer.homeserver.serverName}"]`).waitFor({ timeout: 20_000 });
+    await closeView(page);
     const port = wsPortOf(peerC!);
     await peerC!.close();
     peerC = undefined;
@@ -263,12 +275,11 @@ describe('the page’s P2P controls', () => {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(0);
     for (const label of ['Message', 'User ID to invite']) expect(await page.getByLabel(label).isVisible(), label).toBe(true);
-    // At phone width the peers panel is a tab of its own (issue 25): the Peers tab opens it.
-    await page.locator('.p2p-panel').evaluate((panel: HTMLDetailsElement) => (panel.open = false));
+    // At phone width the Peers view is a tab of its own (issue 25): the Peers tab opens it.
     await page.getByRole('button', { name: 'Peers', exact: true }).click();
     await page.locator('.my-id').scrollIntoViewIfNeeded();
     expect(await page.locator('.my-id').isVisible()).toBe(true);
-    const box = (await page.locator('.p2p-panel').boundingBox())!;
+    const box = (await page.getByRole('region', { name: 'Peers', exact: true }).boundingBox())!;
     expect(box.x + box.width).toBeLessThanOrEqual(390);
   });
 
@@ -276,7 +287,7 @@ describe('the page’s P2P controls', () => {
     peerAClosed = true;
     await Promise.all([peerA.close(), peerC?.close(), mailboxPeer?.close()]);
     peerC = mailboxPeer = undefined;
-    await page.locator('.peer-list .no-peers', { hasText: 'No peers connected.' }).waitFor({ timeout: 20_000 });
+    await (await openPeersView(page)).locator('.peer-list .no-peers', { hasText: 'No peers connected.' }).waitFor({ timeout: 20_000 });
     await page.waitForFunction(() => document.body.dataset.offline === 'no-peers');
     expect(await page.locator('.offline').textContent()).toBe('No peers');
     expect(await page.locator('.p2p-summary-state').textContent()).toContain('0 connected');

@@ -1,6 +1,6 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { pageServerName, registerThroughUi, startRelayedPages, type RelayedPages } from './hearth-page.ts';
+import { openPeersView, pageServerName, registerThroughUi, startRelayedPages, type RelayedPages } from './hearth-page.ts';
 
 // Issue 38: the Peers panel followed a page that had closed. Ben's page goes away; its browser hangs up the
 // WebRTC link to Ana's page (DTLS close_notify, SCTP abort), but libp2p ended that connection only when its
@@ -49,12 +49,14 @@ afterAll(async () => {
 describe('the Peers panel follows the connections', () => {
   it('a closed page leaves the other page’s panel when it hangs up, not when a check times out', async () => {
     const serverB = await pageServerName(pageB);
-    const panelA = pageA.getByRole('group').filter({ has: pageA.getByRole('list', { name: 'Connected peers' }) });
+    const panelA = await openPeersView(pageA);
+    // The top bar's Peers button says the count at a glance.
+    const countA = pageA.getByRole('banner').getByRole('button', { name: /^Peers · / });
     const peersA = panelA.getByRole('list', { name: 'Connected peers' });
     const benRow = peersA.getByRole('listitem').filter({ has: pageA.getByRole('button', { name: `Copy server name ${serverB}` }) });
     // Ben's page, reached over the WebRTC link the two made through the relay: what a person sees is *direct*.
     await benRow.filter({ hasText: 'direct' }).waitFor({ timeout: 60_000 });
-    await panelA.getByText('\u00b7 2 connected').waitFor();
+    await countA.filter({ hasText: '\u00b7 2 connected' }).waitFor();
     expect(await linkStates(pageA)).toContainEqual({ what: 'connection', state: 'connected' });
 
     // Ben closes his tab.
@@ -62,7 +64,7 @@ describe('the Peers panel follows the connections', () => {
 
     await benRow.waitFor({ state: 'detached', timeout: 60_000 });
     const afterDrop = await linkStates(pageA);
-    await panelA.getByText('\u00b7 1 connected').waitFor();
+    await countA.filter({ hasText: '\u00b7 1 connected' }).waitFor();
     expect(await peersA.getByRole('listitem').count()).toBe(1);
     // Dropped on Ben's hang-up: Ana's side never had to find the link dead (ICE disconnected or failed).
     expect(afterDrop.filter(({ state }) => state === 'disconnected' || state === 'failed')).toEqual([]);

@@ -2,11 +2,11 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { pageFetch, pageServerName, registerThroughUi, sendThroughUi, startRelayedPages, storedSession, type RelayedPages } from './hearth-page.ts';
+import { closeView, openPeersView, openSettingsView, pageFetch, pageServerName, registerThroughUi, sendThroughUi, startRelayedPages, storedSession, type RelayedPages } from './hearth-page.ts';
 
 // Issue 25, through the page's UI on two browser homeservers (met through a Node relay): room settings
 // (name, topic, avatar, read-only with the reason where the power levels say no), your own display name
-// and avatar, search in a room and across rooms (in encrypted rooms among what the page decrypted, since
+// and avatar (in Settings, opened from the top bar), search in a room and across rooms (in encrypted rooms among what the page decrypted, since
 // the homeserver cannot read them), and leaving a room, then forgetting it.
 
 const PASSWORD = 'correct horse battery staple';
@@ -97,12 +97,14 @@ describe('settings, profile, search and leaving, through the page', () => {
   }, 90_000);
 
   it('Ana sets her display name and avatar; Ben\u2019s page shows her new name', async () => {
-    await ana.locator('.profile-panel summary').click();
-    await expect.poll(() => ana.getByLabel('Display name').inputValue()).toBe('ana');
-    await ana.getByLabel('Display name').fill('Ana Lima');
-    await ana.getByRole('button', { name: 'Save', exact: true }).click();
-    await ana.getByLabel('Your avatar image').setInputFiles({ name: 'me.png', mimeType: 'image/png', buffer: PNG });
-    await expect.poll(() => ana.locator('.profile-panel .avatar').evaluate((img: HTMLImageElement) => !img.hidden && img.complete && img.naturalWidth > 0), { timeout: 30_000 }).toBe(true);
+    const settings = await openSettingsView(ana);
+    await expect.poll(() => settings.getByLabel('Display name').inputValue()).toBe('ana');
+    await settings.getByLabel('Display name').fill('Ana Lima');
+    await settings.getByRole('button', { name: 'Save', exact: true }).click();
+    await settings.getByLabel('Your avatar image').setInputFiles({ name: 'me.png', mimeType: 'image/png', buffer: PNG });
+    await expect.poll(() => settings.locator('.profile-panel .avatar').evaluate((img: HTMLImageElement) => !img.hidden && img.complete && img.naturalWidth > 0), { timeout: 30_000 }).toBe(true);
+    // Escape, and the room is back.
+    await closeView(ana);
     await sendThroughUi(ana, 'Hello under my new name');
     const message = ben.locator('.event[data-event-id]', { hasText: 'Hello under my new name' });
     await message.waitFor({ timeout: 30_000 });
@@ -189,6 +191,8 @@ describe('settings, profile, search and leaving, through the page', () => {
     if (shots) await mkdir(shots, { recursive: true });
     const shot = async (name: string) => shots && (await ana.screenshot({ path: join(shots, `${name}.png`) }));
     await ana.setViewportSize({ width: 1280, height: 800 });
+    // The room settings fold, opened in another room above, shut for the picture.
+    if (await ana.locator('.room-settings').evaluate((d: HTMLDetailsElement) => d.open)) await ana.locator('.room-settings summary').click();
     await shot('desktop-dm');
     await openRoom(ana, 'Lobby of the blue house');
     await openSettings(ana);
@@ -201,6 +205,11 @@ describe('settings, profile, search and leaving, through the page', () => {
     await ana.getByRole('list', { name: 'Search results' }).locator('.search-hit').first().waitFor({ timeout: 30_000 });
     await shot('desktop-search');
     await ana.locator('.search-panel summary').click();
+    // The Peers view, from the top bar: the relay and Ben's page, each with how it is reached.
+    const peers = await openPeersView(ana);
+    await peers.locator(`.peer[data-server-name="${await pageServerName(ben)}"]`).waitFor({ timeout: 30_000 });
+    await shot('desktop-peers');
+    await closeView(ana);
 
     await ana.setViewportSize({ width: 390, height: 844 });
     const inView = async (locator: ReturnType<Page['locator']>) => {
@@ -212,12 +221,21 @@ describe('settings, profile, search and leaving, through the page', () => {
     await ana.getByRole('button', { name: 'Rooms', exact: true }).click();
     // The direct messages are on the phone's first screen, with the rooms.
     expect(await inView(ana.getByRole('list', { name: 'Direct chats' }).locator('.room-item'))).toBe(true);
-    await ana.locator('.profile-panel').evaluate((details: HTMLDetailsElement) => (details.open = true));
-    expect(await inView(ana.getByLabel('Display name'))).toBe(true);
-    expect(await inView(ana.getByLabel('Your avatar image'))).toBe(true);
     await noSideScroll();
     await shot('phone-rooms');
-    await ana.locator('.profile-panel summary').click();
+    // Settings, from the top bar: the screen under the tabs.
+    const profile = await openSettingsView(ana);
+    expect(await inView(profile.getByLabel('Display name'))).toBe(true);
+    expect(await inView(profile.getByLabel('Your avatar image'))).toBe(true);
+    await noSideScroll();
+    await shot('phone-settings');
+    await closeView(ana);
+    // The Peers tab: the Peers view, the same screen's worth.
+    await ana.getByRole('button', { name: 'Peers', exact: true }).click();
+    expect(await inView(ana.getByRole('region', { name: 'Peers', exact: true }).getByRole('list', { name: 'Connected peers' }))).toBe(true);
+    await noSideScroll();
+    await shot('phone-peers');
+    await ana.getByRole('button', { name: 'Rooms', exact: true }).click();
     await openRoom(ana, 'Lobby of the blue house');
     await openSettings(ana);
     for (const label of ['Room name', 'Room topic', 'Room avatar image']) expect(await inView(ana.getByLabel(label, { exact: true })), label).toBe(true);

@@ -12,7 +12,7 @@ import { spawnHearth, stopAllHearths } from '../support/hearth-process.ts';
 import { freePort } from '../support/node-peer.ts';
 import { startNginx } from '../support/nginx.ts';
 import { createTestCa, type TestCa } from '../support/test-ca.ts';
-import { openHearth, pageServerName, peersOf, registerThroughUi } from './hearth-page.ts';
+import { openHearth, openPeersView, pageServerName, peersOf, registerThroughUi } from './hearth-page.ts';
 import { launchTrustingChromium, type TrustingChromium } from './trusting-chromium.ts';
 
 // Issue 40, "Deploy it": the built page as any HTTPS static host serves it, under a path prefix, with a
@@ -106,6 +106,7 @@ describe('a page served from a public HTTPS origin under a path prefix', () => {
     cleanups.push(() => context.close());
     let page = await openPublicPage(context, site.url);
     await registerThroughUi(page, 'cy');
+    await openPeersView(page);
     const reached = page.locator(`.bootstrap-peer[data-reached="true"]`);
     await reached.waitFor({ timeout: 30_000 });
     expect(await page.locator('.bootstrap-summary').textContent()).toBe('Bootstrap peers: 1 of 2 reached');
@@ -138,6 +139,7 @@ describe('a page served from a public HTTPS origin under a path prefix', () => {
     cleanups.push(() => context.close());
     const page = await openPublicPage(context, site.url);
     await registerThroughUi(page, 'dee');
+    await openPeersView(page);
     const row = page.locator(`.peer[data-server-name="${peer.serverName}"]`);
     await row.waitFor({ timeout: 30_000 });
     expect(await row.locator('.how').textContent()).toBe('WebRTC-Direct');

@@ -106,10 +106,11 @@ export class ChatScreen {
     };
     this.p2pPanel.button.onclick = () => this.toggleView('peers');
     this.settingsButton.onclick = () => this.toggleView('settings');
-    // Escape closes a view of its own, as it closes a dialog; a dialog open above it (the invite link's question) takes its own Escape.
+    // Escape closes a view of its own, as it closes a dialog; a dialog open above it (the invite link's question), which holds
+    // the focus while it is open, takes its own Escape.
     document.addEventListener('keydown', (event) => {
       if (event.key !== 'Escape' || event.defaultPrevented || event.isComposing || !this.client || !isPane(this.view)) return;
-      if ((event.target instanceof Element && event.target.closest('dialog')) || document.querySelector('dialog:modal')) return;
+      if (event.target instanceof Element && event.target.closest('dialog')) return;
       event.preventDefault();
       this.closeView();
     });

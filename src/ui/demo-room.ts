@@ -61,11 +61,12 @@ export class DemoRoom {
   /** The one confirmation an invite link asks: a direct chat with `userId`, or not now. */
   private confirm(userId: string): void {
     const dialog = this.confirmDialog;
+    // Answered (Escape is Not now): a reload does not ask again.
+    const forget = () => invitedUserFromHash(location.hash) === userId && history.replaceState(null, '', location.pathname + location.search);
     const done = () => {
+      forget();
       dialog.close();
       dialog.remove();
-      // Answered: a reload does not ask again.
-      if (invitedUserFromHash(location.hash) === userId) history.replaceState(null, '', location.pathname + location.search);
     };
     dialog.replaceChildren(
       h('h2', { id: 'invite-link-title' }, 'Start a direct chat?'),
@@ -77,7 +78,7 @@ export class DemoRoom {
         h('button', { type: 'button', onclick: done }, 'Not now'),
       ),
     );
-    dialog.onclose = () => dialog.remove();
+    dialog.onclose = () => (forget(), dialog.remove());
     if (!dialog.isConnected) document.body.append(dialog);
     if (!dialog.open) dialog.showModal();
   }

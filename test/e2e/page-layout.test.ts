@@ -107,6 +107,17 @@ describe('the page’s layout: rooms in the sidebar, peers and settings in views
     expect(await page.locator('.room-title').textContent()).toBe('Tea');
     expect(await peersButton().getAttribute('aria-expanded')).toBe('false');
     expect(await focused(peersButton())).toBe(true);
+    // A dialog above the view takes its own Escape: an invite link's question (Escape is "Not now") goes, the view it opened stays.
+    await page.goto(`${site.server.url}/#invite=@someone:example.org`);
+    const asked = page.getByRole('dialog', { name: 'Start a direct chat?' });
+    await asked.waitFor();
+    expect(await peersView().isVisible()).toBe(true);
+    await page.keyboard.press('Escape');
+    await asked.waitFor({ state: 'detached' });
+    expect(new URL(page.url()).hash).toBe('');
+    expect(await peersView().isVisible()).toBe(true);
+    await page.keyboard.press('Escape');
+    await peersView().waitFor({ state: 'hidden' });
     // Close does the same; the button itself closes it again; and a room picked in the list is shown in its place.
     await peersButton().click();
     await peersView().getByRole('button', { name: 'Close Peers' }).click();

@@ -134,7 +134,13 @@ export class App {
    * (shown only on this device until confirmed saved) is unsaved, that signing out loses it (issue 25).
    */
   private async signOut(client: ChatClient): Promise<void> {
-    if (!(await this.signOutDialog.ask(client.encryption().recoveryKey !== undefined))) return;
+    const keyUnsaved = client.encryption().recoveryKey !== undefined;
+    if (!(await this.signOutDialog.ask(keyUnsaved))) return;
+    // The recovery key opens on a later sign-in only what the key backup holds: keys not uploaded yet are saved first.
+    // (With the key unsaved the dialog said the messages are lost: nothing is waited for.)
+    if (!keyUnsaved && !(await this.signOutDialog.untilKeysBackedUp(client))) return;
+    // Meanwhile the session may have ended another way.
+    if (client !== this.client) return;
     this.dropClient();
     this.lock.letGo();
     const revoked = client.signOut();

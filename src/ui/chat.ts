@@ -306,6 +306,13 @@ export interface ChatClient {
   encryption(): EncryptionStatus;
   /** The person saved the recovery key: it is not shown again. */
   confirmRecoveryKeySaved(): void;
+  /**
+   * How many of this device's room keys are not in the account's key backup yet (0 with no backup on). The SDK uploads
+   * a new key up to 10 s after it is made: signing out before then would lose the messages only that key opens.
+   */
+  keysNotBackedUp(): Promise<number>;
+  /** Resolves once every room key of this device is in the key backup (or the backup is off). */
+  keysBackedUp(): Promise<void>;
   /** Verifies this device with the account's recovery key: it is cross-signed, and the key backup is restored. Throws `WrongRecoveryKey`. */
   verifyWithRecoveryKey(recoveryKey: string): Promise<void>;
   /** The emoji verification going on, or the last one until dismissed. */

@@ -51,7 +51,7 @@ export class RoomView {
   constructor(private readonly onSeenNewest: () => void = () => undefined) {
     this.timeline.addEventListener('scroll', () => {
       const wasAtEnd = this.atEnd;
-      this.atEnd = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < AT_END;
+      this.readAtEnd();
       if (this.atEnd) this.newMessages.hidden = true;
       this.updateJump();
       if (this.atEnd && !wasAtEnd) this.onSeenNewest();
@@ -93,6 +93,15 @@ export class RoomView {
 
   private pinToEnd(): void {
     this.timeline.scrollTop = this.timeline.scrollHeight;
+  }
+
+  /**
+   * Whether the timeline shows its end, read from where it is scrolled. At each scroll event, and at once when the page
+   * itself scrolls it up ("Jump to first unread"): the scroll event comes a frame later, and a render (a sync) or a
+   * resize before it took the person to be still at the end and pinned the timeline back there (seen in WebKit).
+   */
+  private readAtEnd(): void {
+    this.atEnd = this.timeline.scrollHeight - this.timeline.scrollTop - this.timeline.clientHeight < AT_END;
   }
 
   /** The open room's newest message is in view: at the timeline's end, on screen (not a phone's other tab). */
@@ -147,6 +156,7 @@ export class RoomView {
   private scrollToLine(line: Element): void {
     const gap = parseFloat(getComputedStyle(this.timeline).paddingTop) || 0;
     this.timeline.scrollTop += line.getBoundingClientRect().top - this.timeline.getBoundingClientRect().top - gap;
+    this.readAtEnd();
   }
 
   private scrollToEnd(): void {

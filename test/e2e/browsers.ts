@@ -1,6 +1,6 @@
 import type { ElementHandle, Browser as PlaywrightBrowser, Page as PlaywrightPage } from 'playwright-core';
 import type { Browser as PuppeteerBrowser, ElementHandle as PuppeteerElement, Page as PuppeteerPage } from 'puppeteer-core';
-import type { WebDriver, WebElement } from 'selenium-webdriver';
+import { Key, type WebDriver, type WebElement } from 'selenium-webdriver';
 import { launchChromium } from './chromium.ts';
 import { launchFirefox } from './firefox.ts';
 import { launchWebKit, type WebKit } from './webkit.ts';
@@ -8,14 +8,17 @@ import { launchWebKit, type WebKit } from './webkit.ts';
 // One tab, whichever engine runs it (issue 39). Chromium is driven by playwright-core, Firefox by
 // puppeteer-core over WebDriver BiDi (playwright drives only its own patched Firefox), WebKit (WebKitGTK's
 // MiniBrowser) by selenium-webdriver over classic WebDriver (webkit.ts). The flows the
-// tests share (page-flows.ts) are written once against `Tab`; each driver supplies four primitives:
-// evaluate an expression, wait until one is truthy, click what it returned, reload. Elements are found
+// tests share (page-flows.ts) are written once against `Tab`; each driver supplies a few primitives:
+// evaluate an expression, wait until one is truthy, click what it returned, choose a file, press a key, reload. Elements are found
 // in the page by one function (`findTarget`), so "the button named Send" means the same in every engine.
 
 export type Engine = 'chromium' | 'firefox' | 'webkit';
 
 /** What to find, as a person would: a control by its label, a button by its name, or CSS with the text it shows (whitespace collapsed). */
 export type Target = { label: string } | { button: string; within?: string } | { css: string; text?: string; exactText?: string };
+
+/** The keys a test presses. */
+export type PressedKey = 'Escape' | 'Enter';
 
 export interface Tab {
   readonly engine: Engine;
@@ -31,8 +34,13 @@ export interface Tab {
   click(target: Target, timeoutMs?: number): Promise<void>;
   /** Sets a field's value as Playwright's `fill` does (the value, then `input` and `change`), once it is shown. */
   fill(target: Target, value: string, timeoutMs?: number): Promise<void>;
-  /** Chooses a file on disk in a file input, with the driver's own file upload, once it is shown. */
+  /**
+   * Chooses a file on disk in a file input, with the driver's own file upload, once it is there. The input may be
+   * hidden: a page often hides it behind the button that opens the browser's file chooser, which no driver here can answer.
+   */
   setInputFiles(target: Target, path: string, timeoutMs?: number): Promise<void>;
+  /** Presses a key with the driver's own keyboard, in whatever has the focus. */
+  press(key: PressedKey): Promise<void>;
   /** Reloads and waits for the page's load event. */
   reload(): Promise<void>;
   /**
@@ -59,8 +67,8 @@ export interface EngineBrowser {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 
-/** Finds a shown element for a target; sent into the page as source, so it is self-contained. */
-function findTarget(target: Target): Element | null {
+/** Finds a shown element for a target (shown or not, with `evenHidden`); sent into the page as source, so it is self-contained. */
+function findTarget(target: Target & { evenHidden?: boolean }): Element | null {
   const norm = (text: string | null | undefined) => (text ?? '').replace(/\s+/g, ' ').trim();
   const shown = (element: Element) => (typeof element.checkVisibility === 'function' ? element.checkVisibility() : true);
   let candidates: Element[];
@@ -86,7 +94,7 @@ function findTarget(target: Target): Element | null {
       exactText !== undefined ? norm(element.textContent) === exactText : text === undefined || norm(element.textContent).includes(text),
     );
   }
-  return candidates.find(shown) ?? null;
+  return (target.evenHidden ? candidates[0] : candidates.find(shown)) ?? null;
 }
 
 /** What Playwright's `fill` does to a field; sent into the page as source. */
@@ -103,16 +111,17 @@ function setValue(field: HTMLInputElement, value: string): void {
  * keeps function names by wrapping inner functions in a `__name` helper the page lacks: it is given one that does nothing.
  */
 const call = (fn: (arg: any) => unknown, arg: unknown): string => `((__name) => (${fn.toString()})(${arg === undefined ? '' : JSON.stringify(arg)}))((target) => target)`;
-const find = (target: Target) => call(findTarget, target);
+const find = (target: Target & { evenHidden?: boolean }) => call(findTarget, target);
 const describeTarget = (target: Target) => JSON.stringify(target);
 
-/** The four primitives a driver gives; the rest of `Tab` is built on them. */
+/** The primitives a driver gives; the rest of `Tab` is built on them. */
 interface Driver {
   evaluate(expression: string): Promise<unknown>;
   /** Polls `expression` until it is truthy (an Error past the timeout); `click` clicks the element it returned. */
   waitFor(expression: string, timeoutMs: number, click?: boolean): Promise<void>;
   /** Gives the file input `expression` returns the file at `path`. */
   setFiles(expression: string, path: string): Promise<void>;
+  press(key: PressedKey): Promise<void>;
   reload(): Promise<void>;
   setOffline?(offline: boolean): Promise<void>;
   close(): Promise<void>;
@@ -152,9 +161,11 @@ function tabOver(engine: Engine, driver: Driver): Tab {
       await driver.evaluate(`((__name) => (${setValue.toString()})(${find(target)}, ${JSON.stringify(value)}))((target) => target)`);
     },
     setInputFiles: async (target, path, timeoutMs = DEFAULT_TIMEOUT_MS) => {
-      await waitFor(find(target), timeoutMs, `waiting for ${describeTarget(target)}`);
-      await driver.setFiles(find(target), path);
+      const input = find({ ...target, evenHidden: true });
+      await waitFor(input, timeoutMs, `waiting for ${describeTarget(target)}`);
+      await driver.setFiles(input, path);
     },
+    press: (key) => driver.press(key),
     reload: () => driver.reload(),
     ...(driver.setOffline ? { setOffline: driver.setOffline } : {}),
     close: () => driver.close(),
@@ -204,6 +215,7 @@ export function playwrightTab(page: PlaywrightPage, engine: Engine = 'chromium')
       await (handle.asElement() as unknown as ElementHandle<HTMLInputElement>).setInputFiles(path);
       await handle.dispose();
     },
+    press: (key) => page.keyboard.press(key),
     reload: async () => void (await page.reload()),
     // Playwright emulates it for the whole context (every tab of the profile, its service worker included).
     setOffline: (offline) => page.context().setOffline(offline),
@@ -227,12 +239,15 @@ export function puppeteerTab(page: PuppeteerPage, engine: Engine = 'firefox'): T
       await (handle.asElement() as PuppeteerElement<HTMLInputElement>).uploadFile(path);
       await handle.dispose();
     },
+    press: (key) => page.keyboard.press(key),
     reload: async () => void (await page.reload()),
     // WebDriver BiDi's emulation.setNetworkConditions, for this tab: Firefox then answers its requests with a network error and its navigator.onLine is false.
     setOffline: (offline) => page.setOfflineMode(offline),
     close: () => page.close(),
   });
 }
+
+const WEBDRIVER_KEYS: Record<PressedKey, string> = { Escape: Key.ESCAPE, Enter: Key.ENTER };
 
 /** Which window of a WebDriver session its commands go to: each tab switches to its own first. */
 interface WindowFocus {
@@ -293,6 +308,10 @@ export function webDriverTab(session: WebDriver, window: string, focus: WindowFo
       await here();
       // Classic WebDriver's way: keys sent to a file input are the path of the file to choose.
       await (await session.executeScript<WebElement>(`return ${expression};`)).sendKeys(path);
+    },
+    press: async (key) => {
+      await here();
+      await session.actions().sendKeys(WEBDRIVER_KEYS[key]).perform();
     },
     reload: async () => {
       await here();

@@ -2,7 +2,9 @@ import type { Profile, Tab } from './browsers.ts';
 
 // What a person does with the page, written once against `Tab` (browsers.ts) so that it runs in every
 // engine (issue 39). The Chromium-only suites keep their Playwright helpers (hearth-page.ts,
-// page-pair.ts); these are the same steps, for the tests that run across engines.
+// page-pair.ts); these are the same steps, for the tests that run across engines. (A Chromium suite
+// cannot simply wrap its page as a Tab: Tab's waits are source strings, which the page's
+// Content-Security-Policy refuses unless the context bypasses it, and most of those suites keep it.)
 
 export const PASSWORD = 'correct horse battery staple';
 
@@ -92,7 +94,7 @@ export async function openPeersView(tab: Tab): Promise<void> {
   await tab.waitFor({ css: '#peers-view' });
 }
 
-const DIRECT_CHATS = 'ul[aria-label="Direct chats"]';
+export const DIRECT_CHATS = 'ul[aria-label="Direct chats"]';
 
 /** `ana` starts an encrypted direct message with `benId` through the UI, and `ben` accepts it; returns its room ID. */
 export async function startEncryptedDm(ana: Tab, ben: Tab, benId: string): Promise<string> {
@@ -178,10 +180,121 @@ export async function importThroughUi(tab: Tab, path: string, passphrase: string
 export async function signInAfterImport(tab: Tab, serverName: string, username: string, password = PASSWORD): Promise<void> {
   await tab.waitForFunction((name) => (globalThis as any).hearthHost?.state.serverName === name && document.body.dataset.homeserver === 'ready', serverName, 120_000);
   await tab.click({ button: 'I already have an account here' });
+  await signIn(tab, username, password);
+}
+
+/** Signs in through the sign-in form (shown after a sign-out), and waits for the rooms. */
+export async function signIn(tab: Tab, username: string, password = PASSWORD): Promise<void> {
   await tab.fill({ label: 'Username' }, username);
   await tab.fill({ label: 'Password' }, password);
   await tab.click({ button: 'Sign in' });
   await tab.waitFor({ label: 'New room name' }, { timeoutMs: 60_000 });
+}
+
+export const SIGN_OUT_DIALOG = 'dialog.sign-out-dialog';
+
+/** The top bar's Sign out, which asks first, every time (issue 38): waits for the "Sign out?" dialog. */
+export async function askToSignOut(tab: Tab): Promise<void> {
+  await tab.click({ button: 'Sign out', within: 'header.topbar' });
+  await tab.waitFor({ css: `${SIGN_OUT_DIALOG} h2`, exactText: 'Sign out?' });
+}
+
+/**
+ * Signs out from the top bar, confirming in the dialog that asks first, and waits for the sign-in form: through
+ * "Saving your message keys" when some room key is not in the key backup yet (the SDK uploads one up to 10 s after it is made).
+ */
+export async function signOut(tab: Tab): Promise<void> {
+  await askToSignOut(tab);
+  await tab.click({ button: 'Sign out', within: SIGN_OUT_DIALOG });
+  await tab.waitFor({ css: 'h1', exactText: 'Sign in' }, { timeoutMs: 60_000 });
+}
+
+/** The IndexedDB database of the Rust crypto (matrix-js-sdk's fixed name): a device's keys, deleted at sign-out. */
+export const CRYPTO_STORE = 'matrix-js-sdk::matrix-sdk-crypto';
+
+/** Whether the origin has the Rust crypto's store, as `indexedDB.databases()` lists it. */
+export const hasCryptoStore = (tab: Tab): Promise<boolean> => tab.evaluate(async (name) => (await indexedDB.databases()).some((database) => database.name === name), CRYPTO_STORE);
+
+/**
+ * Waits until the signed-out device's crypto store is deleted. Bounded at 10 s, as page-verify.test.ts is: a store
+ * left open would be deleted only once the garbage collector closed it (21 s in Chromium), which is what this checks.
+ */
+export const waitUntilCryptoStoreGone = (tab: Tab): Promise<void> =>
+  tab.waitForFunction(async (name) => !(await indexedDB.databases()).some((database) => database.name === name), CRYPTO_STORE, 10_000);
+
+/** Opens the room named `name` from the room list. */
+export async function openRoom(tab: Tab, name: string): Promise<void> {
+  await tab.click({ css: '.room-item .name', exactText: name }, 60_000);
+  await tab.waitFor({ css: '.room-title', text: name });
+}
+
+/** The dialog that previews picked, pasted or dropped files, with a caption field each, before they are sent (issue 38). */
+export const PREVIEW = 'dialog.attachment-preview';
+
+/**
+ * Chooses the file at `path` in the composer, with the driver's own file upload into its file input, as the
+ * browser's file chooser does once the person picked it there (the Attach button opens that chooser, which
+ * no driver answers); the page then previews it.
+ */
+export const pickFile = (tab: Tab, path: string): Promise<void> => tab.setInputFiles({ label: 'File to attach' }, path);
+
+/** Picks the file at `path`, writes `caption` in the preview and sends it; waits until the preview is gone. */
+export async function sendFile(tab: Tab, path: string, caption: string): Promise<void> {
+  await pickFile(tab, path);
+  await tab.fill({ label: 'Caption' }, caption);
+  await tab.click({ button: 'Send', within: PREVIEW });
+  await tab.waitFor({ css: PREVIEW }, { gone: true });
+}
+
+/** An image as the open room's timeline shows it: drawn (its width once loaded), its caption's text and bold part, its event. */
+export interface ShownImage {
+  eventId: string;
+  width: number;
+  caption: string | null;
+  bold: string | null;
+}
+
+/**
+ * Waits until the open room's timeline shows the image `name` in an event the homeserver has (decrypted first, in an
+ * encrypted room), drawn, with the caption `caption` under it (whitespace collapsed); returns what it shows.
+ */
+export async function imageShown(tab: Tab, name: string, caption: string, timeoutMs = 60_000): Promise<ShownImage> {
+  const find = ({ name, caption }: { name: string; caption: string }): ShownImage | null => {
+    const norm = (text: string | null | undefined) => (text ?? '').replace(/\s+/g, ' ').trim();
+    for (const figure of document.querySelectorAll('.timeline .event[data-event-id] figure.attachment')) {
+      const image = [...figure.querySelectorAll('img')].find((img) => img.alt === name);
+      const under = figure.querySelector('figcaption');
+      if (!image || !image.complete || image.naturalWidth === 0 || norm(under?.textContent) !== caption) continue;
+      const eventId = (figure.closest('.event') as HTMLElement).dataset.eventId!;
+      return { eventId, width: image.naturalWidth, caption: norm(under?.textContent), bold: under?.querySelector('strong')?.textContent ?? null };
+    }
+    return null;
+  };
+  await tab.waitForFunction(find, { name, caption }, timeoutMs);
+  return (await tab.evaluate(find, { name, caption }))!;
+}
+
+const MEMBERS = 'aside.members';
+
+/** The members pane's entry of `userId` (CSS), its profile card opened; in an encrypted room the card says whether they are verified. */
+export async function openCard(tab: Tab, userId: string): Promise<string> {
+  const item = `${MEMBERS} li[title="${userId}"]`;
+  if (!(await tab.evaluate(() => (document.querySelector('.member-details') as HTMLDetailsElement | null)?.open))) await tab.click({ css: '.member-details > summary' });
+  await tab.waitFor({ css: item });
+  const card = `${item} .member-devices`;
+  if (!(await tab.evaluate((card) => (document.querySelector(card) as HTMLDetailsElement | null)?.open, card))) await tab.click({ css: `${card} > summary` });
+  return item;
+}
+
+/** The dialog of the emoji verification going on (issue 38). */
+export const VERIFICATION = 'dialog.verification-dialog';
+
+/** The emoji the verification dialog shows to compare, each as "symbol name", once all 7 are there. */
+export async function shownEmoji(tab: Tab): Promise<string[]> {
+  await tab.waitFor({ css: `${VERIFICATION} ol.sas-emoji li:nth-child(7)` }, { timeoutMs: 60_000 });
+  return tab.evaluate(() =>
+    [...document.querySelectorAll('dialog.verification-dialog ol.sas-emoji li')].map((li) => `${li.querySelector('.sas-symbol')!.textContent} ${li.querySelector('.sas-name')!.textContent}`),
+  );
 }
 
 /** A new sign-in of an account with cross-signing verifies itself with the recovery key: the key backup opens the past. */

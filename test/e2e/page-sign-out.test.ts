@@ -1,16 +1,20 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRoomThroughUi, openHearth, pageFetch, startSite, storedSession, type HearthSite } from './hearth-page.ts';
+import { createRoomThroughUi, openHearth, pageFetch, sendThroughUi, signOutThroughUi, startSite, storedSession, type HearthSite } from './hearth-page.ts';
 
 // Issue 38: Sign out asks first, every time, saying what signing out does to this page's keys; Cancel
 // keeps you signed in. While the recovery key is unsaved it warns instead, and that warning is reachable:
-// the recovery key dialog is modal, so it covers the top bar's Sign out and offers its own.
+// the recovery key dialog is modal, so it covers the top bar's Sign out and offers its own. A message sent
+// just before signing out is read again after signing in with the recovery key: the sign-out first saves
+// its room key to the key backup, which the SDK uploads only up to 10 s after the key is made.
 
 const PASSWORD = 'correct horse battery staple';
 
 let site: HearthSite;
 let context: BrowserContext;
 let page: Page;
+/** Ana's recovery key, shown when her account was made. */
+let anaKey: string;
 
 /** Creates an account through the form and waits for its recovery key, left unsaved; returns the key. */
 async function createAccount(username: string): Promise<string> {
@@ -39,7 +43,7 @@ afterAll(async () => {
 
 describe('Sign out asks first', () => {
   it('with the recovery key unsaved, the key dialog offers to sign out, which warns; Cancel goes back to the key', async () => {
-    const key = await createAccount('ana');
+    const key = (anaKey = await createAccount('ana'));
     const keyDialog = page.getByRole('dialog', { name: 'Save your recovery key' });
     await keyDialog.getByRole('button', { name: 'Sign out without saving it' }).click();
 
@@ -77,12 +81,26 @@ describe('Sign out asks first', () => {
     await asked.waitFor({ state: 'detached' });
     expect(await page.getByRole('banner').getByText(/^@ana:/).count()).toBe(1);
 
+    // A new room's first message: its room key is new, and not in the key backup yet when Sign out is clicked (most runs).
+    await sendThroughUi(page, 'Sent just before signing out');
     await signOut.click();
     await asked.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     expect(await page.evaluate(() => localStorage.getItem('hearth-session'))).toBeNull();
     // The token is revoked just after the form shows.
     await expect.poll(() => whoamiStatus(session.accessToken), { timeout: 30_000 }).toBe(401);
+  }, 120_000);
+
+  it('signed in again and verified with the recovery key, the message sent just before signing out reads: its key was saved to the backup first', async () => {
+    await page.getByLabel('Username').fill('ana');
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByLabel('Recovery key').fill(anaKey);
+    await page.getByRole('region', { name: 'Encryption' }).getByRole('button', { name: 'Verify', exact: true }).click();
+    await page.getByRole('heading', { name: 'Verify this device' }).waitFor({ state: 'detached', timeout: 30_000 });
+    await page.locator('.room-item', { hasText: 'Still signed in' }).click();
+    await page.locator('.event:not(.pending) .body', { hasText: 'Sent just before signing out' }).waitFor({ timeout: 60_000 });
+    await signOutThroughUi(page);
   }, 120_000);
 
   it('with the recovery key unsaved, "Sign out anyway" signs out, and the unsaved key goes with the session', async () => {

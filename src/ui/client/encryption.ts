@@ -4,7 +4,7 @@
  * storage and key backup under a recovery key shown once, and a later sign-in verified with
  * that key (the cross-signing keys read from secret storage sign this device; the backup is restored).
  */
-import { ClientEvent, type MatrixClient } from 'matrix-js-sdk';
+import { ClientEvent, Method, type MatrixClient } from 'matrix-js-sdk';
 import { CryptoEvent, decodeRecoveryKey, type CryptoCallbacks } from 'matrix-js-sdk/lib/crypto-api/index.js';
 import type { SecretStorageKeyDescription } from 'matrix-js-sdk/lib/secret-storage.js';
 import { WrongRecoveryKey, type EncryptionStatus } from '../chat.ts';
@@ -99,6 +99,64 @@ export class Encryption {
   confirmRecoveryKeySaved(): void {
     localStorage.removeItem(UNSAVED_RECOVERY_KEY);
     this.set({ recoveryKey: undefined });
+  }
+
+  /**
+   * How many of this device's room keys are not in the account's key backup yet (0 with no backup on). The SDK
+   * uploads a new key after a random wait of up to 10 s (its backup loop); a sign-out before then would delete the
+   * only copy, and the recovery key would not open those messages. Read from the keys themselves (exported from the
+   * crypto) and the backup's list of sessions on the homeserver: the SDK keeps its own count private.
+   */
+  async keysNotBackedUp(): Promise<number> {
+    const client = this.client;
+    const crypto = client?.getCrypto();
+    if (!client || !crypto) return 0;
+    const version = await crypto.getActiveSessionBackupVersion();
+    if (!version) return 0;
+    const [held, backedUp] = await Promise.all([
+      crypto.exportRoomKeys(),
+      client.http.authedRequest<{ rooms?: Record<string, { sessions?: Record<string, unknown> }> }>(Method.Get, '/room_keys/keys', { version }),
+    ]);
+    return held.filter((key) => !backedUp.rooms?.[key.room_id]?.sessions?.[key.session_id]).length;
+  }
+
+  /**
+   * Resolves once every room key of this device is in the key backup (or the backup is off): checked again each time
+   * the SDK's backup loop reports, which it does when it has nothing left to upload. Rejects if a check fails.
+   */
+  keysBackedUp(): Promise<void> {
+    const client = this.client;
+    if (!client) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      let checking = false;
+      let again = false;
+      const check = (): void => {
+        // A report during a check is checked after it: the check under way may have read the list before that upload.
+        if (checking) return void (again = true);
+        checking = true;
+        again = false;
+        this.keysNotBackedUp().then(
+          (missing) => {
+            checking = false;
+            if (missing === 0) {
+              stop();
+              resolve();
+            } else if (again) check();
+          },
+          (error: unknown) => {
+            stop();
+            reject(error);
+          },
+        );
+      };
+      const stop = (): void => {
+        client.off(CryptoEvent.KeyBackupSessionsRemaining, check);
+        client.off(CryptoEvent.KeyBackupStatus, check);
+      };
+      client.on(CryptoEvent.KeyBackupSessionsRemaining, check);
+      client.on(CryptoEvent.KeyBackupStatus, check);
+      check();
+    });
   }
 
   /** Opens secret storage with the recovery key: this device is cross-signed, and the backup's keys come in. */

@@ -306,6 +306,14 @@ export class SdkChatClient implements ChatClient {
     this.crypto.confirmRecoveryKeySaved();
   }
 
+  keysNotBackedUp(): Promise<number> {
+    return chatCall(() => this.crypto.keysNotBackedUp());
+  }
+
+  keysBackedUp(): Promise<void> {
+    return chatCall(() => this.crypto.keysBackedUp());
+  }
+
   verifyWithRecoveryKey(recoveryKey: string): Promise<void> {
     return chatCall(() => this.crypto.verifyWithRecoveryKey(recoveryKey));
   }

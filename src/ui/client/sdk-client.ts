@@ -3,7 +3,7 @@
  * lazy-loaded members), rooms and timelines, pagination, and its Rust crypto (encryption.ts) with the store in
  * IndexedDB; sending, uploads, read markers and verification are parts of their own. Only the seam's types leave here.
  */
-import { ClientEvent, Direction, EventType, HttpApiEvent, KnownMembership, PendingEventOrdering, RelationType, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
+import { ClientEvent, EventType, HttpApiEvent, KnownMembership, PendingEventOrdering, RelationType, SyncState, type MatrixClient, type Room } from 'matrix-js-sdk';
 import { LoggerLevel, Tracing } from '@matrix-org/matrix-sdk-crypto-wasm';
 import { type ChatChange, type ChatClient, type ChatNotification, type ChatRoom, type ChatThread, type DeviceInfo, type EncryptionStatus, type LocalEcho, type MatrixEvent as ChatEvent, type MediaState, type Member, type Profile, type RoomSettings, type SearchResults, type SendOptions, type UserTrust, type Verification } from '../chat.ts';
 import { editContent } from './content.ts';
@@ -19,6 +19,7 @@ import { PageSlidingSync, wantsSlidingSync } from './sliding.ts';
 import { deviceList, Verifications } from './verification.ts';
 import { Uploads } from './uploads.ts';
 import { Sending } from './sending.ts';
+import { ThreadPages } from './threads.ts';
 import { createRoom, joinRoom, startDirect } from './room-entry.ts';
 import { profile, roomSettings, search, uploadImage } from './settings.ts';
 
@@ -38,8 +39,9 @@ export class SdkChatClient implements ChatClient {
   private readonly notificationListeners = new Set<(notification: ChatNotification) => void>();
   private readonly pending: PendingMarks;
   private readonly sending: Sending;
-  /** Room → the event this page last moved its fully-read marker to. */
+  /** Rooms being filled with history as they are opened. */
   private readonly filling = new Set<string>();
+  private readonly threadPages: ThreadPages;
   private readonly uploads: Uploads;
   private readonly readMarkers: ReadMarkers;
   private readonly mediaCache: MediaCache;
@@ -69,6 +71,7 @@ export class SdkChatClient implements ChatClient {
     this.sending = new Sending(client, { changed: () => this.emit('room'), sent: () => this.refreshPending() });
     this.mediaCache = new MediaCache(client, this.roomChanged);
     this.verifications = new Verifications(client, () => this.emit('verification'));
+    this.threadPages = new ThreadPages(client, PAGE, () => this.emit('room'));
   }
 
   get userId(): string {
@@ -210,19 +213,7 @@ export class SdkChatClient implements ChatClient {
 
   openThread(roomId: string, rootId: string): void {
     const room = this.sdkRoom(roomId);
-    if (!room) return;
-    // A root without replies has no thread yet: made now, as Element does, so that the remote echo of
-    // this page's first reply lands in it (with detached local echoes, the SDK puts it only in an existing thread).
-    const thread = room.getThread(rootId) ?? room.createThread(rootId, room.findEventById(rootId), [], true);
-    if ( this.filling.has(rootId) || !thread.liveTimeline.getPaginationToken(Direction.Backward)) return;
-    this.filling.add(rootId);
-    void this.client
-      .paginateEventTimeline(thread.liveTimeline, { backwards: true, limit: PAGE })
-      .catch(() => undefined)
-      .finally(() => {
-        this.filling.delete(rootId);
-        this.emit('room');
-      });
+    if (room) this.threadPages.open(room, rootId);
   }
 
   threads(roomId: string): ChatEvent[] {
@@ -232,18 +223,7 @@ export class SdkChatClient implements ChatClient {
 
   loadThreads(roomId: string): void {
     const room = this.sdkRoom(roomId);
-    const key = `threads:${roomId}`;
-    if (!room || this.filling.has(key)) return;
-    this.filling.add(key);
-    // The SDK's thread list: its timeline sets, filled by one page of GET /threads (Hearth serves it: v1.4).
-    void room
-      .createThreadsTimelineSets()
-      .then(() => room.fetchRoomThreads())
-      .catch(() => undefined)
-      .finally(() => {
-        this.filling.delete(key);
-        this.emit('room');
-      });
+    if (room) this.threadPages.loadList(room);
   }
 
   media(content: Record<string, any>, kind: 'thumbnail' | 'full'): MediaState {

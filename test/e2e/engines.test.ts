@@ -16,6 +16,7 @@ import {
   openCard,
   openHearth,
   openPeersView,
+  closePeersView,
   openRoom,
   pageFetch,
   pickFile,
@@ -313,6 +314,7 @@ for (const { first, second, webrtc } of PAIRS) describe(`an encrypted direct mes
         const direct = (name: string) => (globalThis as any).hearthP2P.node.peers().some((peer: any) => peer.server_name === name && peer.multiaddrs.some((address: string) => address.includes('/webrtc')));
         expect(await tabOf(side).evaluate(direct, other.serverName!)).toBe(true);
         await tabOf(side).waitFor({ css: '.no-webrtc' }, { gone: true });
+        await closePeersView(tabOf(side));
       }
     }, 180_000);
   } else {
@@ -326,6 +328,7 @@ for (const { first, second, webrtc } of PAIRS) describe(`an encrypted direct mes
         await tabOf(side).waitFor({ css: `.peer-list .peer[data-server-name="${other.serverName}"][data-via="relayed"]` });
       }
       await tabOf(ben).waitFor({ css: '.no-webrtc' }, { gone: true });
+      for (const side of sides) await closePeersView(tabOf(side));
     }, 60_000);
   }
 

@@ -94,6 +94,13 @@ export async function openPeersView(tab: Tab): Promise<void> {
   await tab.waitFor({ css: '#peers-view' });
 }
 
+/** Closes the Peers view with its Close button, if it is showing: the room it stood in front of shows again. */
+export async function closePeersView(tab: Tab): Promise<void> {
+  if (!(await tab.evaluate(() => document.getElementById('peers-view')?.hidden === false))) return;
+  await tab.click({ css: '#peers-view .view-close' });
+  await tab.waitForFunction(() => document.getElementById('peers-view')?.hidden === true, undefined);
+}
+
 export const DIRECT_CHATS = 'ul[aria-label="Direct chats"]';
 
 /** `ana` starts an encrypted direct message with `benId` through the UI, and `ben` accepts it; returns its room ID. */

@@ -1,5 +1,6 @@
 import type { Ed25519Backend } from '../crypto/ed25519.ts';
 import type { FederationClient } from '../federation/client.ts';
+import type { VerifyKeys } from '../federation/keyring.ts';
 import type { Database } from '../storage/database.ts';
 import { LetterRejected, openLetter, type Letter } from './letter.ts';
 import { NOTIFY_PATH } from './paths.ts';
@@ -14,7 +15,7 @@ export interface MailboxHostOptions {
   limits: Partial<MailboxLimits>;
   ed25519: Ed25519Backend;
   /** Other servers' verify keys (federation's key ring). */
-  keyRing: { verifyKey(server: string, keyId: string): Promise<Uint8Array | undefined> };
+  keyRing: Pick<VerifyKeys, 'verifyKey'>;
   /** To tell a destination that mail arrived. */
   client: FederationClient;
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Ed25519Backend } from '../crypto/ed25519.ts';
 import { FederationRequestError, type FederationClient } from '../federation/client.ts';
+import type { VerifyKeys } from '../federation/keyring.ts';
 import type { Edu } from '../federation/queue.ts';
 import type { Database } from '../storage/database.ts';
 import type { KnownMailboxes } from './known.ts';
@@ -22,7 +23,7 @@ export interface MailboxOptions {
   serverName: string;
   ed25519: Ed25519Backend;
   /** Other servers' verify keys (federation's key ring, made before either). */
-  keyRing: { verifyKey(server: string, keyId: string): Promise<Uint8Array | undefined> };
+  keyRing: Pick<VerifyKeys, 'verifyKey'>;
   /** Outbound requests (signed X-Matrix, over the host's transport). */
   client: FederationClient;
   /** The normal inbound transaction path (federation): dedupe by (origin, txn ID), every PDU verified. */

@@ -256,6 +256,7 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
    */
   const directDials = new Map<string, Promise<void>>();
   const identifiedAt = new WeakMap<Connection, number>();
+  const saidNoWebRTC = new WeakSet<Connection>();
   const webrtcAddresses = async (peerId: PeerId) =>
     ((await libp2p.peerStore.get(peerId).catch(() => undefined))?.addresses ?? []).map((a) => a.multiaddr).filter((a) => a.toString().includes('/webrtc'));
   function ensureDirect(peerId: PeerId, signal?: AbortSignal): Promise<void> {
@@ -275,6 +276,11 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
         identifiedAt.set(relayed, Date.now());
         await libp2p.services.identify.identify(relayed, { signal }).catch((error: unknown) => logDialFailure('could not learn the addresses of', peerId, error));
         addresses = await webrtcAddresses(peerId);
+        // Said once a connection: a symmetric-NAT case in across-nats.test.ts once waited a minute with nothing in the log.
+        if (addresses.length === 0 && !saidNoWebRTC.has(relayed)) {
+          saidNoWebRTC.add(relayed);
+          log(`knows no WebRTC address of ${peerId} yet: reached through a relay only`);
+        }
       }
       for (const address of addresses) {
         try {

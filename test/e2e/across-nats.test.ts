@@ -232,9 +232,11 @@ describe('two people behind two NATs, one public origin', () => {
     await cleo.locator('.invite').getByRole('button', { name: 'Accept' }).click();
     await dan.locator('.timeline .notice', { hasText: 'cleo joined' }).waitFor({ timeout: 60_000 });
     // Bounded, so that a page that never tries WebRTC fails here with what the nodes said, not at the test's timeout.
+    // 60 s was passed twice this session with the suite's other files beside it (never alone): given 120 s, within the
+    // case's 240 s, a slow dial still fails here with the log, and a stuck one too.
     let waited: ReturnType<typeof setTimeout> | undefined;
     const untried = new Promise<never>((_, reject) => {
-      waited = setTimeout(() => reject(new Error(`neither page said a WebRTC dial failed:\n${p2pLog.join('\n')}`)), 60_000);
+      waited = setTimeout(() => reject(new Error(`neither page said a WebRTC dial failed:\n${p2pLog.join('\n')}`)), 120_000);
     });
     await Promise.race([...webrtcFailed, untried]).finally(() => clearTimeout(waited));
     const danName = await pageServerName(dan);
@@ -246,7 +248,7 @@ describe('two people behind two NATs, one public origin', () => {
     await dan.locator('.event .body', { hasText: 'Through the public peer, Dan' }).waitFor({ timeout: 30_000 });
     await sendThroughUi(dan, 'Got it, Cleo');
     await cleo.locator('.event .body', { hasText: 'Got it, Cleo' }).waitFor({ timeout: 30_000 });
-  }, 180_000);
+  }, 240_000);
 
   it('with the public peer reached over WebRTC-Direct alone (no domain, no certificate for it), two newcomers meet through it and chat', async () => {
     const pages: Page[] = [];

@@ -30,6 +30,8 @@ const DISCOVERY_WAIT_MS = 10_000;
 const DIRECT_SWEEP_MS = 5_000;
 /** How often, at most, a relayed connection whose peer has told us of no WebRTC address is asked again (identify). */
 const IDENTIFY_AGAIN_MS = 10_000;
+/** How long an asked-again identify may take. */
+const IDENTIFY_TIMEOUT_MS = 10_000;
 
 /**
  * Through a relay, but not WebRTC: a WebRTC address reads `…/p2p-circuit/webrtc/…`
@@ -274,7 +276,9 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
       const relayed = open.find((c) => Date.now() - (identifiedAt.get(c) ?? 0) >= IDENTIFY_AGAIN_MS);
       if (addresses.length === 0 && relayed) {
         identifiedAt.set(relayed, Date.now());
-        await libp2p.services.identify.identify(relayed, { signal }).catch((error: unknown) => logDialFailure('could not learn the addresses of', peerId, error));
+        // Bounded: an identify that never settled would hold this peer's entry in directDials, and every sweep after it.
+        const bounded = AbortSignal.any([AbortSignal.timeout(IDENTIFY_TIMEOUT_MS), ...(signal ? [signal] : [])]);
+        await libp2p.services.identify.identify(relayed, { signal: bounded }).catch((error: unknown) => logDialFailure('could not learn the addresses of', peerId, error));
         addresses = await webrtcAddresses(peerId);
         // Said once a connection: a symmetric-NAT case in across-nats.test.ts once waited a minute with nothing in the log.
         if (addresses.length === 0 && !saidNoWebRTC.has(relayed)) {

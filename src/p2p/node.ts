@@ -259,12 +259,19 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   const directDials = new Map<string, Promise<void>>();
   const identifiedAt = new WeakMap<Connection, number>();
   const saidNoWebRTC = new WeakSet<Connection>();
+  const saidWhy = new Map<string, string>();
   const webrtcAddresses = async (peerId: PeerId) =>
     ((await libp2p.peerStore.get(peerId).catch(() => undefined))?.addresses ?? []).map((a) => a.multiaddr).filter((a) => a.toString().includes('/webrtc'));
   function ensureDirect(peerId: PeerId, signal?: AbortSignal): Promise<void> {
     if (!options.preferWebRTC || stopped || !(libp2p.peerId.toString() < peerId.toString())) return Promise.resolve();
     const open = libp2p.getConnections(peerId).filter((c) => c.status === 'open');
-    if (open.some((c) => !isRelayedAddress(c.remoteAddr.toString()))) return Promise.resolve();
+    const direct = open.find((c) => !isRelayedAddress(c.remoteAddr.toString()));
+    if (direct) {
+      // Said when it changes, for the symmetric-NAT case that sometimes never dials (README, "Open").
+      const why = `holds a direct connection to ${peerId} (${direct.remoteAddr.toString()}): no WebRTC dial`;
+      if (saidWhy.get(peerId.toString()) !== why) (saidWhy.set(peerId.toString(), why), log(why));
+      return Promise.resolve();
+    }
     const key = peerId.toString();
     const pending = directDials.get(key);
     if (pending) return pending;

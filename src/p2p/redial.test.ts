@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { dialFailureLogger, isDialableAddress, isExpectedDialError } from './redial.ts';
+import { multiaddr } from '@multiformats/multiaddr';
+import { dialFailureLogger, isDialableAddress, isExpectedDialError, webrtcDialAddresses } from './redial.ts';
 
 const named = (name: string, message: string) => Object.assign(new Error(message), { name });
 
@@ -34,5 +35,20 @@ describe('dial failures in the log (issue 24, peers 3)', () => {
     expect(isDialableAddress('/webrtc')).toBe(false);
     expect(isDialableAddress('/ip4/127.0.0.1/tcp/4001/ws')).toBe(true);
     expect(isDialableAddress('/ip4/127.0.0.1/udp/4001/webrtc-direct/certhash/uEiA')).toBe(true);
+  });
+
+  it("a peer's WebRTC addresses are dialled as its own: one the peer store kept without the peer's ID gets it back, so libp2p does not take the relay for the peer", () => {
+    const relay = '12D3KooWBKjscCZsK4FVUMuCxXiwJNfm11BCdFZ7dQiNEBEMSazS';
+    const page = '12D3KooWJo3Ad2Amx2HBhGRFPog9UQbMrr2m4dhoJAvrGn4UApQ3';
+    const circuit = `/dns4/peer.hearth.test/tcp/4443/wss/p2p/${relay}/p2p-circuit`;
+    // The peer ID libp2p dials (libp2p's getPeerAddress): the last /p2p/ of the address.
+    const dialledPeer = (address: { getComponents(): { name: string; value?: string }[] }) => address.getComponents().findLast((c) => c.name === 'p2p')?.value;
+    expect(dialledPeer(multiaddr(`${circuit}/webrtc`))).toBe(relay);
+    const addresses = webrtcDialAddresses(
+      [multiaddr(`${circuit}/webrtc`), multiaddr(`${circuit}/webrtc/p2p/${page}`), multiaddr(circuit), multiaddr('/ip4/192.0.2.1/udp/4001/webrtc-direct')],
+      page,
+    );
+    expect(addresses.map(String)).toEqual([`${circuit}/webrtc/p2p/${page}`]);
+    expect(addresses.map(dialledPeer)).toEqual([page]);
   });
 });

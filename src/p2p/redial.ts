@@ -18,6 +18,19 @@ export function isDialableAddress(address: Multiaddr | string): boolean {
   return !text.split('/').some((part) => part === 'p2p-circuit' || part === 'webrtc');
 }
 
+/**
+ * A peer's `/webrtc` addresses, each ending in the peer's own `/p2p/<id>`. The peer store keeps addresses without it,
+ * and one learnt so (`…/p2p/<relay>/p2p-circuit/webrtc`) names the relay last: libp2p, dialling it, takes the relay
+ * for the peer and hands back the connection to the relay, a "dial" that never fails (across-nats' symmetric-NAT
+ * case then tried every 5 s and never said a WebRTC dial failed).
+ */
+export function webrtcDialAddresses(addresses: Multiaddr[], peerId: string): Multiaddr[] {
+  const own = addresses
+    .filter((address) => address.getComponents().some((c) => c.name === 'webrtc'))
+    .map((address) => (address.getComponents().findLast((c) => c.name === 'p2p')?.value === peerId ? address : address.encapsulate(`/p2p/${peerId}`)));
+  return [...new Map(own.map((address) => [address.toString(), address])).values()];
+}
+
 /** Failures a dial meets every day: the peer is away, moved, or has no address we can use. */
 const EXPECTED_DIAL_ERRORS = new Set([
   'AbortError',

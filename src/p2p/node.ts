@@ -260,7 +260,11 @@ export async function createP2PNode(options: P2PNodeOptions): Promise<P2PNode> {
   const identifiedAt = new WeakMap<Connection, number>();
   // What the node last said of each peer's direct link, so that the sweep says it again only when it changes.
   const said = new Map<string, string>();
-  const sayOfPeer = (peerId: PeerId, line: string) => said.get(peerId.toString()) !== line && (said.set(peerId.toString(), line), log(line));
+  const sayOfPeer = (peerId: PeerId, line: string) => {
+    if (said.get(peerId.toString()) === line) return;
+    said.set(peerId.toString(), line);
+    log(line);
+  };
   const webrtcAddresses = async (peerId: PeerId) =>
     webrtcDialAddresses(((await libp2p.peerStore.get(peerId).catch(() => undefined))?.addresses ?? []).map((a) => a.multiaddr), peerId.toString());
   function ensureDirect(peerId: PeerId, signal?: AbortSignal): Promise<void> {

@@ -6,6 +6,11 @@ import { invitedUserFromHash, shortUserId } from './ids.ts';
 
 const DEMO_ROOM_NAME = 'P2P demo';
 
+/** The invite link for `userId` has been answered: it leaves the address, so a reload does not ask again. */
+function forgetInviteLink(userId: string): void {
+  if (invitedUserFromHash(location.hash) === userId) history.replaceState(null, '', location.pathname + location.search);
+}
+
 /** What the demo room needs of the chat screen. */
 export interface DemoRoomContext {
   client(): ChatClient | undefined;
@@ -61,10 +66,9 @@ export class DemoRoom {
   /** The one confirmation an invite link asks: a direct chat with `userId`, or not now. */
   private confirm(userId: string): void {
     const dialog = this.confirmDialog;
-    // Answered (Escape is Not now): a reload does not ask again.
-    const forget = () => invitedUserFromHash(location.hash) === userId && history.replaceState(null, '', location.pathname + location.search);
+    // Escape is Not now: the dialog's close answers too.
     const done = () => {
-      forget();
+      forgetInviteLink(userId);
       dialog.close();
       dialog.remove();
     };
@@ -78,7 +82,7 @@ export class DemoRoom {
         h('button', { type: 'button', onclick: done }, 'Not now'),
       ),
     );
-    dialog.onclose = () => (forget(), dialog.remove());
+    dialog.onclose = () => (forgetInviteLink(userId), dialog.remove());
     if (!dialog.isConnected) document.body.append(dialog);
     if (!dialog.open) dialog.showModal();
   }
@@ -120,7 +124,7 @@ export class DemoRoom {
       this.invitee.value = '';
       if (this.context.inviteInput.value.trim() === invitee) this.context.inviteInput.value = '';
       this.notice.textContent = `Invited ${shortUserId(invitee)} to \u201c${DEMO_ROOM_NAME}\u201d.`;
-      if (invitedUserFromHash(location.hash) === invitee) history.replaceState(null, '', location.pathname + location.search);
+      forgetInviteLink(invitee);
       this.context.select(roomId);
     })().finally(() => (button.disabled = false));
   }
